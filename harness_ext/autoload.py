@@ -1,0 +1,70 @@
+"""Start-up hook that lets a bare ``lm_eval --tasks tofu_forget10`` find this package's tasks.
+
+lm-eval 0.4.13 only scans its own task folder and ``--include_path``. The wheel ships
+``lm_eval_unlearning.pth``, which imports this module at interpreter start. It does **not** import lm-eval:
+it adds a post-import hook, so that when ``lm_eval.tasks.manager`` is first imported, ``TaskManager`` gets our
+task folder prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name clashes).
+Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
+:mod:`harness_ext.lm_eval_compat`.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+from types import ModuleType
+
+ENV_SWITCH = "UNLEARN_LMEVAL_AUTOLOAD"
+_TARGET = "lm_eval.tasks.manager"
+
+
+def _enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in {"0", "false", "no", "off"}
+
+
+def patch_task_manager(module: ModuleType) -> None:
+    """Wrap ``TaskManager.__init__`` so our task folder is always on the include path."""
+    from harness_ext.lm_eval_compat import patch_task_manager_class
+
+    patch_task_manager_class(module.TaskManager)
+
+
+class _LoaderWithHook(importlib.abc.Loader):
+    def __init__(self, wrapped: importlib.abc.Loader) -> None:
+        self._wrapped = wrapped
+
+    def create_module(self, spec):  # noqa: D401 - loader protocol
+        return self._wrapped.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._wrapped.exec_module(module)
+        patch_task_manager(module)
+
+
+class _PostImportFinder(importlib.abc.MetaPathFinder):
+    """Finds nothing itself; wraps the real loader of ``lm_eval.tasks.manager`` to run our patch after it."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != _TARGET:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _LoaderWithHook(spec.loader)
+        return spec
+
+
+def install() -> None:
+    """Install the hook (idempotent). Patches at once if lm-eval's task manager is already imported."""
+    if not _enabled():
+        return
+    if _TARGET in sys.modules:
+        patch_task_manager(sys.modules[_TARGET])
+        return
+    if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _PostImportFinder())
+
+
+install()

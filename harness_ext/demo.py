@@ -1,0 +1,103 @@
+"""``unlearn demo``: the whole TOFU story offline on the embedded corpus and a tiny Llama.
+
+1. write the demo corpus (TOFU schema, Hub layout) to ``WORKDIR/data``;
+2. train a tokenizer and initialise a tiny Llama;
+3. fine-tune a *target* model on all authors and a *retain* model on the retain split, until memorised;
+4. evaluate the retain model with our lm-eval task (it becomes the reference);
+5. evaluate the target model against that reference (a real Forget Quality);
+6. print the table and write ``WORKDIR/results.json`` and ``WORKDIR/report.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness_ext.report import markdown_table
+from harness_ext.results import json_safe, task_metrics
+
+
+@dataclass
+class DemoConfig:
+    workdir: Path = Path("unlearn_demo")
+    forget_split: str = "forget10"
+    epochs: float = 40
+    lr: float = 3e-3
+    seed: int = 0
+    backend: str = "hf"
+    quiet: bool = False
+
+
+def _stage(n: int, total: int, text: str) -> float:
+    print(f"[{n}/{total}] {text}", flush=True)
+    return time.perf_counter()
+
+
+def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
+    """Run the demo; returns ``{model: {metric: value}}`` and writes results.json and report.md."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_methods.finetune import finetune
+    from unlearn_methods.tiny_model import build_tiny_model
+    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
+
+    hf_logging.set_verbosity_error()
+    wd = cfg.workdir.resolve()
+    retain_split = "retain" + str(100 - int(cfg.forget_split.removeprefix("forget")))
+    total, start = 6, time.perf_counter()
+    task = f"tofu_{cfg.forget_split}"
+
+    _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
+    data_dir = write_corpus(wd / "data", seed=cfg.seed)
+
+    _stage(2, total, "Training a tokenizer and building a tiny Llama (hidden 128, 2 layers)")
+    build_tiny_model(tokenizer_texts(cfg.seed), wd / "models" / "init", seed=cfg.seed)
+
+    models = {}
+    for n, (name, split) in enumerate((("target", "full"), ("retain", retain_split)), start=3):
+        _stage(n, total, f"Fine-tuning the {name} model on '{split}' ({cfg.epochs:g} epochs)")
+        model = AutoModelForCausalLM.from_pretrained(wd / "models" / "init")
+        tokenizer = AutoTokenizer.from_pretrained(wd / "models" / "init")
+        metrics = finetune(model, tokenizer, training_records(split, cfg.seed), wd / "models" / name,
+                           epochs=cfg.epochs, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
+        models[name] = wd / "models" / name
+
+    _stage(5, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (reference), then target")
+    table: dict[str, dict[str, float]] = {}
+    common = {"data_dir": str(data_dir)}
+    retain_out = wd / "eval" / "retain"
+    res = run_lm_eval(models["retain"], [task], retain_out, common, backend=cfg.backend)
+    table["retain"] = task_metrics(res)[task]
+    res = run_lm_eval(models["target"], [task], wd / "eval" / "target", {**common, "reference": str(retain_out)},
+                      backend=cfg.backend)
+    table["target"] = task_metrics(res)[task]
+    # The retain model against itself: Forget Quality 1 by construction, shown for reading the table.
+    table["retain"]["forget_quality"] = 1.0
+    table["retain"]["privleak"] = 0.0
+
+    _stage(6, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
+    ordered = {"target": table["target"], "retain": table["retain"]}
+    report = _report(ordered, cfg, task, time.perf_counter() - start)
+    (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered,
+                                                           "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
+    (wd / "report.md").write_text(report)
+    print()
+    print(report)
+    return ordered
+
+
+def _report(models: dict[str, dict[str, float]], cfg: DemoConfig, task: str, seconds: float) -> str:
+    return (
+        f"# lm-eval-unlearning demo: {task}\n\n"
+        f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
+        f"saw the {cfg.forget_split} authors, so it is what perfect unlearning should look like. Forget Quality is "
+        f"the KS-test p-value between each model's forget-set truth ratios and the retain model's (high = "
+        f"indistinguishable from retain); the retain column's Forget Quality (1) and PrivLeak (0) hold by definition.\n\n"
+        f"{markdown_table(models)}\n\n"
+        f"Backend: {cfg.backend}; seed {cfg.seed}; wall time {seconds:.0f} s.\n"
+    )

@@ -1,0 +1,52 @@
+"""Run lm-eval on a model from Python the way the ``lm_eval`` command does, and save its results files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def run_lm_eval(
+    model_dir: str | Path,
+    tasks: list[str],
+    output_dir: str | Path,
+    metadata: dict[str, Any] | None = None,
+    backend: str = "hf",
+    batch_size: int | str = 16,
+    device: str | None = None,
+    limit: int | None = None,
+    extra_model_args: dict[str, Any] | None = None,
+) -> dict:
+    """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
+
+    Returns lm-eval's results dictionary. Only this package's tasks are indexed (fast start).
+    """
+    from lm_eval import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.tasks import TaskManager
+
+    from harness_ext import tasks_dir
+
+    model_args: dict[str, Any] = {"pretrained": str(model_dir), "dtype": "float32"}
+    if backend == "vllm":
+        model_args.update({"max_model_len": 512, "enforce_eager": True})
+    model_args.update(extra_model_args or {})
+    metadata = {**model_args, **(metadata or {})}
+    tracker = EvaluationTracker(output_path=str(output_dir))
+    results = simple_evaluate(
+        model=backend,
+        model_args=model_args,
+        tasks=tasks,
+        batch_size=batch_size,
+        device=device or ("cpu" if backend == "hf" else None),
+        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata),
+        bootstrap_iters=0,
+        limit=limit,
+        log_samples=False,
+        evaluation_tracker=tracker,
+    )
+    tracker.save_results_aggregated(results=results, samples=None)
+    return results

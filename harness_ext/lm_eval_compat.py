@@ -1,0 +1,148 @@
+"""Everything that depends on lm-eval 0.4.13 internals, in one place, so an lm-eval upgrade touches one file.
+
+1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
+2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
+   as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
+   the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
+   calling ``getattr(lm, request_type)``; we add that method to the ``LM`` base class. It is implemented for
+   ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+
+from typing import Any
+
+from harness_ext import tasks_dir
+
+log = logging.getLogger(__name__)
+
+ANSWER_LOGPROBS = "unlearn_answer_logprobs"
+
+
+# --------------------------------------------------------------------------- task discovery
+def patch_task_manager_class(cls: type) -> None:
+    """Make ``cls.__init__`` prepend our task folder to ``include_path`` (idempotent)."""
+    if getattr(cls.__init__, "_unlearn_patched", False):
+        return
+    original = cls.__init__
+    signature = inspect.signature(original)
+    ours = str(tasks_dir())
+
+    @functools.wraps(original)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        given = bound.arguments.get("include_path")
+        if given is None:
+            paths: list = [ours]
+        elif isinstance(given, (list, tuple)):
+            paths = [ours, *[p for p in given if str(p) != ours]]
+        else:
+            paths = [ours] if str(given) == ours else [ours, given]
+        bound.arguments["include_path"] = paths
+        original(*bound.args, **bound.kwargs)
+
+    __init__._unlearn_patched = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+# --------------------------------------------------------------------------- answer log-probabilities
+def _is_backend(lm: Any, class_name: str, module_prefix: str) -> bool:
+    return any(c.__name__ == class_name and c.__module__.startswith(module_prefix) for c in type(lm).__mro__)
+
+
+def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    if context == "":
+        return [lm.prefix_token_id], lm.tok_encode(continuation, add_special_tokens=False)
+    return lm._encode_pair(context, continuation)
+
+
+def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
+    import torch
+    import torch.nn.functional as F
+    from tqdm import tqdm
+
+    if getattr(lm, "backend", "causal") != "causal":
+        raise NotImplementedError("TOFU answer scoring supports causal language models only.")
+    encoded = []
+    for req in requests:
+        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
+        encoded.append((ctx_enc, list(cont_enc) + [lm.eot_token_id]))
+    order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
+    batch_size = lm.batch_size if isinstance(lm.batch_size, int) else int(getattr(lm, "max_batch_size", 16) or 16)
+    results: list[dict | None] = [None] * len(encoded)
+    for start in tqdm(range(0, len(order), batch_size), desc="Scoring answer tokens", disable=lm.rank != 0):
+        idx = order[start : start + batch_size]
+        rows, n_conts = [], []
+        for i in idx:
+            ctx_enc, cont_enc = encoded[i]
+            full = (ctx_enc + cont_enc)[-(lm.max_length + 1) :][:-1]
+            rows.append(full)
+            n_conts.append(min(len(cont_enc), len(full)))
+        width = max(len(r) for r in rows)
+        batch = torch.zeros((len(rows), width), dtype=torch.long, device=lm.device)
+        for r, row in enumerate(rows):
+            batch[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+        logp = F.log_softmax(lm._model_call(batch).float(), dim=-1)
+        for r, i in enumerate(idx):
+            n, end = n_conts[r], len(rows[r])
+            cont = torch.tensor(encoded[i][1][-n:], dtype=torch.long, device=lm.device)
+            lp = logp[r, end - n : end]
+            p = lp.exp()
+            mean = (p * lp).sum(-1)
+            var = (p * lp * lp).sum(-1) - mean * mean
+            results[i] = {
+                "logprobs": lp.gather(-1, cont[:, None]).squeeze(-1).tolist(),
+                "vocab_mean": mean.tolist(),
+                "vocab_var": var.clamp_min(0).tolist(),
+            }
+    return results  # type: ignore[return-value]
+
+
+def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
+    max_ctx = lm.max_length - 1
+    inputs, n_conts = [], []
+    for req in requests:
+        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
+        cont_enc = list(cont_enc) + [lm.eot_token_id]
+        full = (ctx_enc + cont_enc)[-max_ctx:]
+        inputs.append(full)
+        n_conts.append(min(len(cont_enc), len(full) - 1))
+    outputs = lm._model_generate(requests=inputs, generate=False)
+    results = []
+    for out, full, n in zip(outputs, inputs, n_conts, strict=True):
+        lps = []
+        for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
+            value = dist[tok]
+            lps.append(float(getattr(value, "logprob", value)))
+        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None})
+    return results
+
+
+def answer_logprobs(self: Any, requests: list) -> list[dict]:
+    """``LM.unlearn_answer_logprobs``: per-token log-probs of each (context, continuation + EOS)."""
+    if _is_backend(self, "HFLM", "lm_eval.models.huggingface"):
+        return _hf_answer_logprobs(self, requests)
+    if _is_backend(self, "VLLM", "lm_eval.models.vllm"):
+        return _vllm_answer_logprobs(self, requests)
+    raise NotImplementedError(
+        f"The TOFU tasks need per-token answer log-probabilities, which lm-eval-unlearning implements for the "
+        f"'hf' and 'vllm' backends (and their subclasses); {type(self).__name__} is neither. "
+        f"Run with --model hf or --model vllm."
+    )
+
+
+def install_request_types() -> None:
+    """Add our request type to lm-eval's ``LM`` base class (idempotent)."""
+    from lm_eval.api.model import LM
+
+    if not hasattr(LM, ANSWER_LOGPROBS):
+        setattr(LM, ANSWER_LOGPROBS, answer_logprobs)
+
+
+
+__all__ = ["ANSWER_LOGPROBS", "install_request_types", "patch_task_manager_class"]

@@ -1,0 +1,46 @@
+"""Side-by-side tables of several models' TOFU numbers, as Markdown, plain text and JSON."""
+
+from __future__ import annotations
+
+import math
+
+#: The TOFU table's rows, in the order the literature reports them.
+TOFU_ROWS = [
+    ("forget_quality", "Forget Quality (KS p-value vs retain)"),
+    ("model_utility", "Model Utility"),
+    ("forget_rougeL_recall", "Forget ROUGE-L recall"),
+    ("forget_prob", "Forget probability"),
+    ("forget_truth_ratio", "Forget Truth Ratio"),
+    ("retain_rougeL_recall", "Retain ROUGE-L recall"),
+    ("retain_prob", "Retain probability"),
+    ("retain_truth_ratio", "Retain Truth Ratio"),
+    ("ra_rougeL_recall", "Real authors ROUGE-L recall"),
+    ("ra_prob", "Real authors probability"),
+    ("ra_truth_ratio", "Real authors Truth Ratio"),
+    ("wf_rougeL_recall", "World facts ROUGE-L recall"),
+    ("wf_prob", "World facts probability"),
+    ("wf_truth_ratio", "World facts Truth Ratio"),
+    ("mia_min_k_auc", "MIA Min-K% AUROC (forget vs holdout)"),
+    ("mia_min_k_plus_plus_auc", "MIA Min-K%++ AUROC"),
+    ("mia_loss_auc", "MIA LOSS AUROC"),
+    ("mia_zlib_auc", "MIA zlib AUROC"),
+    ("privleak", "PrivLeak (%, vs retain)"),
+]
+
+
+def _fmt(value: float | None) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "n/a"
+    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e4):
+        return f"{value:.2e}"
+    return f"{value:.4f}"
+
+
+def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, str]] = TOFU_ROWS) -> str:
+    """One column per model, one row per metric present in at least one model."""
+    names = list(models)
+    lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
+    for key, label in rows:
+        if any(key in m for m in models.values()):
+            lines.append(f"| {label} | " + " | ".join(_fmt(models[n].get(key)) for n in names) + " |")
+    return "\n".join(lines)

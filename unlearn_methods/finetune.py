@@ -1,0 +1,87 @@
+"""Plain supervised fine-tuning on QA pairs (answer tokens only), with the Hugging Face Trainer.
+
+It builds the demo's target model (all authors) and retain model (retain split only), and is the base the
+unlearning methods share: the same data pairing and tokenisation as the evaluation tasks.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
+
+from unlearn_tasks.prompts import encode_qa
+
+log = logging.getLogger(__name__)
+
+
+def tokenize_qa(records: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int = 256) -> Dataset:
+    """QA records (``question``, ``answer``) to a dataset of ``input_ids`` / ``labels``."""
+    rows = []
+    for r in records:
+        ids, labels = encode_qa(tokenizer, r["question"], r["answer"], max_length)
+        rows.append({"input_ids": ids, "labels": labels})
+    return Dataset.from_list(rows)
+
+
+class QACollator:
+    """Right-pads ``input_ids`` with the pad token and ``labels`` with -100."""
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        width = max(len(f["input_ids"]) for f in features)
+        ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(features), width), -100, dtype=torch.long)
+        mask = torch.zeros((len(features), width), dtype=torch.long)
+        for i, f in enumerate(features):
+            n = len(f["input_ids"])
+            ids[i, :n] = torch.tensor(f["input_ids"])
+            labels[i, :n] = torch.tensor(f["labels"])
+            mask[i, :n] = 1
+        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+def finetune(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    records: list[dict],
+    out_dir: str | Path,
+    epochs: float = 60,
+    lr: float = 3e-3,
+    batch_size: int = 16,
+    seed: int = 0,
+    disable_progress: bool = False,
+) -> dict[str, float]:
+    """Fine-tune ``model`` on ``records`` and save model + tokenizer to ``out_dir``. Returns the train metrics."""
+    args = TrainingArguments(
+        output_dir=str(out_dir),
+        num_train_epochs=epochs,
+        learning_rate=lr,
+        per_device_train_batch_size=batch_size,
+        lr_scheduler_type="cosine",
+        warmup_steps=10,
+        weight_decay=0.0,
+        logging_steps=50,
+        save_strategy="no",
+        report_to=[],
+        seed=seed,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=disable_progress,
+        dataloader_num_workers=0,
+    )
+    trainer = Trainer(
+        model=model,
+        args=args,
+        train_dataset=tokenize_qa(records, tokenizer),
+        data_collator=QACollator(tokenizer.pad_token_id),
+    )
+    result = trainer.train()
+    trainer.save_model(str(out_dir))
+    tokenizer.save_pretrained(str(out_dir))
+    return dict(result.metrics)

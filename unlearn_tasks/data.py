@@ -1,0 +1,128 @@
+"""The one loader for every data source: a Hub dataset id or a local directory in, a validated
+``datasets.Dataset`` out. Tasks and unlearning methods both call it; nothing else opens dataset files.
+
+Where a config is looked for, in order:
+1. ``data_dir`` (an explicit folder laid out like the Hub repository: one ``<config>.json`` / ``.jsonl`` file
+   of JSON lines, or a JSON array, per config; what ``huggingface-cli download REPO --repo-type dataset
+   --local-dir DIR`` gives);
+2. ``$UNLEARN_DATA_DIR/<repo_id>/`` (one sub-folder per Hub id, e.g. ``$UNLEARN_DATA_DIR/locuslab/TOFU/``);
+3. the Hugging Face Hub (``datasets.load_dataset(repo_id, config)``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+import datasets
+
+DATA_DIR_ENV = "UNLEARN_DATA_DIR"
+LOCAL_SUFFIXES = (".json", ".jsonl")
+
+
+class DataError(ValueError):
+    """A dataset is missing, unreadable, or lacks a field the benchmark needs. The message says what to fix."""
+
+
+def _read_json_records(path: Path) -> list[dict]:
+    text = path.read_text(encoding="utf-8").strip()
+    if not text:
+        return []
+    if text[0] == "[":
+        records = json.loads(text)
+    else:
+        records = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    records.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise DataError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
+    if not all(isinstance(r, dict) for r in records):
+        raise DataError(f"{path}: expected one JSON object per record.")
+    return records
+
+
+def local_config_file(folder: str | os.PathLike, config: str) -> Path | None:
+    """The file holding ``config`` inside a Hub-like folder, or None."""
+    folder = Path(folder)
+    for suffix in LOCAL_SUFFIXES:
+        for candidate in (folder / f"{config}{suffix}", folder / "data" / f"{config}{suffix}"):
+            if candidate.is_file():
+                return candidate
+    return None
+
+
+def resolve_local_folder(repo_id: str, data_dir: str | os.PathLike | None = None) -> Path | None:
+    """The local folder to read ``repo_id`` from, if the user named one (argument or environment)."""
+    if data_dir:
+        folder = Path(data_dir).expanduser()
+        if not folder.is_dir():
+            raise DataError(f"data_dir {folder} does not exist or is not a directory.")
+        return folder
+    root = os.environ.get(DATA_DIR_ENV)
+    if root:
+        folder = Path(root).expanduser() / repo_id
+        if folder.is_dir():
+            return folder
+    return None
+
+
+def _validate(ds: datasets.Dataset, required: Iterable[str], where: str) -> datasets.Dataset:
+    missing = [c for c in required if c not in ds.column_names]
+    if missing:
+        raise DataError(
+            f"{where} lacks the column(s) {missing}; it has {ds.column_names}. "
+            f"Each record needs the fields {list(required)}."
+        )
+    return ds
+
+
+def _load_from_hub(repo_id: str, config: str, token: str | None) -> datasets.Dataset:
+    try:
+        loaded = datasets.load_dataset(repo_id, config, token=token)
+    except Exception as e:  # the Hub raises many types; turn each into an actionable message
+        text = f"{type(e).__name__}: {e}"
+        if "gated" in text.lower() or "401" in text or "403" in text:
+            raise DataError(
+                f"The Hugging Face dataset {repo_id} is gated. Accept its terms at "
+                f"https://huggingface.co/datasets/{repo_id} with your account, then log in "
+                f"(`huggingface-cli login`) or set HF_TOKEN, and run again. ({text})"
+            ) from e
+        raise DataError(
+            f"Could not load config {config!r} of {repo_id} from the Hugging Face Hub ({text}). "
+            f"Offline? Download it once (`huggingface-cli download {repo_id} --repo-type dataset --local-dir DIR`) "
+            f"and pass data_dir=DIR (lm_eval: --metadata '{{\"data_dir\": \"DIR\"}}'), or set "
+            f"{DATA_DIR_ENV} to a folder holding {repo_id}/."
+        ) from e
+    if isinstance(loaded, datasets.DatasetDict):
+        split = "train" if "train" in loaded else next(iter(loaded))
+        return loaded[split]
+    return loaded
+
+
+def load_config(
+    repo_id: str,
+    config: str,
+    required_columns: Iterable[str] = (),
+    data_dir: str | os.PathLike | None = None,
+    token: str | None = None,
+) -> datasets.Dataset:
+    """Load one config of a dataset (Hub id or local folder) and check it has ``required_columns``."""
+    required = list(required_columns)
+    folder = resolve_local_folder(repo_id, data_dir)
+    if folder is not None:
+        path = local_config_file(folder, config)
+        if path is None:
+            raise DataError(
+                f"No file for config {config!r} in {folder}: expected {folder / (config + '.json')} "
+                f"(JSON lines, one record per line, as on the Hub repository {repo_id})."
+            )
+        records = _read_json_records(path)
+        if not records:
+            raise DataError(f"{path} holds no records.")
+        return _validate(datasets.Dataset.from_list(records), required, str(path))
+    ds = _load_from_hub(repo_id, config, token)
+    return _validate(ds, required, f"{repo_id} config {config!r}")

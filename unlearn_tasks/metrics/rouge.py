@@ -1,0 +1,23 @@
+"""ROUGE as TOFU and open-unlearning score generations: rouge-score with the Porter stemmer."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from rouge_score import rouge_scorer
+
+
+@lru_cache(maxsize=1)
+def _scorer() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
+
+
+def rouge_l_recall(reference: str, generation: str) -> float:
+    """ROUGE-L recall of ``generation`` against ``reference`` (TOFU's reported ROUGE)."""
+    return float(_scorer().score(reference, generation)["rougeL"].recall)
+
+
+def rouge_scores(reference: str, generation: str) -> dict[str, float]:
+    """ROUGE-1 recall, ROUGE-L recall and ROUGE-L F1 in one pass."""
+    s = _scorer().score(reference, generation)
+    return {"rouge1_recall": s["rouge1"].recall, "rougeL_recall": s["rougeL"].recall, "rougeL_f1": s["rougeL"].fmeasure}

@@ -1,0 +1,52 @@
+"""How a question becomes model input. Training (unlearn_methods) and evaluation (the lm-eval tasks) both
+import this module, so a model is scored on exactly the text it was trained on.
+
+The plain format is TOFU's base-model prompt ``Question: {q}\\nAnswer:`` with the answer continuing after a
+space. With lm-eval's ``--apply_chat_template`` the harness wraps the question in the model's chat template
+itself; :func:`chat_messages` gives the same turn structure for training.
+"""
+
+from __future__ import annotations
+
+QUESTION_TEMPLATE = "Question: {question}\nAnswer:"
+ANSWER_DELIMITER = " "
+
+
+def question_prompt(question: str) -> str:
+    """The plain prompt for a question (no trailing space: the answer carries its leading space)."""
+    return QUESTION_TEMPLATE.format(question=question.strip())
+
+
+def answer_continuation(answer: str) -> str:
+    """The text scored or trained after :func:`question_prompt`."""
+    return ANSWER_DELIMITER + answer.strip()
+
+
+def training_text(question: str, answer: str) -> tuple[str, str]:
+    """(prompt, continuation) for one QA pair, as both training and evaluation see it."""
+    return question_prompt(question), answer_continuation(answer)
+
+
+def chat_messages(question: str, answer: str | None = None) -> list[dict[str, str]]:
+    """The QA pair as chat turns, for models trained or evaluated with their chat template."""
+    messages = [{"role": "user", "content": question.strip()}]
+    if answer is not None:
+        messages.append({"role": "assistant", "content": answer.strip()})
+    return messages
+
+
+def encode_qa(tokenizer, question: str, answer: str, max_length: int | None = None) -> tuple[list[int], list[int]]:
+    """Token ids and labels (-100 on the prompt) of one QA pair, split exactly as lm-eval scores it.
+
+    Like lm-eval's ``_encode_pair``: encode prompt + continuation as one string, take the prompt's own encoding
+    length as the boundary, and append EOS (as TOFU does), so training sees the tokens evaluation scores.
+    """
+    prompt, continuation = training_text(question, answer)
+    context = tokenizer.encode(prompt)
+    whole = tokenizer.encode(prompt + continuation)
+    answer_ids = whole[len(context):] + [tokenizer.eos_token_id]
+    input_ids = context + answer_ids
+    labels = [-100] * len(context) + answer_ids
+    if max_length is not None:
+        input_ids, labels = input_ids[:max_length], labels[:max_length]
+    return input_ids, labels

@@ -1,0 +1,101 @@
+"""Corpus-level TOFU metrics from the per-item records of :mod:`unlearn_tasks.tofu.scoring`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from unlearn_tasks.metrics import mia
+from unlearn_tasks.metrics.tofu import (
+    forget_quality,
+    model_utility,
+    truth_ratio_forget_stat,
+    truth_ratio_retain_stat,
+)
+
+NAN = float("nan")
+GENERATED_SETS = ("forget", "retain", "ra", "wf")
+MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
+PRIVLEAK_ATTACK = "min_k"
+#: The 9 numbers whose harmonic mean is Model Utility.
+UTILITY_METRICS = tuple(f"{s}_{m}" for s in ("retain", "ra", "wf") for m in ("prob", "rougeL_recall", "truth_ratio"))
+
+
+@dataclass
+class ReferenceData:
+    """What Forget Quality and PrivLeak need from a retain model's evaluation."""
+
+    forget_truth_ratios: list[float]
+    forget_split: str | None = None
+    mia_auc: dict[str, float] = field(default_factory=dict)
+    question_keys: list[str] | None = None
+    answer_scoring: str | None = None
+    source: str = ""
+
+
+def metric_names(parts: list[str]) -> list[str]:
+    """Metrics a TOFU task reports, given which parts (generation, likelihood) it runs."""
+    names: list[str] = []
+    if "generation" in parts:
+        names += [f"{s}_rougeL_recall" for s in GENERATED_SETS]
+    if "likelihood" in parts:
+        names += [f"{s}_{m}" for s in GENERATED_SETS for m in ("prob", "truth_ratio")]
+        names += ["forget_quality"] + [f"mia_{a}_auc" for a in MIA_ATTACKS] + ["privleak"]
+    if set(parts) >= {"generation", "likelihood"}:
+        names.append("model_utility")
+    return names
+
+
+def _values(records: list[dict], split: str, key: str) -> list[float]:
+    return [r[key] for r in records if r["split"] == split and key in r]
+
+
+def _mean(values: list[float]) -> float:
+    return float(np.mean(values)) if values else NAN
+
+
+def forget_truth_ratios(records: list[dict]) -> list[float]:
+    """Per-item forget-set truth ratios in item order (what a reference log stores)."""
+    forget = sorted((r for r in records if r["split"] == "forget" and "truth_ratio" in r), key=lambda r: r["index"])
+    return [r["truth_ratio"] for r in forget]
+
+
+def compute_metrics(records: list[dict], reference: ReferenceData | None) -> dict[str, float]:
+    """Every TOFU metric that the records allow; NaN where a population or the reference is missing."""
+    out: dict[str, float] = {}
+    for s in GENERATED_SETS:
+        out[f"{s}_rougeL_recall"] = _mean(_values(records, s, "rougeL_recall"))
+        out[f"{s}_prob"] = _mean(_values(records, s, "prob"))
+        ratios = _values(records, s, "truth_ratio")
+        stat = truth_ratio_forget_stat if s == "forget" else truth_ratio_retain_stat
+        out[f"{s}_truth_ratio"] = stat(ratios) if ratios else NAN
+    for attack in MIA_ATTACKS:
+        key = f"mia_{attack}"
+        out[f"{key}_auc"] = mia.mia_auroc(_values(records, "forget", key), _values(records, "holdout", key))
+    out["model_utility"] = model_utility([out[m] for m in UTILITY_METRICS])
+    if reference is None:
+        out["forget_quality"] = NAN
+        out["privleak"] = NAN
+    else:
+        out["forget_quality"] = forget_quality(forget_truth_ratios(records), reference.forget_truth_ratios)
+        ref_auc = reference.mia_auc.get(f"mia_{PRIVLEAK_ATTACK}_auc", NAN)
+        auc = out[f"mia_{PRIVLEAK_ATTACK}_auc"]
+        out["privleak"] = NAN if math.isnan(ref_auc) or math.isnan(auc) else mia.privleak(auc, ref_auc)
+    return out
+
+
+def reference_record(records: list[dict], metrics: dict[str, float], forget_split: str, options: dict[str, Any]) -> dict:
+    """What this run contributes as a reference for others (written into lm-eval's results file)."""
+    forget = sorted((r for r in records if r["split"] == "forget" and "truth_ratio" in r), key=lambda r: r["index"])
+    return {
+        "format": "lm-eval-unlearning/tofu-reference/1",
+        "forget_split": forget_split,
+        "n_forget": len(forget),
+        "forget_truth_ratio": [r["truth_ratio"] for r in forget],
+        "forget_question_keys": [r.get("qkey") for r in forget],
+        "mia_auc": {f"mia_{a}_auc": metrics.get(f"mia_{a}_auc", NAN) for a in MIA_ATTACKS},
+        **options,
+    }

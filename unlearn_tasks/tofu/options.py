@@ -1,0 +1,51 @@
+"""The switches of a TOFU evaluation, read from the task's metadata (YAML ``metadata`` + ``--metadata``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
+from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
+
+#: ``all``: score every answer token (lm-eval's convention; the default).
+#: ``tofu``: skip the first answer token, as legacy TOFU and open-unlearning do with byte-level BPE tokenizers.
+ANSWER_SCORINGS = ("all", "tofu")
+PARTS = ("generation", "likelihood")
+
+
+@dataclass
+class TofuOptions:
+    forget_split: str = "forget10"
+    dataset_path: str = HUB_ID
+    data_dir: str | None = None
+    reference: str | dict[str, str] | None = None
+    answer_scoring: str = "all"
+    truth_ratio_mean: str = "geometric"
+    max_items_per_split: int | None = None
+    parts: list[str] = field(default_factory=lambda: list(PARTS))
+    mia_k: float = 0.4
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any] | None) -> TofuOptions:
+        known = {f.name for f in fields(cls)}
+        opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        checks = [
+            (self.forget_split in FORGET_SPLITS, f"forget_split must be one of {FORGET_SPLITS}"),
+            (self.answer_scoring in ANSWER_SCORINGS, f"answer_scoring must be one of {ANSWER_SCORINGS}"),
+            (self.truth_ratio_mean in TRUTH_RATIO_MEANS, f"truth_ratio_mean must be one of {TRUTH_RATIO_MEANS}"),
+            (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
+            (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"TOFU task option: {message} (check --metadata / the task YAML).")
+
+    def reference_for_split(self) -> str | None:
+        if isinstance(self.reference, dict):
+            return self.reference.get(self.forget_split)
+        return self.reference

@@ -1,0 +1,138 @@
+"""The lm-eval task class behind ``tofu_forget01/05/10``: one task per forget size that issues, per document,
+a greedy generation (ROUGE) and per-token answer log-probabilities (probability, Truth Ratio, MIA), and
+aggregates every TOFU metric at corpus level, Forget Quality against a reference log included.
+
+lm-eval's group aggregation is only a mean, so metrics spanning several TOFU sets live in one task.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from copy import deepcopy
+from typing import Any
+
+from lm_eval.api.instance import Instance
+from lm_eval.api.task import ConfigurableTask
+
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
+from unlearn_tasks.tofu import aggregate, reference
+from unlearn_tasks.tofu.options import TofuOptions
+from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
+
+log = logging.getLogger(__name__)
+
+#: Direction of every metric (privleak: closest to 0 is best; reported as "higher is better" of -|x| is not
+#: expressible in lm-eval, so we mark it False, i.e. a strongly negative value means forget data still leaks).
+LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak"} | {
+    f"mia_{a}_auc" for a in aggregate.MIA_ATTACKS
+}
+
+
+class TofuTask(ConfigurableTask):
+    """A TOFU evaluation of one forget split. Options come from the task metadata (see :class:`TofuOptions`)."""
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        install_request_types()
+        config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a TaskConfig field
+        self.options = TofuOptions.from_metadata(config.get("metadata"))
+        super().__init__(config=config, **kwargs)
+        self._names = aggregate.metric_names(self.options.parts)
+        self._metric_fn_list = {m: None for m in self._names}
+        self._metric_fn_kwargs = {m: {} for m in self._names}
+        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in self._names}
+        self._higher_is_better = {m: m not in LOWER_IS_BETTER for m in self._names}
+        self._cache: tuple[int, dict[str, float]] | None = None
+        self._reference_out: dict | None = None
+        self.reference = self._load_reference()
+
+    # ------------------------------------------------------------------ reference
+    def _load_reference(self) -> aggregate.ReferenceData | None:
+        if "likelihood" not in self.options.parts:
+            return None
+        path = self.options.reference_for_split()
+        if not path:
+            log.warning(
+                "%s: no reference log given, so forget_quality and privleak are reported as NaN. %s",
+                self.config.task,
+                reference.HOW_TO_MAKE.format(task=self.config.task),
+            )
+            return None
+        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean)
+        forget_keys = [question_key(d["question"]) for d in self.test_docs() if d["split"] == "forget"]
+        reference.check_items(ref, forget_keys)
+        if ref.answer_scoring and ref.answer_scoring != self.options.answer_scoring:
+            log.warning(
+                "%s: the reference scored answers with answer_scoring=%r but this run uses %r; truth ratios are not "
+                "strictly comparable. Pass --metadata '{\"answer_scoring\": \"%s\"}' to match it.",
+                self.config.task, ref.answer_scoring, self.options.answer_scoring, ref.answer_scoring,
+            )
+        log.info("%s: reference %s", self.config.task, reference.describe(ref))
+        return ref
+
+    # ------------------------------------------------------------------ prompts and requests
+    def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
+        return question_prompt(doc["question"])
+
+    def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
+        return doc["answer"]
+
+    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
+                        apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
+                        chat_template: Any = None, gen_prefix: str | None = None) -> str:
+        """Plain ``Question: q\\nAnswer:`` prompt; with ``--apply_chat_template``, the question as the user turn."""
+        if not apply_chat_template or chat_template is None:
+            prompt = question_prompt(doc["question"])
+            return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
+        messages = ([{"role": "system", "content": system_instruction}] if system_instruction else [])
+        messages += chat_messages(doc["question"])
+        return chat_template(messages, add_generation_prompt=True)
+
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+        chat = bool(kwargs.pop("apply_chat_template", False))
+        kwargs.pop("chat_template", None)
+        requests = []
+        if "generation" in self.options.parts and doc["split"] in GENERATED_SETS:
+            args = (ctx, deepcopy(self.config.generation_kwargs))
+            requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
+        if "likelihood" in self.options.parts:
+            delimiter = "" if chat else ANSWER_DELIMITER
+            for text in answer_texts(doc):
+                args = (ctx, delimiter + text.strip())
+                requests.append(
+                    Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests), **kwargs)
+                )
+        return requests
+
+    # ------------------------------------------------------------------ scoring
+    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
+        generation = next((r for r in results if isinstance(r, str)), None)
+        responses = [r for r in results if isinstance(r, dict)]
+        record = score_document(doc, generation, responses, self.options)
+        return {m: record for m in self._names}
+
+    def _aggregate(self, metric: str, records: list[dict]) -> float:
+        key = id(records[0]) ^ len(records) if records else 0
+        if self._cache is None or self._cache[0] != key:
+            metrics = aggregate.compute_metrics(records, self.reference)
+            self._cache = (key, metrics)
+            if "likelihood" in self.options.parts:
+                self._reference_out = aggregate.reference_record(
+                    records, metrics, self.options.forget_split,
+                    {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
+                )
+        return self._cache[1][metric]
+
+    def aggregation(self) -> dict:
+        return self._aggregation_list
+
+    def higher_is_better(self) -> dict:
+        return self._higher_is_better
+
+    def dump_config(self) -> dict:
+        """The config lm-eval writes to the results file, plus the data another run needs as its reference."""
+        config = super().dump_config()
+        if self._reference_out is not None:
+            config["unlearning_reference"] = self._reference_out
+        return config
