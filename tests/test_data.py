@@ -1,0 +1,77 @@
+"""The loader: local folders, the environment variable, and errors that say what to fix."""
+
+import json
+
+import datasets
+import pytest
+
+from unlearn_tasks import data
+from unlearn_tasks.tofu.docs import build_docs
+
+
+def _write(folder, config, rows):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{config}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+
+
+def test_local_folder_and_env_var(tmp_path, monkeypatch):
+    _write(tmp_path / "explicit", "forget01", [{"question": "q", "answer": "a"}])
+    ds = data.load_config("locuslab/TOFU", "forget01", ("question", "answer"), data_dir=tmp_path / "explicit")
+    assert ds.to_list() == [{"question": "q", "answer": "a"}]
+
+    _write(tmp_path / "root" / "locuslab" / "TOFU", "forget01", [{"question": "q2", "answer": "a2"}])
+    monkeypatch.setenv(data.DATA_DIR_ENV, str(tmp_path / "root"))
+    assert data.load_config("locuslab/TOFU", "forget01")["question"] == ["q2"]
+
+
+def test_json_array_files_are_accepted(tmp_path):
+    (tmp_path / "c.json").write_text(json.dumps([{"question": "q", "answer": "a"}]))
+    assert len(data.load_config("x/y", "c", data_dir=tmp_path)) == 1
+
+
+def test_missing_config_names_the_expected_file(tmp_path):
+    with pytest.raises(data.DataError, match=r"No file for config 'holdout10' in .*holdout10\.json"):
+        data.load_config("locuslab/TOFU", "holdout10", data_dir=tmp_path)
+
+
+def test_missing_column_names_file_and_column(tmp_path):
+    _write(tmp_path, "forget10_perturbed", [{"question": "q", "answer": "a"}])
+    with pytest.raises(data.DataError, match=r"forget10_perturbed\.json lacks the column\(s\) \['paraphrased_answer'"):
+        data.load_config("locuslab/TOFU", "forget10_perturbed", ("question", "answer", "paraphrased_answer"), data_dir=tmp_path)
+
+
+def test_bad_json_line_is_reported(tmp_path):
+    (tmp_path / "c.json").write_text('{"question": "q"}\n{oops\n')
+    with pytest.raises(data.DataError, match="line 2 is not valid JSON"):
+        data.load_config("x/y", "c", data_dir=tmp_path)
+
+
+def test_missing_data_dir(tmp_path):
+    with pytest.raises(data.DataError, match="does not exist"):
+        data.load_config("x/y", "c", data_dir=tmp_path / "absent")
+
+
+def test_hub_errors_become_actionable(monkeypatch):
+    def offline(*a, **k):
+        raise ConnectionError("Couldn't reach the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    monkeypatch.delenv(data.DATA_DIR_ENV, raising=False)
+    with pytest.raises(data.DataError, match=r"huggingface-cli download locuslab/TOFU .*data_dir"):
+        data.load_config("locuslab/TOFU", "forget10")
+
+    def gated(*a, **k):
+        raise PermissionError("403 Client Error: this dataset is gated")
+
+    monkeypatch.setattr(datasets, "load_dataset", gated)
+    with pytest.raises(data.DataError, match=r"is gated\. Accept its terms .*HF_TOKEN"):
+        data.load_config("Exploration-Lab/ReLU", "mcqa")
+
+
+def test_docs_interleave_every_set_so_limit_keeps_them_all(demo_data_dir):
+    docs = build_docs("forget10", data_dir=demo_data_dir)
+    assert [d["split"] for d in docs[:5]] == ["forget", "retain", "ra", "wf", "holdout"]
+    counts = {s: sum(d["split"] == s for d in docs) for s in ("forget", "retain", "ra", "wf", "holdout")}
+    assert counts == {"forget": 24, "retain": 24, "ra": 10, "wf": 10, "holdout": 24}
+    assert all(len(d["perturbed_answers"]) == 3 for d in docs if d["split"] != "holdout")
+    assert len(build_docs("forget10", data_dir=demo_data_dir, max_items_per_split=3)) == 15
