@@ -98,3 +98,31 @@ def test_a_model_against_its_own_reference_has_forget_quality_one(first_run, tin
     values = res["results"]["tofu_forget01_likelihood"]
     assert values["forget_quality,none"] == pytest.approx(1.0)
     assert values["privleak,none"] == pytest.approx(0.0, abs=1e-9)
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+
+
+def test_chat_template_puts_the_question_in_the_user_turn(tiny_model_dir, demo_data_dir, tmp_path):
+    import shutil
+
+    from lm_eval import simple_evaluate
+    from transformers import AutoTokenizer
+
+    chat_dir = tmp_path / "chat_model"
+    shutil.copytree(tiny_model_dir, chat_dir)
+    tok = AutoTokenizer.from_pretrained(chat_dir)
+    tok.chat_template = CHAT_TEMPLATE
+    tok.save_pretrained(chat_dir)
+    tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata={"data_dir": str(demo_data_dir)})
+    res = simple_evaluate(model="hf", model_args={"pretrained": str(chat_dir), "dtype": "float32"}, device="cpu",
+                          tasks=["tofu_forget01"], task_manager=tm, limit=5, apply_chat_template=True,
+                          bootstrap_iters=0, log_samples=True)
+    sample = next(s for s in res["samples"]["tofu_forget01"] if s["doc"]["split"] == "forget")
+    ctx, cont = sample["arguments"][1]
+    assert ctx == f"<|user|>{sample['doc']['question']}\n<|assistant|>"
+    assert cont == sample["doc"]["answer"]  # no leading space after the assistant tag
+    assert not math.isnan(res["results"]["tofu_forget01"]["forget_prob,none"])
