@@ -22,6 +22,102 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_value(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from unlearn_methods.config import load_config
+    from unlearn_methods.run import UnlearningFailed, run_unlearning
+
+    params = {}
+    for item in args.param or []:
+        if "=" not in item:
+            raise SystemExit(f"--param expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        params[key.strip()] = _parse_value(value)
+    overrides = {
+        "method": args.method, "model": args.model, "out": args.out, "data": args.data, "data_dir": args.data_dir,
+        "forget": args.forget, "retain": args.retain, "lora": args.lora, "merge": args.merge or None,
+        "lora_r": args.lora_r, "l1_lora": args.l1_lora, "epochs": args.epochs, "lr": args.lr,
+        "batch_size": args.batch_size, "grad_accum": args.grad_accum, "max_length": args.max_length,
+        "seed": args.seed, "dtype": args.dtype, "idk_file": args.idk_file, "save_steps": args.save_steps,
+        "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
+        "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
+        "progress": False if args.quiet else None,
+    }
+    try:
+        cfg = load_config(args.config, **overrides)
+        if params:
+            cfg.method_params = {**cfg.method_params, **params}
+        out = run_unlearning(cfg)
+    except (UnlearningFailed, ValueError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    print(f"Checkpoint written to {out}")
+    return 0
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    from unlearn_methods.hub import HubUploadError, push_folder
+
+    try:
+        print(push_folder(args.folder, args.repo, private=not args.public))
+    except HubUploadError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    import unlearn_methods.methods  # noqa: F401
+    from unlearn_methods.registry import METHODS
+
+    for name, cls in sorted(METHODS.items()):
+        params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
+        print(f"{name:12s} {cls.summary}" + (f"  [{params}]" if params else ""))
+    return 0
+
+
+def _add_run_parser(sub) -> None:
+    p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
+                       description="Train an unlearning method on a forget split (LoRA by default) and write a Hugging "
+                       "Face checkpoint with its model card, resolved config and training metrics. Every option can "
+                       "also be given in a YAML file (--config); command-line options win.")
+    p.add_argument("--config", help="YAML file with any of the options below (keys with underscores).")
+    p.add_argument("--method", help="Method name (default npo); `unlearn methods` lists them.")
+    p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
+    p.add_argument("--out", help="Output folder for the checkpoint.")
+    p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus) or a Hub id in TOFU's schema.")
+    p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
+    p.add_argument("--forget", help="Forget split (default forget10).")
+    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.).")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")
+    g.add_argument("--full", dest="lora", action="store_false", help="Full fine-tuning of all weights.")
+    p.add_argument("--merge", action="store_true", help="Save LoRA runs as merged full weights instead of an adapter.")
+    p.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank (default 8).")
+    p.add_argument("--l1-lora", dest="l1_lora", type=float, help="L1 penalty weight on LoRA weights (CLEAR's regulariser; default 0).")
+    p.add_argument("--epochs", type=float, help="Training epochs over the forget set (default 5).")
+    p.add_argument("--lr", type=float, help="Learning rate (default 1e-4).")
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="Per-device batch size (default 8).")
+    p.add_argument("--grad-accum", dest="grad_accum", type=int, help="Gradient accumulation steps (default 1).")
+    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair (default 256).")
+    p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
+    p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable).")
+    p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
+    p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
+    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
+    p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
+    p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
+    p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
+    p.add_argument("--quiet", action="store_true", help="Hide progress bars.")
+    p.set_defaults(func=_cmd_run)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="unlearn",
@@ -43,6 +139,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
     p.set_defaults(func=_cmd_demo)
+
+    _add_run_parser(sub)
+
+    p = sub.add_parser("methods", help="List the unlearning methods and their hyperparameters.")
+    p.set_defaults(func=_cmd_methods)
+
+    p = sub.add_parser("push", help="Upload a checkpoint folder to the Hugging Face Hub (or resume a failed upload).")
+    p.add_argument("folder", help="Checkpoint folder written by `unlearn run`.")
+    p.add_argument("--repo", required=True, help="Hub repo id, e.g. me/tofu-npo.")
+    p.add_argument("--public", action="store_true", help="Create the repo public (default private).")
+    p.set_defaults(func=_cmd_push)
 
     p = sub.add_parser("tasks-dir", help="Print the folder of this package's lm-eval task YAMLs "
                        "(for `lm_eval --include_path` if you switch the auto-registration off).")

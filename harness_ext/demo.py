@@ -4,8 +4,9 @@
 2. train a tokenizer and initialise a tiny Llama;
 3. fine-tune a *target* model on all authors and a *retain* model on the retain split, until memorised;
 4. evaluate the retain model with our lm-eval task (it becomes the reference);
-5. evaluate the target model against that reference (a real Forget Quality);
-6. print the table and write ``WORKDIR/results.json`` and ``WORKDIR/report.md``.
+5. unlearn the forget split from the target with Gradient Difference and NPO (full fine-tuning);
+6. evaluate target and unlearned models against that reference (a real Forget Quality);
+7. print the table and write ``WORKDIR/results.json`` and ``WORKDIR/report.md``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class DemoConfig:
     seed: int = 0
     backend: str = "hf"
     quiet: bool = False
+    #: (method, epochs, learning rate) run from the target model; full fine-tuning of the tiny model.
+    methods: tuple[tuple[str, float, float], ...] = (("graddiff", 5, 1e-3), ("npo", 5, 5e-4))
 
 
 def _stage(n: int, total: int, text: str) -> float:
@@ -41,14 +44,16 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from transformers.utils import logging as hf_logging
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
+    from unlearn_methods.run import run_unlearning
     from unlearn_methods.tiny_model import build_tiny_model
     from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
 
     hf_logging.set_verbosity_error()
     wd = cfg.workdir.resolve()
     retain_split = "retain" + str(100 - int(cfg.forget_split.removeprefix("forget")))
-    total, start = 6, time.perf_counter()
+    total, start = 7, time.perf_counter()
     task = f"tofu_{cfg.forget_split}"
 
     _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
@@ -67,21 +72,31 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
         models[name] = wd / "models" / name
 
-    _stage(5, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (reference), then target")
+    unlearned = []
+    for method, epochs, lr in cfg.methods:
+        _stage(5, total, f"Unlearning {cfg.forget_split} from the target with {method} ({epochs:g} epochs, lr {lr:g})")
+        run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
+                                 data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs, lr=lr,
+                                 seed=cfg.seed, progress=not cfg.quiet))
+        models[method] = wd / "models" / method
+        unlearned.append(method)
+
+    _stage(6, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (the reference), then the others")
     table: dict[str, dict[str, float]] = {}
     common = {"data_dir": str(data_dir)}
     retain_out = wd / "eval" / "retain"
     res = run_lm_eval(models["retain"], [task], retain_out, common, backend=cfg.backend)
     table["retain"] = task_metrics(res)[task]
-    res = run_lm_eval(models["target"], [task], wd / "eval" / "target", {**common, "reference": str(retain_out)},
-                      backend=cfg.backend)
-    table["target"] = task_metrics(res)[task]
+    for name in ["target", *unlearned]:
+        res = run_lm_eval(models[name], [task], wd / "eval" / name, {**common, "reference": str(retain_out)},
+                          backend=cfg.backend)
+        table[name] = task_metrics(res)[task]
     # The retain model against itself: Forget Quality 1 by construction, shown for reading the table.
     table["retain"]["forget_quality"] = 1.0
     table["retain"]["privleak"] = 0.0
 
-    _stage(6, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
-    ordered = {"target": table["target"], "retain": table["retain"]}
+    _stage(7, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
+    ordered = {name: table[name] for name in ["target", *unlearned, "retain"]}
     report = _report(ordered, cfg, task, time.perf_counter() - start)
     (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
@@ -95,7 +110,8 @@ def _report(models: dict[str, dict[str, float]], cfg: DemoConfig, task: str, sec
     return (
         f"# lm-eval-unlearning demo: {task}\n\n"
         f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
-        f"saw the {cfg.forget_split} authors, so it is what perfect unlearning should look like. Forget Quality is "
+        f"saw the {cfg.forget_split} authors, so it is what perfect unlearning should look like; the middle columns "
+        f"are the target after an unlearning method ({', '.join(m for m, _, _ in cfg.methods)}). Forget Quality is "
         f"the KS-test p-value between each model's forget-set truth ratios and the retain model's (high = "
         f"indistinguishable from retain); the retain column's Forget Quality (1) and PrivLeak (0) hold by definition.\n\n"
         f"{markdown_table(models)}\n\n"

@@ -14,6 +14,7 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
+from unlearn_methods.data import pad_batch
 from unlearn_tasks.prompts import encode_qa
 
 log = logging.getLogger(__name__)
@@ -35,16 +36,7 @@ class QACollator:
         self.pad_token_id = pad_token_id
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        width = max(len(f["input_ids"]) for f in features)
-        ids = torch.full((len(features), width), self.pad_token_id, dtype=torch.long)
-        labels = torch.full((len(features), width), -100, dtype=torch.long)
-        mask = torch.zeros((len(features), width), dtype=torch.long)
-        for i, f in enumerate(features):
-            n = len(f["input_ids"])
-            ids[i, :n] = torch.tensor(f["input_ids"])
-            labels[i, :n] = torch.tensor(f["labels"])
-            mask[i, :n] = 1
-        return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+        return pad_batch(features, self.pad_token_id)
 
 
 def finetune(
@@ -57,8 +49,9 @@ def finetune(
     batch_size: int = 16,
     seed: int = 0,
     disable_progress: bool = False,
+    save: bool = True,
 ) -> dict[str, float]:
-    """Fine-tune ``model`` on ``records`` and save model + tokenizer to ``out_dir``. Returns the train metrics."""
+    """Fine-tune ``model`` on ``records`` (in place); save model + tokenizer to ``out_dir`` unless ``save=False``."""
     args = TrainingArguments(
         output_dir=str(out_dir),
         num_train_epochs=epochs,
@@ -82,6 +75,7 @@ def finetune(
         data_collator=QACollator(tokenizer.pad_token_id),
     )
     result = trainer.train()
-    trainer.save_model(str(out_dir))
-    tokenizer.save_pretrained(str(out_dir))
+    if save:
+        trainer.save_model(str(out_dir))
+        tokenizer.save_pretrained(str(out_dir))
     return dict(result.metrics)

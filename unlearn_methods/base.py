@@ -1,0 +1,128 @@
+"""The method interface and the Trainer that runs any method.
+
+A method is a small class with a ``loss(ctx, model, inputs)`` returning the scalar loss and a dict of named
+terms to log, plus flags saying what it needs (a frozen reference model, refusal answers). The
+:class:`UnlearnTrainer` is a plain Hugging Face ``Trainer`` whose ``compute_loss`` calls the method; the rest
+(accelerate / DeepSpeed / FSDP, LoRA through PEFT, checkpointing, resuming) is the Trainer's.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import torch
+from transformers import Trainer
+
+
+class NonFiniteLossError(RuntimeError):
+    """The loss became NaN or infinite; raised before the optimiser step, so the weights are still the last good ones."""
+
+
+@dataclass
+class MethodContext:
+    """What a method's loss may use besides the model: the frozen reference and run-wide state."""
+
+    trainer: Trainer
+    reference: Any = None  # a callable model, or None
+
+    def reference_logits(self, batch: dict, **kwargs):
+        """Outputs of the frozen reference model (the model before unlearning) on ``batch``."""
+        with torch.no_grad():
+            if self.reference == "disable_adapter":
+                with self.trainer.model.disable_adapter():
+                    return self.trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+            return self.reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+
+    @property
+    def step(self) -> int:
+        return self.trainer.state.global_step
+
+
+@dataclass
+class UnlearnMethod:
+    """Base class of every method. Subclasses set ``name``/flags and implement :meth:`loss`.
+
+    ``params`` holds the method's hyperparameters (e.g. ``beta``), overridable from the command line or config.
+    """
+
+    params: dict[str, Any] = field(default_factory=dict)
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    needs_reference: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {}
+
+    def __post_init__(self) -> None:
+        unknown = set(self.params) - set(self.defaults)
+        if unknown:
+            raise ValueError(f"Method {self.name!r} has no parameter(s) {sorted(unknown)}; it takes {sorted(self.defaults)}.")
+        self.params = {**self.defaults, **self.params}
+
+    def __getattr__(self, key: str) -> Any:
+        params = self.__dict__.get("params", {})
+        if key in params:
+            return params[key]
+        raise AttributeError(key)
+
+    def loss(self, ctx: MethodContext, model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        raise NotImplementedError
+
+    # Hooks for methods that are more than a loss (Task Vector, WHP).
+    def prepare(self, run) -> None:
+        """Called before training with the run (see :mod:`unlearn_methods.run`)."""
+
+    def finalize(self, run, model):
+        """Called after training; may return a replacement model."""
+        return model
+
+    @property
+    def trains(self) -> bool:
+        """False for methods that only do weight arithmetic after :meth:`prepare`."""
+        return True
+
+
+class UnlearnTrainer(Trainer):
+    """``Trainer`` whose loss is an :class:`UnlearnMethod`, with an optional L1 penalty on LoRA weights."""
+
+    def __init__(self, *args, method: UnlearnMethod, l1_lora: float = 0.0, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.method = method
+        self.l1_lora = l1_lora
+        self.ctx = MethodContext(trainer=self, reference=self._make_reference() if method.needs_reference else None)
+        self._terms: dict[str, list[float]] = {}
+
+    def _make_reference(self):
+        if hasattr(self.model, "disable_adapter"):  # LoRA: the base weights are the reference, no copy needed
+            return "disable_adapter"
+        ref = copy.deepcopy(self.model).eval()
+        for p in ref.parameters():
+            p.requires_grad_(False)
+        return ref.to(self.args.device)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        loss, terms = self.method.loss(self.ctx, model, inputs)
+        if self.l1_lora > 0:
+            l1 = sum(p.abs().sum() for n, p in model.named_parameters() if "lora_" in n and p.requires_grad)
+            loss = loss + self.l1_lora * l1
+            terms["l1_lora"] = float(l1)
+        if not torch.isfinite(loss):
+            raise NonFiniteLossError(
+                f"The {self.method.name} loss is {float(loss)} at step {self.state.global_step} "
+                f"(terms: {terms}). Lower --lr, raise the method's beta, or use --lora; the last good weights are kept."
+            )
+        for k, v in terms.items():
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                self._terms.setdefault(k, []).append(float(v))
+        return (loss, None) if return_outputs else loss
+
+    def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        for k, values in self._terms.items():
+            if values:
+                logs[k] = sum(values) / len(values)
+        self._terms = {}
+        super().log(logs, *args, **kwargs)
+
+

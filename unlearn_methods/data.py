@@ -1,0 +1,92 @@
+"""Forget / retain pairing for unlearning, from any TOFU-schema source (Hub id, local folder, demo corpus).
+
+Each training example is anchored on one forget item and carries: the forget QA, a retain QA (cycled with a
+seeded permutation), the forget question with a refusal answer (IDK methods), and the forget question with
+another item's answer (LLMU's mismatch term). All are tokenised with :func:`unlearn_tasks.prompts.encode_qa`,
+the token split the evaluation tasks score.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from unlearn_tasks.data import load_config
+from unlearn_tasks.prompts import encode_qa
+from unlearn_tasks.tofu.splits import HUB_ID
+
+PARTS = ("forget", "retain", "forget_idk", "forget_alt")
+
+
+def default_retain_split(forget_split: str) -> str:
+    """``forget10`` -> ``retain90`` (TOFU's naming)."""
+    if forget_split.startswith("forget") and forget_split[6:].isdigit():
+        return f"retain{100 - int(forget_split[6:])}"
+    raise ValueError(f"Cannot derive the retain split of {forget_split!r}; pass --retain explicitly.")
+
+
+def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:
+    """QA records of one config (``question``, ``answer``) through the shared loader."""
+    return load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
+
+
+class ForgetRetainDataset(Dataset):
+    """One item per forget example; see the module docstring for what each item holds."""
+
+    def __init__(self, forget: list[dict], retain: list[dict], tokenizer, idk_answers: list[str],
+                 seed: int = 0, max_length: int = 256) -> None:
+        if not forget:
+            raise ValueError("The forget set is empty.")
+        if not retain:
+            raise ValueError("The retain set is empty.")
+        rng = random.Random(seed)
+        self.retain_order = list(range(len(retain)))
+        rng.shuffle(self.retain_order)
+        self.forget, self.retain, self.tokenizer = forget, retain, tokenizer
+        self.idk = [idk_answers[rng.randrange(len(idk_answers))] for _ in forget]
+        self.alt = [retain[rng.randrange(len(retain))]["answer"] for _ in forget]
+        self.max_length = max_length
+
+    def __len__(self) -> int:
+        return len(self.forget)
+
+    def _enc(self, question: str, answer: str) -> dict[str, list[int]]:
+        ids, labels = encode_qa(self.tokenizer, question, answer, self.max_length)
+        return {"input_ids": ids, "labels": labels}
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        f = self.forget[i]
+        r = self.retain[self.retain_order[i % len(self.retain)]]
+        return {
+            "forget": self._enc(f["question"], f["answer"]),
+            "retain": self._enc(r["question"], r["answer"]),
+            "forget_idk": self._enc(f["question"], self.idk[i]),
+            "forget_alt": self._enc(f["question"], self.alt[i]),
+        }
+
+
+def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:
+    """Right-pad ``input_ids`` (pad token) and ``labels`` (-100); build the attention mask."""
+    width = max(len(x["input_ids"]) for x in items)
+    ids = torch.full((len(items), width), pad_token_id, dtype=torch.long)
+    labels = torch.full((len(items), width), -100, dtype=torch.long)
+    mask = torch.zeros((len(items), width), dtype=torch.long)
+    for row, x in enumerate(items):
+        n = len(x["input_ids"])
+        ids[row, :n] = torch.tensor(x["input_ids"])
+        labels[row, :n] = torch.tensor(x["labels"])
+        mask[row, :n] = 1
+    return {"input_ids": ids, "labels": labels, "attention_mask": mask}
+
+
+class PairCollator:
+    """Collates :class:`ForgetRetainDataset` items into ``{part: padded batch}``."""
+
+    def __init__(self, pad_token_id: int) -> None:
+        self.pad_token_id = pad_token_id
+
+    def __call__(self, features: list[dict]) -> dict[str, dict[str, torch.Tensor]]:
+        return {part: pad_batch([f[part] for f in features], self.pad_token_id) for part in PARTS}

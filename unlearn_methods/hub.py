@@ -1,0 +1,44 @@
+"""Pushing a checkpoint folder to the Hugging Face Hub: one commit per run, private by default, retried.
+
+Tokens come only from the environment (``HF_TOKEN``) or the saved ``huggingface-cli login``; they are never
+printed or written. A failed upload leaves the local folder as it was and says how to resume.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+class HubUploadError(RuntimeError):
+    """The upload failed after all retries; the message holds the command that resumes it."""
+
+
+def push_folder(folder: str | Path, repo_id: str, private: bool = True, retries: int = 3, backoff_s: float = 2.0,
+                commit_message: str | None = None, endpoint: str | None = None) -> str:
+    """Create ``repo_id`` if absent and upload ``folder`` in one commit. Returns the commit URL."""
+    from huggingface_hub import HfApi
+
+    folder = Path(folder)
+    api = HfApi(endpoint=endpoint)
+    message = commit_message or f"Upload unlearned checkpoint ({folder.name})"
+    last: Exception | None = None
+    for attempt in range(1, retries + 1):
+        try:
+            api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
+            info = api.upload_folder(repo_id=repo_id, folder_path=str(folder), commit_message=message,
+                                     ignore_patterns=["checkpoints/**", "work/**", "*.lock"])
+            return str(getattr(info, "commit_url", info))
+        except Exception as e:  # network, HTTP and auth errors all end up here
+            last = e
+            log.warning("Upload of %s to %s failed (attempt %d/%d): %s", folder, repo_id, attempt, retries, type(e).__name__)
+            if attempt < retries:
+                time.sleep(backoff_s * attempt)
+    raise HubUploadError(
+        f"Could not upload {folder} to the Hub repo {repo_id} after {retries} attempts ({type(last).__name__}: {last}). "
+        f"The local checkpoint is intact. Resume with: unlearn push {folder} --repo {repo_id}"
+        + ("" if private else " --public")
+    ) from last

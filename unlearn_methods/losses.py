@@ -1,0 +1,44 @@
+"""Loss building blocks shared by the unlearning methods: answer-token NLL and KL between next-token distributions.
+
+Batches are dicts with ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding), as built by
+:class:`unlearn_methods.data.PairCollator` from :func:`unlearn_tasks.prompts.encode_qa`.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+
+def forward(model, batch: dict, **kwargs):
+    """Run ``model`` on a batch (labels are not passed: every method computes its own loss)."""
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+
+
+def token_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token NLL of the next-token predictions and the mask of scored positions (both [B, T-1])."""
+    logits, labels = logits[:, :-1].float(), labels[:, 1:]
+    mask = labels != -100
+    nll = F.cross_entropy(logits.transpose(1, 2), labels.clamp_min(0), reduction="none")
+    return nll * mask, mask
+
+
+def sequence_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(summed answer NLL per sequence, number of answer tokens per sequence)."""
+    nll, mask = token_nll(logits, labels)
+    return nll.sum(-1), mask.sum(-1).clamp_min(1)
+
+
+def mean_nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The usual language-model loss: NLL averaged over all answer tokens of the batch."""
+    nll, mask = token_nll(logits, labels)
+    return nll.sum() / mask.sum().clamp_min(1)
+
+
+def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """KL(reference || model) of the next-token distributions, averaged over answer positions."""
+    mask = (labels[:, 1:] != -100).float()
+    logp = F.log_softmax(logits[:, :-1].float(), -1)
+    ref_logp = F.log_softmax(ref_logits[:, :-1].float(), -1)
+    kl = (ref_logp.exp() * (ref_logp - logp)).sum(-1)
+    return (kl * mask).sum() / mask.sum().clamp_min(1)

@@ -1,0 +1,186 @@
+"""One unlearning run, end to end: load, pair data, train with the method's loss, save a checkpoint with its
+model card, optionally evaluate it with lm-eval and push it to the Hub."""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
+
+from unlearn_methods import model_card
+from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
+from unlearn_methods.config import RunConfig
+from unlearn_methods.data import ForgetRetainDataset, PairCollator, default_retain_split, load_qa
+from unlearn_methods.finetune import finetune
+from unlearn_methods.idk import load_idk_answers
+from unlearn_methods.registry import get_method
+
+log = logging.getLogger(__name__)
+CONFIG_FILE = "unlearn_config.yaml"
+METRICS_FILE = "train_metrics.json"
+
+
+class UnlearningFailed(RuntimeError):
+    """The run stopped; the message says why, what was kept and how to go on."""
+
+
+@dataclass
+class UnlearnRun:
+    cfg: RunConfig
+    method: UnlearnMethod
+    tokenizer: Any = None
+    model: Any = None
+    forget: list[dict] = field(default_factory=list)
+    retain: list[dict] = field(default_factory=list)
+    out: Path = Path(".")
+
+    # ------------------------------------------------------------------ helpers used by methods
+    def base_model_for_arithmetic(self):
+        """The loaded model's own weights (not LoRA-wrapped), for weight arithmetic."""
+        return self.model
+
+    def reinforced_model(self, epochs: float, lr: float | None):
+        """A copy of the base model fine-tuned further on the forget set (Task Vector, WHP)."""
+        reinforced = copy.deepcopy(self.model)
+        with tempfile.TemporaryDirectory() as tmp:
+            finetune(reinforced, self.tokenizer, self.forget, tmp, epochs=epochs, lr=lr or self.cfg.lr,
+                     batch_size=self.cfg.batch_size, seed=self.cfg.seed, disable_progress=not self.cfg.progress,
+                     save=False)
+        return reinforced
+
+
+def _load(cfg: RunConfig):
+    dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
+    except OSError as e:
+        raise UnlearningFailed(
+            f"Could not load the model {cfg.model!r} ({e}). Pass a local checkpoint folder or a Hub id you can "
+            f"access (gated models need `huggingface-cli login` or HF_TOKEN)."
+        ) from e
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer, model
+
+
+def _data_dir(cfg: RunConfig, out: Path) -> str | None:
+    if cfg.data == "demo" and not cfg.data_dir:
+        from unlearn_tasks.tofu.demo_corpus import write_corpus
+
+        return str(write_corpus(out / "demo_data"))
+    return cfg.data_dir
+
+
+def _wrap_lora(cfg: RunConfig, model):
+    from peft import LoraConfig, get_peft_model
+
+    lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
+    steps_per_epoch = max(1, -(-n_examples // (cfg.batch_size * cfg.grad_accum)))
+    return TrainingArguments(
+        output_dir=str(out / "checkpoints"),
+        num_train_epochs=cfg.epochs,
+        learning_rate=cfg.lr,
+        per_device_train_batch_size=cfg.batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        warmup_steps=cfg.warmup_steps,
+        lr_scheduler_type="constant_with_warmup" if cfg.warmup_steps else "constant",
+        weight_decay=0.0,
+        logging_steps=max(1, steps_per_epoch // 2),
+        save_strategy="steps",
+        save_steps=cfg.save_steps or steps_per_epoch,
+        save_total_limit=2,
+        report_to=[],
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        remove_unused_columns=False,
+        use_cpu=not torch.cuda.is_available(),
+        disable_tqdm=not cfg.progress,
+        dataloader_num_workers=0,
+    )
+
+
+def run_unlearning(cfg: RunConfig) -> Path:
+    """Run ``cfg``; returns the checkpoint folder. Raises :class:`UnlearningFailed` with a message to act on."""
+    cfg.validate()
+    out = Path(cfg.out).expanduser().resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    method = get_method(cfg.method, cfg.method_params)
+    cfg.retain = cfg.retain or default_retain_split(cfg.forget)
+    cfg.method_params = dict(method.params)
+    cfg.save(out / CONFIG_FILE)
+
+    torch.manual_seed(cfg.seed)
+    tokenizer, model = _load(cfg)
+    data_dir = _data_dir(cfg, out)
+    run = UnlearnRun(cfg, method, tokenizer, model, load_qa(cfg.forget, cfg.dataset, data_dir),
+                     load_qa(cfg.retain, cfg.dataset, data_dir), out)
+    method.prepare(run)
+
+    train_metrics: dict[str, Any] = {}
+    adapter = False
+    if method.trains:
+        model = _wrap_lora(cfg, model) if cfg.lora else model
+        adapter = cfg.lora and not cfg.merge
+        dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                      seed=cfg.seed, max_length=cfg.max_length)
+        trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
+                                 data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
+        resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
+        if cfg.resume and resume is None:
+            log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
+        try:
+            result = trainer.train(resume_from_checkpoint=resume)
+        except NonFiniteLossError as e:
+            keep = out / "last_good"
+            trainer.save_model(str(keep))
+            tokenizer.save_pretrained(str(keep))
+            (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)}, indent=2))
+            raise UnlearningFailed(
+                f"{e} The weights before the failing step are in {keep}; periodic checkpoints are in "
+                f"{out / 'checkpoints'} (resume with --resume after changing the settings)."
+            ) from e
+        train_metrics = dict(result.metrics)
+        (out / METRICS_FILE).write_text(json.dumps({"metrics": train_metrics, "log_history": trainer.state.log_history}, indent=2))
+        model = trainer.model
+    model = method.finalize(run, model)
+    if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
+        model = model.merge_and_unload()
+    model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+
+    eval_results = None
+    if cfg.eval_tasks:
+        eval_results = evaluate_checkpoint(cfg, out, adapter, data_dir)
+    (out / "README.md").write_text(model_card.render(cfg, method.params, method.summary, train_metrics, eval_results, adapter))
+    if cfg.push_to_hub:
+        from unlearn_methods.hub import push_folder
+
+        url = push_folder(out, cfg.push_to_hub, private=cfg.hub_private)
+        log.info("Pushed to %s", url)
+    return out
+
+
+def evaluate_checkpoint(cfg: RunConfig, out: Path, adapter: bool, data_dir: str | None) -> dict[str, dict[str, float]]:
+    """Evaluate the saved checkpoint with lm-eval; results go to ``out/eval`` and the model card."""
+    from harness_ext.evaluate import run_lm_eval
+    from harness_ext.results import task_metrics
+
+    extra = {"peft": str(out)} if adapter else None
+    model_dir = cfg.model if adapter else out
+    metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.eval_metadata}
+    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, extra_model_args=extra)
+    return task_metrics(res)
