@@ -56,6 +56,11 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     assert target["forget_prob"] > retain["forget_prob"] + 0.3  # it knows the forget facts, retain does not
     assert target["mia_min_k_auc"] > 0.9 and abs(retain["mia_min_k_auc"] - 0.5) < 0.25
     assert target["model_utility"] > 0.5 and retain["model_utility"] > 0.5
+    for method in ("graddiff", "npo"):  # forgetting happens: forget numbers fall far more than retain numbers
+        m = results[method]
+        forget_drop = target["forget_prob"] - m["forget_prob"]
+        assert forget_drop > 0.4 and target["forget_rougeL_recall"] - m["forget_rougeL_recall"] > 0.2
+        assert target["retain_prob"] - m["retain_prob"] < 0.75 * forget_drop
     report = (tmp_path / "report.md").read_text()
-    assert "Forget Quality" in report and "| metric | target | retain |" in report
+    assert "Forget Quality" in report and "| metric | target | graddiff | npo | retain |" in report
     assert "Forget Quality" in proc.stdout

@@ -13,6 +13,11 @@ from unlearn_methods.losses import forward, kl_to_reference, mean_nll, sequence_
 from unlearn_methods.registry import register
 
 
+def _v(t: torch.Tensor) -> float:
+    """A loss term as a plain number for logging."""
+    return float(t.detach())
+
+
 def _nll(model, batch) -> torch.Tensor:
     return mean_nll(forward(model, batch).logits, batch["labels"])
 
@@ -24,7 +29,7 @@ class GradientAscent(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         forget = _nll(model, inputs["forget"])
-        return -forget, {"forget_nll": float(forget)}
+        return -forget, {"forget_nll": _v(forget)}
 
 
 @register
@@ -35,7 +40,7 @@ class GradientDifference(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         forget, retain = _nll(model, inputs["forget"]), _nll(model, inputs["retain"])
-        return -self.gamma * forget + self.alpha * retain, {"forget_nll": float(forget), "retain_nll": float(retain)}
+        return -self.gamma * forget + self.alpha * retain, {"forget_nll": _v(forget), "retain_nll": _v(retain)}
 
 
 @register
@@ -49,7 +54,7 @@ class KLMinimisation(UnlearnMethod):
         forget = _nll(model, inputs["forget"])
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_logits(r).logits, r["labels"])
-        return -self.gamma * forget + self.alpha * kl, {"forget_nll": float(forget), "retain_kl": float(kl)}
+        return -self.gamma * forget + self.alpha * kl, {"forget_nll": _v(forget), "retain_kl": _v(kl)}
 
 
 @register
@@ -60,7 +65,7 @@ class IDKFinetune(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         idk, retain = _nll(model, inputs["forget_idk"]), _nll(model, inputs["retain"])
-        return self.gamma * idk + self.alpha * retain, {"idk_nll": float(idk), "retain_nll": float(retain)}
+        return self.gamma * idk + self.alpha * retain, {"idk_nll": _v(idk), "retain_nll": _v(retain)}
 
 
 def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -82,7 +87,7 @@ class DPO(UnlearnMethod):
         lose, _ = _log_ratio(ctx, model, inputs["forget"])
         dpo = (-2.0 / self.beta * F.logsigmoid(self.beta * (win - lose))).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * dpo + self.alpha * retain, {"dpo": float(dpo), "retain_nll": float(retain)}
+        return self.gamma * dpo + self.alpha * retain, {"dpo": _v(dpo), "retain_nll": _v(retain)}
 
 
 @register
@@ -96,7 +101,7 @@ class NPO(UnlearnMethod):
         log_ratio, nll = _log_ratio(ctx, model, inputs["forget"])
         npo = (-2.0 / self.beta * F.logsigmoid(-self.beta * log_ratio)).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * npo + self.alpha * retain, {"npo": float(npo), "forget_nll": float(nll.mean()), "retain_nll": float(retain)}
+        return self.gamma * npo + self.alpha * retain, {"npo": _v(npo), "forget_seq_nll": _v(nll.mean()), "retain_nll": _v(retain)}
 
 
 @register
@@ -110,7 +115,7 @@ class SimNPO(UnlearnMethod):
         nll, n = sequence_nll(forward(model, f).logits, f["labels"])
         simnpo = (-2.0 / self.beta * F.logsigmoid(self.beta * (nll / n - self.delta))).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * simnpo + self.alpha * retain, {"simnpo": float(simnpo), "retain_nll": float(retain)}
+        return self.gamma * simnpo + self.alpha * retain, {"simnpo": _v(simnpo), "retain_nll": _v(retain)}
 
 
 @register
@@ -129,12 +134,12 @@ class SCRUB(UnlearnMethod):
         if self.is_max_step(ctx):
             f = inputs["forget"]
             kl = kl_to_reference(forward(model, f).logits, ctx.reference_logits(f).logits, f["labels"])
-            return -self.gamma * kl, {"forget_kl": float(kl)}
+            return -self.gamma * kl, {"forget_kl": _v(kl)}
         r = inputs["retain"]
         logits = forward(model, r).logits
         kl = kl_to_reference(logits, ctx.reference_logits(r).logits, r["labels"])
         nll = mean_nll(logits, r["labels"])
-        return kl + self.alpha * nll, {"retain_kl": float(kl), "retain_nll": float(nll)}
+        return kl + self.alpha * nll, {"retain_kl": _v(kl), "retain_nll": _v(nll)}
 
 
 @register
@@ -150,7 +155,7 @@ class LLMU(UnlearnMethod):
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_logits(r).logits, r["labels"])
         total = -self.eps_forget * forget + self.eps_random * mismatch + self.eps_retain * kl
-        return total, {"forget_nll": float(forget), "random_nll": float(mismatch), "retain_kl": float(kl)}
+        return total, {"forget_nll": _v(forget), "random_nll": _v(mismatch), "retain_kl": _v(kl)}
 
 
 @register
@@ -181,7 +186,7 @@ class RMU(UnlearnMethod):
         h_ref = self._hidden(ctx.reference_logits(r, output_hidden_states=True), n_layers)
         mask_r = r["attention_mask"].unsqueeze(-1).to(h_r.dtype)
         retain = (((h_r - h_ref) ** 2) * mask_r).sum() / (mask_r.sum() * h_r.shape[-1])
-        return forget + self.alpha * retain, {"forget_mse": float(forget), "retain_mse": float(retain)}
+        return forget + self.alpha * retain, {"forget_mse": _v(forget), "retain_mse": _v(retain)}
 
 
 @register
@@ -191,7 +196,7 @@ class RetainFinetune(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         retain = _nll(model, inputs["retain"])
-        return retain, {"retain_nll": float(retain)}
+        return retain, {"retain_nll": _v(retain)}
 
 
 @register
@@ -242,9 +247,9 @@ class WhosHarryPotter(UnlearnMethod):
         logp = F.log_softmax(forward(model, f).logits[:, :-1].float(), -1)
         mask = (f["labels"][:, 1:] != -100).float()
         distill = -((generic * logp).sum(-1) * mask).sum() / mask.sum().clamp_min(1)
-        terms = {"generic_ce": float(distill)}
+        terms = {"generic_ce": _v(distill)}
         if self.retain_weight:
             retain = _nll(model, inputs["retain"])
-            terms["retain_nll"] = float(retain)
+            terms["retain_nll"] = _v(retain)
             distill = distill + self.retain_weight * retain
         return distill, terms
