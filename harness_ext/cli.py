@@ -30,6 +30,7 @@ def _parse_value(text: str):
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_methods.config import load_config
+    from unlearn_methods.hub import HubUploadError
     from unlearn_methods.run import UnlearningFailed, run_unlearning
 
     params = {}
@@ -53,7 +54,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if params:
             cfg.method_params = {**cfg.method_params, **params}
         out = run_unlearning(cfg)
-    except (UnlearningFailed, ValueError) as e:
+    except (UnlearningFailed, HubUploadError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     print(f"Checkpoint written to {out}")
