@@ -19,6 +19,7 @@ def run_lm_eval(
     device: str | None = None,
     limit: int | None = None,
     extra_model_args: dict[str, Any] | None = None,
+    gen_kwargs: str | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
 
@@ -32,7 +33,7 @@ def run_lm_eval(
 
     model_args: dict[str, Any] = {"pretrained": str(model_dir), "dtype": "float32"}
     if backend == "vllm":
-        model_args.update({"max_model_len": 512, "enforce_eager": True})
+        model_args.update({"max_model_len": 512, "enforce_eager": True, "seed": 1234})
     model_args.update(extra_model_args or {})
     metadata = {**model_args, **(metadata or {})}
     tracker = EvaluationTracker(output_path=str(output_dir))
@@ -45,6 +46,7 @@ def run_lm_eval(
         task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata),
         bootstrap_iters=0,
         limit=limit,
+        gen_kwargs=gen_kwargs,
         log_samples=False,
         evaluation_tracker=tracker,
     )

@@ -1,0 +1,9 @@
+"""The vLLM suite runs only where vLLM is importable (the optional CI stage's own virtual environment)."""
+
+import logging
+
+import pytest
+
+pytest.importorskip("vllm", reason="vLLM is not installed (see .ci/vllm_stage.sh)")
+# vLLM logs from its atexit shutdown hooks after pytest has closed the capture streams; don't print tracebacks for it.
+logging.raiseExceptions = False

@@ -1,0 +1,51 @@
+"""Every generation task of the package on lm-eval's vllm backend gives the hf backend's numbers (greedy
+decoding, same tiny model, float32): ROUGE within 0.02 absolute (a rare near-tie may flip one greedy token),
+log-likelihood metrics within 1e-3; Min-K%++ is NaN on vLLM by design (no full distribution)."""
+
+import math
+
+import pytest
+
+from harness_ext.evaluate import run_lm_eval
+from harness_ext.results import task_metrics
+
+TASKS = ["tofu_forget01"]
+NOT_ON_VLLM = {"mia_min_k_plus_plus_auc"}
+
+
+@pytest.fixture(scope="module")
+def memorised(tmp_path_factory, tiny_model_dir):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearn_methods.finetune import finetune
+    from unlearn_tasks.tofu.demo_corpus import training_records
+
+    out = tmp_path_factory.mktemp("memorised_vllm")
+    finetune(AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir),
+             training_records("full"), out, epochs=30, disable_progress=True)
+    return out
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_vllm_matches_hf(task, memorised, demo_data_dir, tmp_path):
+    meta = {"data_dir": str(demo_data_dir)}
+    hf = task_metrics(run_lm_eval(memorised, [task], tmp_path / "hf", meta, backend="hf"))[task]
+    vl = task_metrics(run_lm_eval(memorised, [task], tmp_path / "vllm", meta, backend="vllm"))[task]
+    assert set(hf) == set(vl)
+    for name, value in hf.items():
+        if name in NOT_ON_VLLM:
+            assert math.isnan(vl[name])
+        elif math.isnan(value):
+            assert math.isnan(vl[name]), name
+        elif "rouge" in name or name == "model_utility":
+            assert vl[name] == pytest.approx(value, abs=0.02), name
+        else:
+            assert vl[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
+
+
+def test_sampled_decoding_is_sensible(memorised, demo_data_dir, tmp_path):
+    """With temperature 1 sampling, a memorised model still recalls most answers."""
+    res = run_lm_eval(memorised, ["tofu_forget01_rouge"], tmp_path, {"data_dir": str(demo_data_dir)}, backend="vllm",
+                      gen_kwargs="do_sample=True,temperature=1.0")
+    rouge = task_metrics(res)["tofu_forget01_rouge"]
+    assert 0.3 < rouge["retain_rougeL_recall"] <= 1.0
