@@ -56,8 +56,8 @@ def main() -> None:
         print(f"{args.task} on {model} ({n_docs} documents, {device}, {args.dtype})")
         for backend in ("hf", "vllm"):
             rouge = numbers[backend].get("forget_rougeL_recall", float("nan"))
-            print(f"  {backend:5s} {times[backend]:8.1f} s   forget ROUGE-L recall {rouge:.4f}")
-        print(f"  hf / vllm wall-time ratio: {times['hf'] / times['vllm']:.2f}")
+            print(f"{backend:5s} {times[backend]:8.1f} s   forget ROUGE-L recall {rouge:.4f}")
+        print(f"hf / vllm wall-time ratio: {times['hf'] / times['vllm']:.2f}")
 
 
 if __name__ == "__main__":
