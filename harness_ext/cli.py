@@ -82,6 +82,38 @@ def _cmd_methods(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from harness_ext.plots import forget_quality_vs_utility
+    from harness_ext.report import compare_runs
+    from harness_ext.results import json_safe, load_results
+
+    names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
+    if len(names) != len(args.runs):
+        print(f"error: {len(names)} names for {len(args.runs)} runs", file=sys.stderr)
+        return 2
+    try:
+        runs = {name: load_results(d) for name, d in zip(names, args.runs)}
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    text = compare_runs(runs)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(json_safe(runs), indent=2))
+    if args.plot:
+        for task in sorted({t for r in runs.values() for t in r}):
+            models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
+            if models:
+                path = Path(args.plot)
+                path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
+                print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    return 0
+
+
 def _add_run_parser(sub) -> None:
     p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
                        description="Train an unlearning method on a forget split (LoRA by default) and write a Hugging "
@@ -142,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_cmd_demo)
 
     _add_run_parser(sub)
+
+    p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
+                       description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
+                       "print one table per task with a column per run.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
+    p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
+    p.add_argument("--out", help="Also write the Markdown to this file.")
+    p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
+    p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("methods", help="List the unlearning methods and their hyperparameters.")
     p.set_defaults(func=_cmd_methods)

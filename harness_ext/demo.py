@@ -6,7 +6,8 @@
 4. evaluate the retain model with our lm-eval task (it becomes the reference);
 5. unlearn the forget split from the target with Gradient Difference and NPO (full fine-tuning);
 6. evaluate target and unlearned models against that reference (a real Forget Quality);
-7. print the table and write ``WORKDIR/results.json`` and ``WORKDIR/report.md``.
+7. print the table and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
+   Utility plot ``WORKDIR/forget_quality_vs_utility.png``.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
+    from harness_ext.plots import forget_quality_vs_utility
+
+    forget_quality_vs_utility(ordered, wd / "forget_quality_vs_utility.png", f"demo: {task}")
     print()
     print(report)
     return ordered

@@ -44,3 +44,20 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
         if any(key in m for m in models.values()):
             lines.append(f"| {label} | " + " | ".join(_fmt(models[n].get(key)) for n in names) + " |")
     return "\n".join(lines)
+
+
+def generic_rows(models: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
+    """Rows for any task: the TOFU order for TOFU metrics, then every other metric alphabetically."""
+    known = {k for k, _ in TOFU_ROWS}
+    present = {k for m in models.values() for k in m}
+    return [r for r in TOFU_ROWS if r[0] in present] + [(k, k) for k in sorted(present - known)]
+
+
+def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
+    """Markdown: one table per task, one column per run (``{run: {task: {metric: value}}}``)."""
+    tasks = sorted({t for r in runs.values() for t in r})
+    parts = []
+    for task in tasks:
+        models = {name: r.get(task, {}) for name, r in runs.items()}
+        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models))}\n")
+    return "\n".join(parts)

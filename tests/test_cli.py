@@ -64,3 +64,23 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     report = (tmp_path / "report.md").read_text()
     assert "Forget Quality" in report and "| metric | target | graddiff | npo | retain |" in report
     assert "Forget Quality" in proc.stdout
+    assert (tmp_path / "forget_quality_vs_utility.png").is_file()
+
+
+def test_unlearn_report_compares_runs_with_table_json_and_plot(tmp_path):
+    for name, fq in (("a", 0.01), ("b", 0.5)):
+        folder = tmp_path / name / "model"
+        folder.mkdir(parents=True)
+        results = {"results": {"tofu_forget10": {"alias": "tofu_forget10", "forget_quality,none": fq,
+                                                 "forget_quality_stderr,none": "N/A", "model_utility,none": 0.6}}}
+        (folder / "results_2026-01-01.json").write_text(json.dumps(results))
+    out = tmp_path / "r.md"
+    proc = _run(["unlearn", "report", str(tmp_path / "a"), str(tmp_path / "b"), "--names", "GA,NPO",
+                 "--out", str(out), "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| metric | GA | NPO |" in out.read_text()
+    assert "| Forget Quality (KS p-value vs retain) | 0.0100 | 0.5000 |" in out.read_text()
+    assert json.loads((tmp_path / "r.json").read_text())["NPO"]["tofu_forget10"]["forget_quality"] == 0.5
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    proc = _run(["unlearn", "report", str(tmp_path / "missing")])
+    assert proc.returncode == 2 and "No lm-eval results" in proc.stderr
