@@ -151,6 +151,10 @@ def _add_run_parser(sub) -> None:
     p.set_defaults(func=_cmd_run)
 
 
+#: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
+EXTENSIONS: list[str] = []
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="unlearn",
@@ -193,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repo", required=True, help="Hub repo id, e.g. me/tofu-npo.")
     p.add_argument("--public", action="store_true", help="Create the repo public (default private).")
     p.set_defaults(func=_cmd_push)
+
+    import importlib
+
+    for module in EXTENSIONS:
+        importlib.import_module(module).add_parsers(sub)
 
     p = sub.add_parser("tasks-dir", help="Print the folder of this package's lm-eval task YAMLs "
                        "(for `lm_eval --include_path` if you switch the auto-registration off).")
