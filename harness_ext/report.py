@@ -61,3 +61,49 @@ def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
         models = {name: r.get(task, {}) for name, r in runs.items()}
         parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models))}\n")
     return "\n".join(parts)
+
+
+# --------------------------------------------------------------------------- TOFU data-transformation formats (ReLU)
+def relu_metrics(per_task: dict[str, dict[str, float]]) -> dict[str, float]:
+    """The ReLU forget + retain tasks' numbers of one model, keyed ``"<task>/<metric>"`` for :func:`relu_table`.
+
+    ``per_task`` is :func:`harness_ext.results.task_metrics` of an lm-eval run (or ``load_results(DIR)``).
+    """
+    from unlearn_tasks.relu.formats import FORMATS, pair_tasks
+
+    names = {t for f in FORMATS.values() for t in pair_tasks(f)}
+    return {f"{task}/{m}": v for task, metrics in per_task.items() if task in names for m, v in metrics.items()}
+
+
+def relu_rows() -> list[tuple[str, str, str]]:
+    """(key, format label, score label) of every row :func:`relu_table` can show, in the paper's order."""
+    from unlearn_tasks.relu.formats import FORMATS, GAP, METRIC_LABELS, option_counts, task_name
+
+    rows = []
+    for fmt in FORMATS.values():
+        for n in option_counts(fmt):
+            task = task_name(fmt, n)
+            label = f"{fmt.label} ({n} options)" if n else fmt.label
+            metric = METRIC_LABELS[fmt.metric]
+            rows += [(f"{task}/forget_{fmt.metric}", label, f"forget {metric}"),
+                     (f"{task}/retain_{fmt.metric}", "", f"retain {metric}"),
+                     (f"{task}/{GAP}", "", "gap (forget - retain)")]
+    return rows
+
+
+def relu_table(models: dict[str, dict[str, float]]) -> str:
+    """Per-format forget, retain and gap rows, one column per model (Markdown).
+
+    ``models`` maps a model name to its numbers keyed ``"<task>/<metric>"`` (see :func:`relu_metrics`), e.g.
+    ``{"target": {"tofu_mcqa/forget_acc": 0.66, ...}, "npo": {...}}``; other keys are ignored, so a dict that
+    also holds TOFU metrics works. Formats no model has are left out.
+    """
+    names = list(models)
+    lines = ["| format | score | " + " | ".join(names) + " |", "|---|---|" + "---:|" * len(names)]
+    rows = relu_rows()
+    for i in range(0, len(rows), 3):
+        block = rows[i : i + 3]
+        if any(key in m for key, _, _ in block for m in models.values()):
+            for key, fmt_label, score in block:
+                lines.append(f"| {fmt_label} | {score} | " + " | ".join(_fmt(models[n].get(key)) for n in names) + " |")
+    return "\n".join(lines)
