@@ -70,7 +70,8 @@ def resolve_local_folder(repo_id: str, data_dir: str | os.PathLike | None = None
     return None
 
 
-def _validate(ds: datasets.Dataset, required: Iterable[str], where: str) -> datasets.Dataset:
+def validate_columns(ds: datasets.Dataset, required: Iterable[str], where: str) -> datasets.Dataset:
+    """``ds`` itself, or a :class:`DataError` naming ``where`` and the missing columns."""
     missing = [c for c in required if c not in ds.column_names]
     if missing:
         raise DataError(
@@ -80,7 +81,11 @@ def _validate(ds: datasets.Dataset, required: Iterable[str], where: str) -> data
     return ds
 
 
-def _load_from_hub(repo_id: str, config: str, token: str | None) -> datasets.Dataset:
+def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: Iterable[str] = ()) -> datasets.Dataset:
+    """One config from the Hub: the first of ``splits`` that exists (default: ``train``, else the first split).
+
+    Hub failures become a :class:`DataError` that says what to do (gated dataset, offline, missing config).
+    """
     try:
         loaded = datasets.load_dataset(repo_id, config, token=token)
     except Exception as e:  # the Hub raises many types; turn each into an actionable message
@@ -97,10 +102,13 @@ def _load_from_hub(repo_id: str, config: str, token: str | None) -> datasets.Dat
             f"and pass data_dir=DIR (lm_eval: --metadata '{{\"data_dir\": \"DIR\"}}'), or set "
             f"{DATA_DIR_ENV} to a folder holding {repo_id}/."
         ) from e
-    if isinstance(loaded, datasets.DatasetDict):
-        split = "train" if "train" in loaded else next(iter(loaded))
-        return loaded[split]
-    return loaded
+    if not isinstance(loaded, datasets.DatasetDict):
+        return loaded
+    wanted = list(splits)
+    for split in wanted or ["train", next(iter(loaded))]:
+        if split in loaded:
+            return loaded[split]
+    raise DataError(f"{repo_id} config {config!r} has no split {wanted}; it has {list(loaded)}.")
 
 
 def load_config(
@@ -123,6 +131,6 @@ def load_config(
         records = _read_json_records(path)
         if not records:
             raise DataError(f"{path} holds no records.")
-        return _validate(datasets.Dataset.from_list(records), required, str(path))
-    ds = _load_from_hub(repo_id, config, token)
-    return _validate(ds, required, f"{repo_id} config {config!r}")
+        return validate_columns(datasets.Dataset.from_list(records), required, str(path))
+    ds = load_from_hub(repo_id, config, token)
+    return validate_columns(ds, required, f"{repo_id} config {config!r}")

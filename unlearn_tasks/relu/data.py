@@ -39,16 +39,7 @@ def _local_file(folder: Path, config: str, split: str) -> list[Path]:
 
 
 def _from_hub(repo_id: str, config: str, split: str) -> datasets.Dataset:
-    try:
-        loaded = datasets.load_dataset(repo_id, config)
-    except Exception:
-        # The shared loader turns the failure into its actionable DataError (gated dataset, offline, ...).
-        data._load_from_hub(repo_id, config, None)
-        raise
-    for name in split_candidates(config, split):
-        if name in loaded:
-            return loaded[name]
-    raise data.DataError(f"{repo_id} config {config!r} has no split {split!r}; it has {list(loaded)}.")
+    return data.load_from_hub(repo_id, config, splits=split_candidates(config, split))
 
 
 def load_split(
@@ -61,7 +52,7 @@ def load_split(
     """The records of one ReLU split as plain dicts, checked for the ``required`` fields."""
     folder = data.resolve_local_folder(repo_id, data_dir)
     if folder is None:
-        return data._validate(_from_hub(repo_id, config, split), required, f"{repo_id} {config}/{split}").to_list()
+        return data.validate_columns(_from_hub(repo_id, config, split), required, f"{repo_id} {config}/{split}").to_list()
     files = _local_file(folder, config, split)
     if not files:
         raise data.DataError(
@@ -72,6 +63,6 @@ def load_split(
         )
     if files[0].suffix == ".parquet":
         table = datasets.Dataset.from_parquet([str(f) for f in files])
-        return data._validate(table, required, str(files[0])).to_list()
+        return data.validate_columns(table, required, str(files[0])).to_list()
     table = data.load_config(repo_id, files[0].stem, required, data_dir=files[0].parent)
     return table.to_list()
