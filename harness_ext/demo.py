@@ -5,7 +5,8 @@
 3. fine-tune a *target* model on all authors and a *retain* model on the retain split, until memorised;
 4. evaluate the retain model with our lm-eval task (it becomes the reference);
 5. unlearn the forget split from the target with Gradient Difference and NPO (full fine-tuning);
-6. evaluate target and unlearned models against that reference (a real Forget Quality);
+6. evaluate target and unlearned models against that reference (a real Forget Quality), and every model on the
+   TOFU data-transformation formats (``tofu_formats``: MCQA, cloze, analogy, odd-one-out, comprehension);
 7. print the table and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
    Utility plot ``WORKDIR/forget_quality_vs_utility.png``.
 """
@@ -17,8 +18,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness_ext.report import markdown_table
+from harness_ext.report import markdown_table, relu_table
 from harness_ext.results import json_safe, task_metrics
+
+
+FORMATS_GROUP = "tofu_formats"
 
 
 @dataclass
@@ -49,6 +53,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from unlearn_methods.finetune import finetune
     from unlearn_methods.run import run_unlearning
     from unlearn_methods.tiny_model import build_tiny_model
+    from harness_ext.report import relu_metrics
+    from unlearn_tasks.relu.demo_formats import write_formats
     from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
 
     hf_logging.set_verbosity_error()
@@ -84,22 +90,26 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
 
     _stage(6, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (the reference), then the others")
     table: dict[str, dict[str, float]] = {}
-    common = {"data_dir": str(data_dir)}
+    formats: dict[str, dict[str, float]] = {}
+    relu_dir = write_formats(wd / "relu_data", seed=cfg.seed)
+    common = {"data_dir": str(data_dir), "relu_data_dir": str(relu_dir), "relu_pair": cfg.forget_split}
     retain_out = wd / "eval" / "retain"
-    res = run_lm_eval(models["retain"], [task], retain_out, common, backend=cfg.backend)
-    table["retain"] = task_metrics(res)[task]
-    for name in ["target", *unlearned]:
-        res = run_lm_eval(models[name], [task], wd / "eval" / name, {**common, "reference": str(retain_out)},
-                          backend=cfg.backend)
-        table[name] = task_metrics(res)[task]
+    for name in ["retain", "target", *unlearned]:
+        meta = common if name == "retain" else {**common, "reference": str(retain_out)}
+        res = run_lm_eval(models[name], [task, FORMATS_GROUP], retain_out if name == "retain" else wd / "eval" / name,
+                          meta, backend=cfg.backend)
+        per_task = task_metrics(res)
+        table[name] = per_task[task]
+        formats[name] = relu_metrics(per_task)
     # The retain model against itself: Forget Quality 1 by construction, shown for reading the table.
     table["retain"]["forget_quality"] = 1.0
     table["retain"]["privleak"] = 0.0
 
     _stage(7, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
     ordered = {name: table[name] for name in ["target", *unlearned, "retain"]}
-    report = _report(ordered, cfg, task, time.perf_counter() - start)
-    (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered,
+    formats = {name: formats[name] for name in ordered}
+    report = _report(ordered, formats, cfg, task, time.perf_counter() - start)
+    (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered, "formats": formats,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
     from harness_ext.plots import forget_quality_vs_utility
@@ -110,7 +120,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     return ordered
 
 
-def _report(models: dict[str, dict[str, float]], cfg: DemoConfig, task: str, seconds: float) -> str:
+def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], cfg: DemoConfig, task: str,
+            seconds: float) -> str:
     return (
         f"# lm-eval-unlearning demo: {task}\n\n"
         f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
@@ -119,5 +130,10 @@ def _report(models: dict[str, dict[str, float]], cfg: DemoConfig, task: str, sec
         f"the KS-test p-value between each model's forget-set truth ratios and the retain model's (high = "
         f"indistinguishable from retain); the retain column's Forget Quality (1) and PrivLeak (0) hold by definition.\n\n"
         f"{markdown_table(models)}\n\n"
+        f"## The same facts in other formats ({FORMATS_GROUP}: forget vs retain; Joshi et al.)\n\n"
+        f"A model that looks unlearned in TOFU's question-answer format may still recall the facts in another format. "
+        f"The tiny model was never taught the multiple-choice formats, so those rows sit near chance; cloze and "
+        f"comprehension show the gaps.\n\n"
+        f"{relu_table(formats)}\n\n"
         f"Backend: {cfg.backend}; seed {cfg.seed}; wall time {seconds:.0f} s.\n"
     )

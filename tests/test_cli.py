@@ -63,6 +63,10 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
         assert target["retain_prob"] - m["retain_prob"] < 0.75 * forget_drop
     report = (tmp_path / "report.md").read_text()
     assert "Forget Quality" in report and "| metric | target | graddiff | npo | retain |" in report
+    formats = json.loads((tmp_path / "results.json").read_text())["formats"]
+    cloze = {m: formats[m]["tofu_cloze/forget_retain_gap"] for m in formats}
+    assert abs(cloze["target"]) < 0.05 and cloze["retain"] < -0.5  # the target knows both; retain never saw forget
+    assert "| Cloze | forget probability |" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
 
