@@ -1,6 +1,7 @@
-"""Every generation task of the package on lm-eval's vllm backend gives the hf backend's numbers (greedy
-decoding, same tiny model, float32): ROUGE within 0.02 absolute (a rare near-tie may flip one greedy token),
-log-likelihood metrics within 1e-3; Min-K%++ is NaN on vLLM by design (no full distribution)."""
+"""The package's tasks on lm-eval's vllm backend give the hf backend's numbers (greedy decoding, same tiny model,
+float32): TOFU and a task of each request kind of the data-transformation formats (multiple choice, per-token
+cloze probability, generation). ROUGE and accuracies within 0.05 absolute (a rare near-tie may flip one greedy
+token or letter), log-likelihood metrics within 1e-3; Min-K%++ is NaN on vLLM by design (no full distribution)."""
 
 import math
 
@@ -9,7 +10,7 @@ import pytest
 from harness_ext.evaluate import run_lm_eval
 from harness_ext.results import task_metrics
 
-TASKS = ["tofu_forget01"]
+TASKS = ["tofu_forget01", "tofu_mcqa", "tofu_cloze", "tofu_comprehension_qa"]
 NOT_ON_VLLM = {"mia_min_k_plus_plus_auc"}
 
 
@@ -26,9 +27,16 @@ def memorised(tmp_path_factory, tiny_model_dir):
     return out
 
 
+@pytest.fixture(scope="module")
+def relu_data_dir(tmp_path_factory):
+    from unlearn_tasks.relu.demo_formats import write_formats
+
+    return write_formats(tmp_path_factory.mktemp("relu_demo"))
+
+
 @pytest.mark.parametrize("task", TASKS)
-def test_vllm_matches_hf(task, memorised, demo_data_dir, tmp_path):
-    meta = {"data_dir": str(demo_data_dir)}
+def test_vllm_matches_hf(task, memorised, demo_data_dir, relu_data_dir, tmp_path):
+    meta = {"data_dir": str(demo_data_dir), "relu_data_dir": str(relu_data_dir), "relu_pair": "forget01"}
     hf = task_metrics(run_lm_eval(memorised, [task], tmp_path / "hf", meta, backend="hf"))[task]
     vl = task_metrics(run_lm_eval(memorised, [task], tmp_path / "vllm", meta, backend="vllm"))[task]
     assert set(hf) == set(vl)
@@ -37,8 +45,9 @@ def test_vllm_matches_hf(task, memorised, demo_data_dir, tmp_path):
             assert math.isnan(vl[name])
         elif math.isnan(value):
             assert math.isnan(vl[name]), name
-        elif "rouge" in name or name == "model_utility":
-            assert vl[name] == pytest.approx(value, abs=0.02), name
+        elif "rouge" in name or name == "model_utility" or "acc" in name or name == "forget_retain_gap":
+            # a rare near-tie may flip one greedy token or one letter choice
+            assert vl[name] == pytest.approx(value, abs=0.05), name
         else:
             assert vl[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
 
