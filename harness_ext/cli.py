@@ -152,7 +152,7 @@ def _add_run_parser(sub) -> None:
 
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
-EXTENSIONS: list[str] = []
+EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,55 @@
+"""WaterDrum tokenizers: the offline Llama-3 one from llama-models (skipped when absent), HF ones, errors."""
+
+from __future__ import annotations
+
+import builtins
+import importlib.util
+
+import pytest
+
+from unlearn_tasks.waterdrum import tokenizer as tk
+
+HAVE_LLAMA_MODELS = importlib.util.find_spec("llama_models") is not None and importlib.util.find_spec("tiktoken") is not None
+
+
+@pytest.mark.skipif(not HAVE_LLAMA_MODELS, reason="llama-models / tiktoken not installed (extra [waterdrum])")
+def test_offline_llama3_tokenizer() -> None:
+    enc = tk.TiktokenLlama3Encoder()
+    assert enc.vocab_size == 128000
+    assert enc.encode("Hello world, this is a test of the tokenizer.") == [
+        9906, 1917, 11, 420, 374, 264, 1296, 315, 279, 47058, 13
+    ]
+    assert enc.encode("Hello, world!") == [9906, 11, 1917, 0]
+    assert enc.encode("a<|eot_id|>b") == [64, 128009, 65]  # literal special strings become special ids
+    assert enc.decode(enc.encode("round trip")) == "round trip"
+
+
+def test_missing_llama_models_says_how_to_install(monkeypatch) -> None:
+    real_import = builtins.__import__
+
+    def fake_import(name, *args, **kwargs):
+        if name.startswith("llama_models"):
+            raise ImportError("no llama_models")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", fake_import)
+    monkeypatch.setattr(tk, "_hf_tokenizer", lambda name, local_only: (_ for _ in ()).throw(OSError("offline")))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    tk.load_tokenizer.cache_clear()
+    try:
+        with pytest.raises(tk.TokenizerUnavailable, match=r"lm-eval-unlearning\[waterdrum\]"):
+            tk.load_tokenizer()
+    finally:
+        tk.load_tokenizer.cache_clear()
+
+
+def test_hf_tokenizer_by_directory_and_object(tiny_model_dir) -> None:
+    enc = tk.load_tokenizer(str(tiny_model_dir))
+    assert isinstance(enc, tk.HFEncoder) and enc.vocab_size > 100
+    ids = enc.encode("The author was born")
+    assert ids and all(isinstance(i, int) for i in ids)
+    assert tk.as_encoder(enc.tokenizer).encode("The author was born") == ids
+    with pytest.raises(tk.TokenizerUnavailable):
+        tk.load_tokenizer(str(tiny_model_dir / "missing"))
+    with pytest.raises(TypeError):
+        tk.as_encoder(42)
