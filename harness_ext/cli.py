@@ -152,7 +152,7 @@ def _add_run_parser(sub) -> None:
 
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
-EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum"]
+EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum", "harness_ext.cli_deep_unlearning"]
 
 
 def build_parser() -> argparse.ArgumentParser:

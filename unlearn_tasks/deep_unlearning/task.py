@@ -1,0 +1,163 @@
+"""The lm-eval tasks ``evaldu`` and ``mquake_du``: one greedy short answer per fact, per-fact correctness, and
+Success-DU / Recall / Accuracy at corpus level.
+
+Options come from the task metadata (``--metadata '{...}'``):
+
+* ``data_dir`` (evaldu): an Eval-DU JSON folder or the upstream release (``wrh14/deep_unlearning`` clone);
+  default ``$UNLEARN_DATA_DIR/wrh14/deep_unlearning``;
+* ``mquake_path`` (mquake_du): a local MQuAKE JSON file such as ``MQuAKE-CF-3k-v2.json``;
+* ``target``: one relationship fact id (e.g. 272). Without it every metric is the mean over all targets of the
+  knowledge base (55 for Eval-DU), since one model's per-fact correctness serves every target;
+* ``fix_rule_typos`` (evaldu, default false): repair the release's ``newphe`` rule typo.
+
+The per-fact correctness vectors (and the per-target scores) are written into the results file under
+``configs.<task>.deep_unlearning``, so ``unlearn deep-unlearning score`` / ``sweep`` can rescore any target later.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import datasets
+from lm_eval.api.task import ConfigurableTask
+
+from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
+from .metrics import answer_is_correct, score_targets
+from .mquake import load_mquake
+
+log = logging.getLogger(__name__)
+
+METRICS = ("success_du", "recall", "acc_relationships", "acc_biographies", "acc_all")
+RELEASE_HUB_PATH = Path("wrh14") / "deep_unlearning"
+MISSING_DATA = (
+    "{task}: no Eval-DU knowledge base given. Pass the JSON folder (or a clone of the upstream release, "
+    "https://github.com/wrh14/deep_unlearning, whose synthetic_data/*.pt files are read without executing "
+    "pickled code) with --metadata '{{\"data_dir\": \"DIR\"}}', or put it at $UNLEARN_DATA_DIR/wrh14/deep_unlearning."
+)
+
+
+def resolve_data_dir(data_dir: str | None) -> Path | None:
+    """The Eval-DU folder to load: ``data_dir`` if given, else ``$UNLEARN_DATA_DIR/wrh14/deep_unlearning``."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    root = os.environ.get("UNLEARN_DATA_DIR")
+    if root and (Path(root) / RELEASE_HUB_PATH).is_dir():
+        return Path(root) / RELEASE_HUB_PATH
+    return None
+
+
+@functools.lru_cache(maxsize=4)
+def _load_kb(benchmark: str, path: str, fix_rule_typos: bool) -> KnowledgeBase:
+    if benchmark == "mquake":
+        return load_mquake(path)
+    return load_evaldu(path, fix_rule_typos=True) if fix_rule_typos else load_evaldu(path)
+
+
+def load_kb_from_metadata(metadata: dict[str, Any] | None, task: str = "evaldu") -> tuple[KnowledgeBase, str]:
+    """The knowledge base named by the task metadata and the path it came from; ``ValueError`` if none."""
+    meta = metadata or {}
+    if meta.get("benchmark") == "mquake":
+        path = meta.get("mquake_path")
+        if not path:
+            raise ValueError(
+                f"{task}: pass the local MQuAKE file (e.g. MQuAKE-CF-3k-v2.json from the MQuAKE repository) with "
+                "--metadata '{\"mquake_path\": \"FILE\"}'"
+            )
+        return _load_kb("mquake", str(Path(path).expanduser()), False), str(path)
+    directory = resolve_data_dir(meta.get("data_dir"))
+    if directory is None:
+        raise ValueError(MISSING_DATA.format(task=task))
+    return _load_kb("evaldu", str(directory), bool(meta.get("fix_rule_typos", False))), str(directory)
+
+
+def _mean(values: list[Any]) -> float:
+    finite = [float(v) for v in values if v is not None]
+    return sum(finite) / len(finite) if len(finite) == len(values) and finite else math.nan
+
+
+class DeepUnlearningTask(ConfigurableTask):
+    """Eval-DU or MQuAKE deep-unlearning evaluation of one model (see the module doc for the options)."""
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        config = {k: v for k, v in (config or {}).items() if k != "class"}
+        meta = config.get("metadata") or {}
+        self.kb, self.kb_path = load_kb_from_metadata(meta, config.get("task", "evaldu"))
+        target = meta.get("target")
+        self.target = None if target is None else self.kb.check_target(target)
+        if not self.kb.targets and self.target is None:
+            raise ValueError(f"{self.kb.name} lists no targets; pass --metadata '{{\"target\": ID}}'")
+        super().__init__(config=config, **kwargs)
+        self._metric_fn_list = {m: None for m in METRICS}
+        self._metric_fn_kwargs = {m: {} for m in METRICS}
+        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in METRICS}
+        self._higher_is_better = {m: True for m in METRICS}
+        self._cache: tuple[int, dict[str, float]] | None = None
+        self._record: dict[str, Any] | None = None
+
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Documents are the knowledge base's questions, relationships first (no Hub download)."""
+        docs = [{**d, "aliases": json.dumps(d["aliases"])} for d in evaluation_questions(self.kb)]
+        self.dataset = datasets.DatasetDict({"test": datasets.Dataset.from_list(docs)})
+
+    def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
+        return f"Question: {doc['question']}\n"
+
+    def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
+        return doc["answer"]
+
+    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
+        generated = results[0] if results else ""
+        correct = answer_is_correct(generated, doc["answer"], json.loads(doc["aliases"]))
+        record = {"kind": doc["kind"], "index": int(doc["index"]), "correct": bool(correct)}
+        return {m: record for m in METRICS}
+
+    def correctness_vectors(self, records: list[dict]) -> tuple[list[bool], list[bool]] | None:
+        """Per-fact correctness in fact order, or None when some facts were not evaluated (``--limit``)."""
+        rel: list[bool | None] = [None] * self.kb.n_relationships
+        bio: list[bool | None] = [None] * self.kb.n_biographies
+        for r in records:
+            (rel if r["kind"] == "relationship" else bio)[r["index"]] = r["correct"]
+        if None in rel or None in bio:
+            return None
+        return rel, bio  # type: ignore[return-value]
+
+    def _aggregate(self, metric: str, records: list[dict]) -> float:
+        key = id(records[0]) ^ len(records) if records else 0
+        if self._cache is None or self._cache[0] != key:
+            self._cache = (key, self._compute(records))
+        return self._cache[1][metric]
+
+    def _compute(self, records: list[dict]) -> dict[str, float]:
+        vectors = self.correctness_vectors(records)
+        if vectors is None:
+            log.warning("%s: only %d of %d facts evaluated (--limit?); deep-unlearning metrics need every fact, "
+                        "reporting NaN", self.config.task, len(records), self.kb.n_relationships + self.kb.n_biographies)
+            return {m: math.nan for m in METRICS}
+        rel, bio = vectors
+        targets = [self.target] if self.target is not None else None
+        scores = score_targets(rel, bio, self.kb, targets)
+        self._record = {
+            "knowledge_base": self.kb.name, "path": self.kb_path, "target": self.target,
+            "relationships": rel, "biographies": bio,
+            "per_target": [{k: s[k] for k in ("target", *METRICS, "best_minimal_set")} for s in scores],
+        }
+        return {m: _mean([s[m] for s in scores]) for m in METRICS}
+
+    def aggregation(self) -> dict:
+        return self._aggregation_list
+
+    def higher_is_better(self) -> dict:
+        return self._higher_is_better
+
+    def dump_config(self) -> dict:
+        """lm-eval's config plus the per-fact correctness vectors (``deep_unlearning``) for later rescoring."""
+        config = super().dump_config()
+        if self._record is not None:
+            config["deep_unlearning"] = self._record
+        return config
