@@ -47,6 +47,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "seed": args.seed, "dtype": args.dtype, "idk_file": args.idk_file, "save_steps": args.save_steps,
         "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
         "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
+        "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
         "progress": False if args.quiet else None,
     }
     try:
@@ -123,9 +124,14 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--method", help="Method name (default npo); `unlearn methods` lists them.")
     p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
     p.add_argument("--out", help="Output folder for the checkpoint.")
-    p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus) or a Hub id in TOFU's schema.")
+    p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
+                   "JSON folder) or a Hub id in TOFU's schema.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
     p.add_argument("--forget", help="Forget split (default forget10).")
+    p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
+                   help="With --data evaldu: the relationship fact id to unlearn (e.g. 272).")
+    p.add_argument("--minimal-set", dest="minimal_set", action="store_true",
+                   help="With --data evaldu: unlearn a whole minimal deep-unlearning set of the target (white-box).")
     p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.).")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")

@@ -7,7 +7,9 @@
 5. unlearn the forget split from the target with Gradient Difference and NPO (full fine-tuning);
 6. evaluate target and unlearned models against that reference (a real Forget Quality), and every model on the
    TOFU data-transformation formats (``tofu_formats``: MCQA, cloze, analogy, odd-one-out, comprehension);
-7. print the table and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
+7. fine-tune on a generated Eval-DU family knowledge base and unlearn one target fact, alone and as a whole
+   minimal deep-unlearning set, scored with the ``evaldu`` task;
+8. print the tables and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
    Utility plot ``WORKDIR/forget_quality_vs_utility.png``.
 """
 
@@ -60,7 +62,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     hf_logging.set_verbosity_error()
     wd = cfg.workdir.resolve()
     retain_split = "retain" + str(100 - int(cfg.forget_split.removeprefix("forget")))
-    total, start = 7, time.perf_counter()
+    total, start = 8, time.perf_counter()
     task = f"tofu_{cfg.forget_split}"
 
     _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
@@ -105,11 +107,15 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     table["retain"]["forget_quality"] = 1.0
     table["retain"]["privleak"] = 0.0
 
-    _stage(7, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
+    _stage(7, total, "Deep unlearning on a generated Eval-DU knowledge base: target fact alone vs its minimal set")
+    deep = _deep_unlearning(cfg, wd)
+
+    _stage(8, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
     ordered = {name: table[name] for name in ["target", *unlearned, "retain"]}
     formats = {name: formats[name] for name in ordered}
-    report = _report(ordered, formats, cfg, task, time.perf_counter() - start)
+    report = _report(ordered, formats, deep, cfg, task, time.perf_counter() - start)
     (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered, "formats": formats,
+                                                           "deep_unlearning": deep,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
     from harness_ext.plots import forget_quality_vs_utility
@@ -120,8 +126,47 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     return ordered
 
 
-def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], cfg: DemoConfig, task: str,
-            seconds: float) -> str:
+DEEP_ROWS = [("success_du", "Success-DU (target not derivable from kept facts)"), ("recall", "Recall"),
+             ("acc_relationships", "Accuracy, relationships"), ("acc_biographies", "Accuracy, biographies"),
+             ("acc_all", "Accuracy, all")]
+
+
+def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
+    """Fine-tune the tiny model on a generated family knowledge base, then unlearn one target fact with the demo's
+    first method, once alone and once as a whole minimal deep-unlearning set; score all three with ``evaldu``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_methods.config import RunConfig
+    from unlearn_methods.finetune import finetune
+    from unlearn_methods.run import run_unlearning
+    from unlearn_tasks.deep_unlearning import evaluation_questions, write_generated_evaldu
+
+    kb_dir = wd / "evaldu_kb"
+    kb = write_generated_evaldu(kb_dir, n_people=24, seed=cfg.seed, n_targets=4, minimal_set_seeds=20)
+    target = kb.targets[0]
+    base = wd / "models" / "evaldu_base"
+    records = [{"question": q["question"], "answer": q["answer"]} for q in evaluation_questions(kb)]
+    finetune(AutoModelForCausalLM.from_pretrained(wd / "models" / "init"), AutoTokenizer.from_pretrained(wd / "models" / "init"),
+             records, base, epochs=cfg.epochs * 2.5, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+    method, epochs, lr = cfg.methods[0]
+    models = {"knows all": base}
+    for label, minimal in ((f"{method}, target fact", False), (f"{method}, minimal set", True)):
+        out = wd / "models" / f"evaldu_{method}_{'set' if minimal else 'fact'}"
+        run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
+                                 evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
+                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet))
+        models[label] = out
+    scores = {}
+    for label, path in models.items():
+        res = run_lm_eval(path, ["evaldu"], wd / "eval" / f"evaldu_{path.name}", {"data_dir": str(kb_dir), "target": target},
+                          backend=cfg.backend)
+        scores[label] = task_metrics(res)["evaldu"]
+    return {"target": target, "target_fact": kb.fact_text(target), "models": scores}
+
+
+def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], deep: dict, cfg: DemoConfig,
+            task: str, seconds: float) -> str:
     return (
         f"# lm-eval-unlearning demo: {task}\n\n"
         f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
@@ -135,5 +180,11 @@ def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, fl
         f"The tiny model was never taught the multiple-choice formats, so those rows sit near chance; cloze and "
         f"comprehension show the gaps.\n\n"
         f"{relu_table(formats)}\n\n"
+        f"## Deep unlearning (Eval-DU style, generated family knowledge base; Wu et al.)\n\n"
+        f"Target fact {deep['target']}: {deep['target_fact']} Unlearning the fact alone can leave it derivable from "
+        f"kept facts through the family rules; unlearning a whole minimal deep-unlearning set removes every path. "
+        f"The tiny model memorises only part of this knowledge base (see the first column's accuracy), so read the "
+        f"columns against each other, not as absolute numbers.\n\n"
+        f"{markdown_table(deep['models'], DEEP_ROWS)}\n\n"
         f"Backend: {cfg.backend}; seed {cfg.seed}; wall time {seconds:.0f} s.\n"
     )

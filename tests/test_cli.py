@@ -67,6 +67,10 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     cloze = {m: formats[m]["tofu_cloze/forget_retain_gap"] for m in formats}
     assert abs(cloze["target"]) < 0.05 and cloze["retain"] < -0.5  # the target knows both; retain never saw forget
     assert "| Cloze | forget probability |" in report
+    deep = json.loads((tmp_path / "results.json").read_text())["deep_unlearning"]["models"]
+    assert set(deep) == {"knows all", "graddiff, target fact", "graddiff, minimal set"}
+    assert deep["graddiff, minimal set"]["success_du"] == 1.0  # the whole minimal set gone: target not derivable
+    assert "## Deep unlearning" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
 

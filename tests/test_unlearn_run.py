@@ -157,3 +157,20 @@ def test_failed_upload_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, tin
         assert sorted(p.name for p in out.iterdir()) == before
     finally:
         hub.close()
+
+
+def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tiny_model_dir):
+    from unlearn_methods.data import evaldu_forget_retain
+
+    kb = shared_data / "deep_unlearning"
+    alone, retain = evaldu_forget_retain(str(kb), 272)
+    assert alone == [{"question": "Who is Xavier Ross to Zoey Jenkins?", "answer": "husband"}] and len(retain) == 699
+    whole, retain = evaldu_forget_retain(str(kb), 272, minimal_set=True)
+    assert len(whole) == 4 and alone[0] in whole and len(retain) == 696
+    out = run_unlearning(load_config(None, method="graddiff", model=str(tiny_model_dir), out=str(tmp_path / "du"),
+                                     data="evaldu", data_dir=str(kb), evaldu_target=272, evaldu_minimal_set=True,
+                                     epochs=1, batch_size=4, progress=False))
+    saved = yaml.safe_load((out / "unlearn_config.yaml").read_text())
+    assert saved["forget"] == "evaldu_fact_272_minimal_set"
+    with pytest.raises(ValueError, match="--data evaldu needs --data-dir"):
+        load_config(None, method="ga", model="m", out="o", data="evaldu")

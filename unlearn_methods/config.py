@@ -17,7 +17,9 @@ class RunConfig:
     method: str = "npo"
     model: str = ""
     out: str = ""
-    data: str = "tofu"  # "tofu" (= locuslab/TOFU), "demo" (the embedded corpus) or any Hub id in TOFU's schema
+    data: str = "tofu"  # "tofu" (= locuslab/TOFU), "demo" (embedded corpus), "evaldu" (data_dir = an Eval-DU folder) or a Hub id
+    evaldu_target: int | None = None  # with data="evaldu": the relationship fact to unlearn
+    evaldu_minimal_set: bool = False  # with data="evaldu": unlearn a whole minimal deep-unlearning set (white-box)
     data_dir: str | None = None
     forget: str = "forget10"
     retain: str | None = None  # default: retainXX matching the forget split
@@ -54,6 +56,8 @@ class RunConfig:
         missing = [k for k in ("model", "out") if not getattr(self, k)]
         if missing:
             raise ValueError(f"Missing required option(s): {', '.join('--' + m for m in missing)}.")
+        if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
+            raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
         if self.merge and not self.lora:
             raise ValueError("--merge only applies to LoRA runs; full fine-tuning already saves merged weights.")
         for key in ("epochs", "lr", "batch_size", "grad_accum", "max_length"):

@@ -33,6 +33,25 @@ def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> l
     return load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
 
 
+def evaldu_forget_retain(kb_dir: str, target: int, minimal_set: bool = False) -> tuple[list[dict], list[dict]]:
+    """Eval-DU forget/retain QA pairs: forget the target fact alone, or (white-box, the paper's section VII) a whole
+    minimal deep-unlearning set of it (the smallest candidate, ties by sorted fact ids); retain every other fact."""
+    from unlearn_tasks.deep_unlearning import evaluation_questions, load_evaldu
+
+    kb = load_evaldu(kb_dir)
+    target = kb.check_target(target)
+    forget_ids = {target}
+    if minimal_set:
+        sets, _ = kb.candidate_minimal_sets(target)
+        if sets:
+            forget_ids = set(min(sets, key=lambda s: (len(s), sorted(s))))
+    forget, retain = [], []
+    for q in evaluation_questions(kb):
+        pair = {"question": q["question"], "answer": q["answer"]}
+        (forget if q["kind"] == "relationship" and q["index"] in forget_ids else retain).append(pair)
+    return forget, retain
+
+
 class ForgetRetainDataset(Dataset):
     """One item per forget example; see the module docstring for what each item holds."""
 

@@ -18,7 +18,13 @@ from transformers.trainer_utils import get_last_checkpoint
 from unlearn_methods import model_card
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig
-from unlearn_methods.data import ForgetRetainDataset, PairCollator, default_retain_split, load_qa
+from unlearn_methods.data import (
+    ForgetRetainDataset,
+    PairCollator,
+    default_retain_split,
+    evaldu_forget_retain,
+    load_qa,
+)
 from unlearn_methods.finetune import finetune
 from unlearn_methods.idk import load_idk_answers
 from unlearn_methods.registry import get_method
@@ -119,6 +125,9 @@ def run_unlearning(cfg: RunConfig) -> Path:
     out = Path(cfg.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
     method = get_method(cfg.method, cfg.method_params)
+    if cfg.data == "evaldu":
+        cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
+        cfg.retain = cfg.retain or "evaldu_other_facts"
     cfg.retain = cfg.retain or default_retain_split(cfg.forget)
     cfg.method_params = dict(method.params)
     cfg.save(out / CONFIG_FILE)
@@ -126,8 +135,11 @@ def run_unlearning(cfg: RunConfig) -> Path:
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)
     data_dir = _data_dir(cfg, out)
-    run = UnlearnRun(cfg, method, tokenizer, model, load_qa(cfg.forget, cfg.dataset, data_dir),
-                     load_qa(cfg.retain, cfg.dataset, data_dir), out)
+    if cfg.data == "evaldu":
+        forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+    else:
+        forget, retain = load_qa(cfg.forget, cfg.dataset, data_dir), load_qa(cfg.retain, cfg.dataset, data_dir)
+    run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)
 
     train_metrics: dict[str, Any] = {}
