@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from lm_eval.api.task import ConfigurableTask
+from unlearn_tasks.corpus_task import CorpusTask
 
 from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
 from .metrics import answer_is_correct, score_targets
@@ -81,8 +81,10 @@ def _mean(values: list[Any]) -> float:
     return sum(finite) / len(finite) if len(finite) == len(values) and finite else math.nan
 
 
-class DeepUnlearningTask(ConfigurableTask):
+class DeepUnlearningTask(CorpusTask):
     """Eval-DU or MQuAKE deep-unlearning evaluation of one model (see the module doc for the options)."""
+
+    RESULTS_KEY = "deep_unlearning"
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         config = {k: v for k, v in (config or {}).items() if k != "class"}
@@ -149,15 +151,6 @@ class DeepUnlearningTask(ConfigurableTask):
         }
         return {m: _mean([s[m] for s in scores]) for m in METRICS}
 
-    def aggregation(self) -> dict:
-        return self._aggregation_list
-
-    def higher_is_better(self) -> dict:
-        return self._higher_is_better
-
-    def dump_config(self) -> dict:
-        """lm-eval's config plus the per-fact correctness vectors (``deep_unlearning``) for later rescoring."""
-        config = super().dump_config()
-        if self._record is not None:
-            config["deep_unlearning"] = self._record
-        return config
+    def results_record(self) -> dict | None:
+        """The per-fact correctness vectors and per-target scores, for later rescoring."""
+        return self._record

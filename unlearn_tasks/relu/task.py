@@ -71,8 +71,3 @@ class ReluTask(ConfigurableTask):
             return {m: (doc["role"], value) for m in self._aggregation_list}
         return {m: value for m in self._aggregation_list}
 
-    def aggregation(self) -> dict:
-        return self._aggregation_list
-
-    def higher_is_better(self) -> dict:
-        return self._higher_is_better

@@ -13,9 +13,9 @@ from copy import deepcopy
 from typing import Any
 
 from lm_eval.api.instance import Instance
-from lm_eval.api.task import ConfigurableTask
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from unlearn_tasks.corpus_task import CorpusTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.options import TofuOptions
@@ -30,8 +30,10 @@ LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak"} | {
 }
 
 
-class TofuTask(ConfigurableTask):
+class TofuTask(CorpusTask):
     """A TOFU evaluation of one forget split. Options come from the task metadata (see :class:`TofuOptions`)."""
+
+    RESULTS_KEY = "unlearning_reference"
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
@@ -124,15 +126,6 @@ class TofuTask(ConfigurableTask):
                 )
         return self._cache[1][metric]
 
-    def aggregation(self) -> dict:
-        return self._aggregation_list
-
-    def higher_is_better(self) -> dict:
-        return self._higher_is_better
-
-    def dump_config(self) -> dict:
-        """The config lm-eval writes to the results file, plus the data another run needs as its reference."""
-        config = super().dump_config()
-        if self._reference_out is not None:
-            config["unlearning_reference"] = self._reference_out
-        return config
+    def results_record(self) -> dict | None:
+        """The data another run needs to use this one as its reference (see :mod:`unlearn_tasks.tofu.reference`)."""
+        return self._reference_out

@@ -14,18 +14,18 @@ from typing import Any
 
 from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
-from lm_eval.api.task import ConfigurableTask
+from unlearn_tasks.corpus_task import CorpusTask
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.waterdrum import aggregate
 from unlearn_tasks.waterdrum.options import WaterDrumOptions
+from unlearn_tasks.waterdrum.runs import RESULTS_KEY
 from unlearn_tasks.waterdrum.scoring import KNOWMEM, LOGPROBS, SAMPLE, request_plan, score_document
 from unlearn_tasks.waterdrum.tokenizer import as_encoder
 
 log = logging.getLogger(__name__)
 
-RESULTS_KEY = "unlearning_waterdrum"
 KNOWMEM_STOP = ["\n\n", "\nQuestion:"]
 
 
@@ -36,8 +36,10 @@ class KeepAllGenerations(Filter):
         return [list(r) for r in resps]
 
 
-class WaterDrumTask(ConfigurableTask):
+class WaterDrumTask(CorpusTask):
     """WaterDrum on one dataset config. Options come from the task metadata (see :class:`WaterDrumOptions`)."""
+
+    RESULTS_KEY = RESULTS_KEY
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
@@ -116,15 +118,6 @@ class WaterDrumTask(ConfigurableTask):
                      self._record["ids"], self._record["verify_tokenizer"])
         return self._cache[1][metric]
 
-    def aggregation(self) -> dict:
-        return self._aggregation_list
-
-    def higher_is_better(self) -> dict:
-        return self._higher_is_better
-
-    def dump_config(self) -> dict:
-        """The config lm-eval writes to the results file, plus the per-item scores ``unlearn waterdrum report`` reads."""
-        config = super().dump_config()
-        if self._record is not None:
-            config[RESULTS_KEY] = self._record
-        return config
+    def results_record(self) -> dict | None:
+        """The per-item scores ``unlearn waterdrum report`` reads."""
+        return self._record
