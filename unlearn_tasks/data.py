@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import datasets
@@ -134,3 +134,42 @@ def load_config(
         return validate_columns(datasets.Dataset.from_list(records), required, str(path))
     ds = load_from_hub(repo_id, config, token)
     return validate_columns(ds, required, f"{repo_id} config {config!r}")
+
+
+def split_files(folder: Path, config: str, splits: Sequence[str]) -> list[Path]:
+    """Local file(s) of ``config``/``split`` (the first of ``splits`` found) in a Hub-like folder: ``<config>/<split>.json``
+    or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``)."""
+    for name in splits:
+        for base in (folder / config, folder / "data" / config):
+            if not base.is_dir():
+                continue
+            found = local_config_file(base, name)
+            if found is not None:
+                return [found]
+            parquet = sorted(base.glob(f"{name}-*.parquet")) + sorted(base.glob(f"{name}.parquet"))
+            if parquet:
+                return parquet
+    return []
+
+
+def load_split(repo_id: str, config: str, splits: Sequence[str], required: Iterable[str] = (),
+               data_dir: str | os.PathLike | None = None) -> list[dict]:
+    """Records of one split of a config with several splits (first existing name of ``splits``), as plain dicts,
+    from a local Hub-like folder (:func:`split_files`) or the Hub; checked for ``required`` columns."""
+    required = list(required)
+    folder = resolve_local_folder(repo_id, data_dir)
+    if folder is None:
+        table = load_from_hub(repo_id, config, splits=splits)
+        return validate_columns(table, required, f"{repo_id} {config}/{splits[0]}").to_list()
+    files = split_files(folder, config, splits)
+    if not files:
+        raise DataError(
+            f"No file for {repo_id} config {config!r}, split {splits[0]!r} in {folder}: expected "
+            f"{folder / config / (splits[0] + '.json')} (JSON lines or a JSON array; .jsonl also accepted) or the Hub's "
+            f"{folder / config / (splits[0] + '-00000-of-00001.parquet')} "
+            f"(`huggingface-cli download {repo_id} --repo-type dataset --local-dir {folder}`)."
+        )
+    if files[0].suffix == ".parquet":
+        table = datasets.Dataset.from_parquet([str(f) for f in files])
+        return validate_columns(table, required, str(files[0])).to_list()
+    return load_config(repo_id, files[0].stem, required, data_dir=files[0].parent).to_list()
