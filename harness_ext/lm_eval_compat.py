@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-
 from typing import Any
 
 from harness_ext import tasks_dir
