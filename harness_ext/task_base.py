@@ -16,13 +16,18 @@ parsed by :meth:`~UnlearningTask.setup` before lm-eval loads the documents.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
+from harness_ext import provenance
 from harness_ext.lm_eval_compat import install_request_types
+
+#: Option names that say where data comes from, not how a metric is computed (kept out of ``metric_modes``).
+_DATA_OPTIONS = ("data_dir", "dataset_path", "reference", "path", "tokenizer")
 
 
 class UnlearningTask(ConfigurableTask):
@@ -34,8 +39,9 @@ class UnlearningTask(ConfigurableTask):
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
         config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
-        self.setup(config)
-        super().__init__(config=config, **kwargs)
+        with provenance.recording() as self.data_sources:  # what the loaders read while the task is built
+            self.setup(config)
+            super().__init__(config=config, **kwargs)
         self._computed: tuple[int, dict[str, float]] | None = None
 
     # ------------------------------------------------------------------ what a benchmark writes
@@ -61,6 +67,23 @@ class UnlearningTask(ConfigurableTask):
     def results_record(self) -> dict[str, Any] | None:
         """Per-item data computed in :meth:`compute_metrics` to keep in the results file, or None."""
         return None
+
+    def metric_modes(self) -> dict[str, Any]:
+        """The switches that change how metrics are computed (default: the scalar fields of ``self.options``
+        that are not data locations)."""
+        options = getattr(self, "options", None)
+        if options is None or not dataclasses.is_dataclass(options):
+            return {}
+        return {k: v for k, v in dataclasses.asdict(options).items()
+                if isinstance(v, (str, int, float, bool, type(None))) and not any(d in k for d in _DATA_OPTIONS)}
+
+    def reference_used(self) -> dict[str, Any] | None:
+        """The reference run the metrics were computed against (path and content hash), or None."""
+        return None
+
+    def provenance(self) -> dict[str, Any]:
+        """Package version, git commit, data read, metric modes and reference: ``configs.<task>.provenance``."""
+        return provenance.task_record(self.data_sources, self.metric_modes(), self.reference_used())
 
     def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
         """The document as chat turns (used with ``--apply_chat_template``), or None for a raw completion prompt
@@ -102,6 +125,7 @@ class UnlearningTask(ConfigurableTask):
         record = self.results_record()
         if record is not None:
             config[self.RESULTS_KEY] = record
+        config["provenance"] = self.provenance()
         return config
 
     # ------------------------------------------------------------------ internals
