@@ -99,6 +99,7 @@ def eval_results_entries(results: dict[str, Any], model_name: str) -> list:
                 task_type="text-generation", task_name=f"{task} (lm-eval-unlearning)", dataset_type=dataset,
                 dataset_name=f"{dataset} ({task})", dataset_revision=data.get("revision"), metric_type=metric,
                 metric_name=metric, metric_value=round(float(value), 6), source_name="lm-eval-unlearning",
+                source_url="https://pypi.org/project/lm-eval-unlearning/",
             ))
     return entries
 

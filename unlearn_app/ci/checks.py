@@ -99,7 +99,8 @@ class _Parser:
                 break
             m = _TOKEN.match(text, pos)
             if not m:
-                self.fail(len(text) - len(text[pos:].lstrip()), "an unexpected character")
+                at = len(text) - len(text[pos:].lstrip())
+                self.fail(at, f"unexpected character {text[at]!r}")
             kind = m.lastgroup or ""
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
