@@ -199,8 +199,12 @@ def run_ci(opts: CiOptions) -> int:
         suite = load_suite(opts.suite)
         out.mkdir(parents=True, exist_ok=True)
         if opts.from_results:
-            raw = json.loads(latest_results_file(opts.from_results).read_text())
+            source = latest_results_file(opts.from_results)
+            raw = json.loads(source.read_text())
             record["from_results"] = str(opts.from_results)
+            shutil.rmtree(out / "lm_eval", ignore_errors=True)  # a copy, so `unlearn report OUT` reads this run
+            (out / "lm_eval").mkdir(parents=True)
+            shutil.copyfile(source, out / "lm_eval" / source.name)
             cache_info = {"hit": False, "enabled": False}
         elif opts.model:
             raw, cache_info = evaluate_model(opts, suite, out)
