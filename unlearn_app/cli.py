@@ -65,7 +65,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_push(args: argparse.Namespace) -> int:
     from unlearn_app.hub import HubUploadError, push_folder
+    from unlearn_app.pipeline import write_model_index
 
+    if Path(args.folder, "eval").is_dir() and write_model_index(Path(args.folder), args.repo.split("/")[-1]):
+        print(f"model card: evaluation results of {Path(args.folder, 'eval')} written as model-index")
     try:
         print(push_folder(args.folder, args.repo, private=not args.public))
     except HubUploadError as e:

@@ -128,7 +128,7 @@ def provenance_tables(runs: list[Run]) -> list[str]:
 def render_html(runs: list[Run], title: str = "Unlearning evaluation report") -> str:
     """The whole page as one string."""
     warnings = provenance_differences(runs)
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
            f"<style>{STYLE}</style></head><body>",
            f"<h1>{_e(title)}</h1><p>{len(runs)} run(s): {', '.join(_e(r.name) for r in runs)}. Generated {stamp} "

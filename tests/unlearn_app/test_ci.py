@@ -4,6 +4,7 @@ exit codes, the cache key and the model-index card."""
 import json
 import math
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,23 @@ def test_update_card_writes_model_index(tmp_path):
     assert card.data.eval_results[0].dataset_type == "locuslab/TOFU"
     text = (model / "README.md").read_text()
     assert "model-index:" in text and "Text kept." in text and "license: mit" in text
+
+
+def test_unlearn_push_writes_the_eval_results_as_model_index(tmp_path, monkeypatch, capsys):
+    from huggingface_hub import ModelCard
+
+    import unlearn_app.hub
+
+    folder = tmp_path / "ckpt"
+    write_results(folder / "eval", {"tofu_forget10": {"forget_quality": 0.3, "model_utility": 0.55}},
+                  {"tofu_forget10": provenance_record()})
+    (folder / "README.md").write_text("---\ntags:\n- unlearning\n---\n\n# ckpt\n")
+    pushed = []
+    monkeypatch.setattr(unlearn_app.hub, "push_folder", lambda f, repo, private: pushed.append(
+        (repo, (Path(f) / "README.md").read_text())) or "https://hub/commit/1")
+    assert main(["push", str(folder), "--repo", "me/ckpt"]) == 0
+    card = ModelCard.load(folder / "README.md")
+    assert {r.metric_type: r.metric_value for r in card.data.eval_results} == {"forget_quality": 0.3,
+                                                                              "model_utility": 0.55}
+    assert card.data.model_name == "ckpt" and "unlearning" in card.data.tags
+    assert pushed[0][0] == "me/ckpt" and "model-index" in pushed[0][1]  # the card is updated before the upload
