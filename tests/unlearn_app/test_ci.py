@@ -186,3 +186,10 @@ def test_unlearn_push_writes_the_eval_results_as_model_index(tmp_path, monkeypat
                                                                               "model_utility": 0.55}
     assert card.data.model_name == "ckpt" and "unlearning" in card.data.tags
     assert pushed[0][0] == "me/ckpt" and "model-index" in pushed[0][1]  # the card is updated before the upload
+
+
+def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, capsys):
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("tasks: [tofu_forget11]\nchecks: []\n")
+    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,8 @@ def junit_xml(outcomes: list[dict[str, Any]], suite_name: str = "unlearn ci", er
     suite = ET.SubElement(root, "testsuite", name=suite_name, tests=root.get("tests"), failures=str(failures),
                           errors=str(int(bool(error))))
     for o in outcomes:
-        task = o["check"].split("/", 1)[0].split("(")[-1].strip()
+        first = re.search(r"[A-Za-z_][\w.-]*(?=/[A-Za-z_])", o["check"])  # the first TASK/METRIC's task
+        task = first.group(0) if first else "checks"
         case = ET.SubElement(suite, "testcase", classname=f"unlearn.{task}", name=o["check"])
         if not o["passed"]:
             failure = ET.SubElement(case, "failure", message=o["message"], type="CheckFailed")

@@ -212,7 +212,7 @@ def run_ci(opts: CiOptions) -> int:
             raise CiError("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing results")
         metrics = task_metrics(raw)
         if opts.from_results:
-            validate_checks(suite, {t: list(m) for t, m in metrics.items()})
+            validate_checks(suite, {t: list(m) for t, m in metrics.items()}, what=f"{opts.from_results} holds")
         baseline = load_baseline(suite.baseline) if suite.baseline else None
         outcomes = check_all(suite, metrics, baseline)
         configs = raw.get("configs") or {}

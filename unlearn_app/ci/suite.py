@@ -142,7 +142,8 @@ def parse_suite(text: str, where: str = "<suite>") -> Suite:
                  baseline=baseline, limit=limit, batch_size=data.get("batch_size") or 16)
 
 
-def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[str, list[str]] | None = None) -> None:
+def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[str, list[str]] | None = None,
+                    what: str = "the suite runs") -> None:
     """Every check's ``TASK/METRIC`` must be a task of the suite and a metric that task reports.
 
     ``metrics`` maps each leaf task to its metric names (from lm-eval's task objects); ``groups`` maps group names
@@ -155,7 +156,7 @@ def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[st
             if ref.task in groups and ref.task not in metrics:
                 raise SuiteError(f"{where}: {ref.task} is a group; name one of its tasks: {', '.join(groups[ref.task])}")
             if ref.task not in metrics:
-                raise SuiteError(f"{where}: unknown task {ref.task!r}; the suite runs {', '.join(sorted(metrics))} "
+                raise SuiteError(f"{where}: unknown task {ref.task!r}; {what} {', '.join(sorted(metrics))} "
                                  "(add it to tasks: or fix the name)")
             if ref.metric not in metrics[ref.task]:
                 raise SuiteError(f"{where}: {ref.task} has no metric {ref.metric!r}; its metrics are "
