@@ -133,3 +133,22 @@ def test_example_suite_checks_name_real_metrics(tiny_model_dir, tmp_path):
     tasks, groups = build_tasks(suite, {"pretrained": str(tiny_model_dir)})
     assert "tofu_mcqa" in groups["tofu_formats"]
     validate_checks(suite, {n: task_metric_names(t) for n, t in tasks.items()}, groups)
+
+
+@pytest.mark.slow
+def test_ci_on_a_lora_adapter_loads_its_base_model(tiny_model_dir, demo_data_dir, tmp_path):
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    adapter = tmp_path / "adapter"
+    base = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    get_peft_model(base, LoraConfig(r=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    assert json.loads((adapter / "adapter_config.json").read_text())["base_model_name_or_path"] == str(tiny_model_dir)
+    suite = _suite(tmp_path / "s.yaml", demo_data_dir, [f"{TASK}/forget_prob >= 0"])
+    proc = _ci(adapter, suite, tmp_path / "out", tmp_path / "cache")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert "+base=local:" in record["model"]["revision"]  # adapter and base model both pinned
+    (lm_file,) = (tmp_path / "out" / "lm_eval").rglob("results_*.json")
+    model_args = json.loads(lm_file.read_text())["config"]["model_args"]
+    assert model_args["peft"] == str(adapter) and model_args["pretrained"] == str(tiny_model_dir)
