@@ -193,3 +193,21 @@ def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, 
     suite.write_text("tasks: [tofu_forget11]\nchecks: []\n")
     assert main(["ci", "--suite", str(suite), "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
     assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err
+
+
+def test_report_prints_provenance_and_warns_when_runs_differ(tmp_path, capsys):
+    metrics = {"tofu_forget10": {"forget_quality": 0.2, "model_utility": 0.6}}
+    write_results(tmp_path / "a", metrics, {"tofu_forget10": provenance_record()})
+    write_results(tmp_path / "b", metrics, {"tofu_forget10": provenance_record()})
+    write_results(tmp_path / "c", metrics, {"tofu_forget10": provenance_record(
+        data_sha="c" * 64, modes={"answer_scoring": "tofu"}, version="0.2.0")})
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out, err = capsys.readouterr()
+    assert "warning" not in err
+    assert "| a | tofu_forget10 | lm-eval-unlearning 0.1.0 (git n/a) | locuslab/TOFU/forget10_perturbed sha256:aaaaaaaaaaaa" in out
+    assert main(["report", str(tmp_path / "a"), str(tmp_path / "c"), "--out", str(tmp_path / "r.md")]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: tofu_forget10: the runs differ in data" in err
+    assert "warning: tofu_forget10: the runs differ in metric modes (a=answer_scoring=all, c=answer_scoring=tofu)" in err
+    assert "different package versions (a=0.1.0, c=0.2.0)" in err
+    assert "**Provenance differs:**" in (tmp_path / "r.md").read_text()
