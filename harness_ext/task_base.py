@@ -26,8 +26,10 @@ from lm_eval.api.task import ConfigurableTask
 from harness_ext import provenance
 from harness_ext.lm_eval_compat import install_request_types
 
-#: Option names that say where data comes from, not how a metric is computed (kept out of ``metric_modes``).
-_DATA_OPTIONS = ("data_dir", "dataset_path", "reference", "path", "tokenizer")
+#: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
+#: names containing one of these, or equal to one of the second set.
+_LOCATION_PARTS = ("_dir", "path", "reference")
+_LOCATION_NAMES = {"tokenizer", "model_tokenizer", "repo_id", "workers"}
 
 
 class UnlearningTask(ConfigurableTask):
@@ -75,7 +77,8 @@ class UnlearningTask(ConfigurableTask):
         if options is None or not dataclasses.is_dataclass(options):
             return {}
         return {k: v for k, v in dataclasses.asdict(options).items()
-                if isinstance(v, (str, int, float, bool, type(None))) and not any(d in k for d in _DATA_OPTIONS)}
+                if isinstance(v, (str, int, float, bool, type(None))) and k not in _LOCATION_NAMES
+                and not any(part in k for part in _LOCATION_PARTS)}
 
     def reference_used(self) -> dict[str, Any] | None:
         """The reference run the metrics were computed against (path and content hash), or None."""
