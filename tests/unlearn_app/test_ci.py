@@ -211,3 +211,18 @@ def test_report_prints_provenance_and_warns_when_runs_differ(tmp_path, capsys):
     assert "warning: tofu_forget10: the runs differ in metric modes (a=answer_scoring=all, c=answer_scoring=tofu)" in err
     assert "different package versions (a=0.1.0, c=0.2.0)" in err
     assert "**Provenance differs:**" in (tmp_path / "r.md").read_text()
+
+
+def test_adapter_folder_loads_its_base_model_on_either_backend(tmp_path):
+    from unlearn_app.ci.runner import resolve_model
+
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "model.safetensors").write_bytes(b"w")
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(base), "r": 24}))
+    spec = resolve_model(str(adapter), None)
+    assert spec.for_backend("hf") == {"pretrained": str(base), "peft": str(adapter)}
+    assert spec.for_backend("vllm") == {"pretrained": str(base), "lora_local_path": str(adapter), "max_lora_rank": 32}
+    assert spec.revision.startswith("local:") and "+base=local:" in spec.revision

@@ -27,7 +27,7 @@ from unlearn_app.ci.summary import markdown_summary
 log = logging.getLogger(__name__)
 
 #: Model/task arguments that name where something is; their content is hashed separately for the cache key.
-_LOCATION_KEYS = ("pretrained", "peft", "data_dir", "reference", "config_source")
+_LOCATION_KEYS = ("pretrained", "peft", "lora_local_path", "data_dir", "reference", "config_source")
 
 
 class CiError(RuntimeError):
@@ -55,6 +55,19 @@ class ModelSpec:
     name: str
     model_args: dict[str, Any]
     revision: str | None
+    adapter_rank: int | None = None
+
+    def for_backend(self, backend: str) -> dict[str, Any]:
+        """``model_args`` as the backend names them: vLLM loads an adapter with ``lora_local_path`` and needs
+        ``max_lora_rank`` at least the adapter's rank (a power of two from 8)."""
+        args = dict(self.model_args)
+        if backend == "vllm" and "peft" in args:
+            args["lora_local_path"] = args.pop("peft")
+            rank = 8
+            while rank < (self.adapter_rank or 8):
+                rank *= 2
+            args["max_lora_rank"] = rank
+        return args
 
 
 def resolve_model(model: str, revision: str | None) -> ModelSpec:
@@ -68,7 +81,8 @@ def resolve_model(model: str, revision: str | None) -> ModelSpec:
         base_rev = model_revision(base)
         own = model_revision(str(path))
         pinned = f"{own}+base={base_rev}" if base_rev else None
-        return ModelSpec(model, {"pretrained": base, "peft": str(path)}, pinned)
+        rank = int(json.loads(adapter_config.read_text()).get("r") or 8)
+        return ModelSpec(model, {"pretrained": base, "peft": str(path)}, pinned, rank)
     if not path.exists() and ("/" not in model or model.startswith((".", "/"))):
         raise CiError(f"--model {model}: no such folder, and not a Hub id (owner/name)")
     args: dict[str, Any] = {"pretrained": str(path) if path.exists() else model}
@@ -118,7 +132,7 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
     from harness_ext.evaluate import run_lm_eval
 
     spec = resolve_model(opts.model or "", opts.revision)
-    model_args = {**suite.model_args, **opts.model_args, **spec.model_args}
+    model_args = {**suite.model_args, **opts.model_args, **spec.for_backend(suite.backend)}
     tasks, groups = build_tasks(suite, model_args)
     validate_checks(suite, {n: task_metric_names(t) for n, t in tasks.items()}, groups)
     limit = opts.limit or suite.limit
