@@ -32,7 +32,11 @@ def add_parsers(sub) -> None:
         "(e.g. 'tofu_forget10/forget_quality >= 0.05', 'tofu_forget10/model_utility >= 0.95 * baseline') and write "
         "OUT/results.json (metrics, checks, provenance), OUT/summary.md (also appended to $GITHUB_STEP_SUMMARY) and "
         "OUT/junit.xml (one test case per check). Results are cached by model revision, task versions, options and "
-        "data fingerprint. Exit status: 0 all checks pass, 1 a check fails, 2 an error.")
+        "data fingerprint. Exit status: 0 all checks pass, 1 a check fails, 2 an error.",
+        epilog="Checks: LEFT OP RIGHT, OP one of >= <= > < == !=; each side is arithmetic (+ - * /, parentheses, "
+        "abs(...)) over numbers, TASK/METRIC (this run) and baseline (the same metric in the suite's baseline run). "
+        "Example: unlearn ci --model checkpoints/npo --suite unlearn-suite.yaml --out ci-out && "
+        "unlearn report ci-out --html ci-out/report.html")
     p.add_argument("--suite", required=True, help="Suite YAML: tasks, checks, model_args, backend, metadata, "
                    "reference, baseline, limit (see the README's 'CI evaluation').")
     p.add_argument("--out", required=True, help="Output folder for results.json, summary.md, junit.xml, lm_eval/.")
