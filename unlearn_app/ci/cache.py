@@ -76,13 +76,19 @@ class ResultsCache:
         file = self.root / key / "results.json"
         return file if file.is_file() else None
 
-    def put(self, key: str, results_file: str | Path, inputs: dict[str, Any]) -> Path:
+    def put(self, key: str, results_file: str | Path, inputs: dict[str, Any]) -> Path | None:
+        """Store a results file under ``key`` (atomically; a concurrent writer of the same key wins harmlessly)."""
         entry = self.root / key
-        tmp = self.root / f".{key}.tmp"
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
-        shutil.copyfile(results_file, tmp / "results.json")
-        (tmp / "key.json").write_text(json.dumps(_jsonable(inputs), indent=2, sort_keys=True))
-        shutil.rmtree(entry, ignore_errors=True)
-        tmp.rename(entry)
+        tmp = self.root / f".{key}.{os.getpid()}.tmp"
+        try:
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir(parents=True)
+            shutil.copyfile(results_file, tmp / "results.json")
+            (tmp / "key.json").write_text(json.dumps(_jsonable(inputs), indent=2, sort_keys=True))
+            shutil.rmtree(entry, ignore_errors=True)
+            tmp.rename(entry)
+        except OSError as e:  # a full disk or a race must not fail the evaluation that just succeeded
+            log.warning("Could not store results in the cache %s (%s)", entry, e)
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
         return entry / "results.json"
