@@ -3,7 +3,8 @@
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
    as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
+   the model's next-token distribution at each position (for Min-K%++) and the margin
+   ``z_y - logsumexp_{v != y} z_v`` (for KLoM), computed by :mod:`harness_ext.token_scoring`. lm-eval dispatches a request by
    calling ``getattr(lm, request_type)``; we add that method to the ``LM`` base class. It is implemented for
    ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
 """
@@ -61,8 +62,9 @@ def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[i
 
 def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
-    import torch.nn.functional as F
     from tqdm import tqdm
+
+    from harness_ext.token_scoring import score_sequences, select_positions
 
     if getattr(lm, "backend", "causal") != "causal":
         raise NotImplementedError("TOFU answer scoring supports causal language models only.")
@@ -85,19 +87,14 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         batch = torch.zeros((len(rows), width), dtype=torch.long, device=lm.device)
         for r, row in enumerate(rows):
             batch[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        logp = F.log_softmax(lm._model_call(batch).float(), dim=-1)
-        for r, i in enumerate(idx):
-            n, end = n_conts[r], len(rows[r])
-            cont = torch.tensor(encoded[i][1][-n:], dtype=torch.long, device=lm.device)
-            lp = logp[r, end - n : end]
-            p = lp.exp()
-            mean = (p * lp).sum(-1)
-            var = (p * lp * lp).sum(-1) - mean * mean
-            results[i] = {
-                "logprobs": lp.gather(-1, cont[:, None]).squeeze(-1).tolist(),
-                "vocab_mean": mean.tolist(),
-                "vocab_var": var.clamp_min(0).tolist(),
-            }
+        spans = [(len(row) - n, len(row)) for row, n in zip(rows, n_conts, strict=True)]
+        targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
+        # Only the scored positions are kept (the full [B, T, V] logits are freed on return); the float32
+        # log-softmax and its statistics are computed a few positions at a time.
+        selected = select_positions(lm._model_call(batch), spans)
+        for i, scores in zip(idx, score_sequences(selected, targets), strict=True):
+            results[i] = scores
+        del selected
     return results  # type: ignore[return-value]
 
 
@@ -118,7 +115,7 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
         # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None})
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": None})
     return results
 
 
