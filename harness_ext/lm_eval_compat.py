@@ -64,7 +64,7 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
     from tqdm import tqdm
 
-    from harness_ext.token_scoring import score_sequences, select_positions
+    from harness_ext.token_scoring import score_sequences
 
     if getattr(lm, "backend", "causal") != "causal":
         raise NotImplementedError("TOFU answer scoring supports causal language models only.")
@@ -89,12 +89,12 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             batch[r, : len(row)] = torch.tensor(row, dtype=torch.long)
         spans = [(len(row) - n, len(row)) for row, n in zip(rows, n_conts, strict=True)]
         targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
-        # Only the scored positions are kept (the full [B, T, V] logits are freed on return); the float32
-        # log-softmax and its statistics are computed a few positions at a time.
-        selected = select_positions(lm._model_call(batch), spans)
-        for i, scores in zip(idx, score_sequences(selected, targets), strict=True):
+        # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
+        # time, reading the model's logits in place: no [B, T, V] float32 tensor.
+        logits = lm._model_call(batch)
+        for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
             results[i] = scores
-        del selected
+        del logits
     return results  # type: ignore[return-value]
 
 

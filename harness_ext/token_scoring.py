@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import torch
 import torch.nn.functional as F
 
-#: float32 elements per chunk (32 MiB): at a 128,256-token vocabulary, 65 positions at a time.
-CHUNK_ELEMENTS = 1 << 23
+#: float32 elements per chunk (16 MiB): at a 128,256-token vocabulary, 32 positions at a time.
+CHUNK_ELEMENTS = 1 << 22
 
 FIELDS = ("logprobs", "vocab_mean", "vocab_var", "margins")
 
@@ -49,28 +49,35 @@ def position_statistics(logits: torch.Tensor, targets: torch.Tensor,
     return out
 
 
-def select_positions(logits: torch.Tensor, spans: Sequence[tuple[int, int]]) -> torch.Tensor:
-    """Rows ``[start, end)`` of each sequence of ``logits`` [B, T, V], stacked into [N, V] in the logits' own
-    dtype. Call it on the model's output directly (``select_positions(model(x).logits, spans)``) so that the
-    full [B, T, V] tensor can be freed as soon as it returns."""
-    rows = [b for b, (start, end) in enumerate(spans) for _ in range(start, end)]
-    positions = [t for start, end in spans for t in range(start, end)]
-    device = logits.device
-    return logits[torch.tensor(rows, dtype=torch.long, device=device),
-                  torch.tensor(positions, dtype=torch.long, device=device)]
-
-
-def score_sequences(selected: torch.Tensor, targets: Sequence[Sequence[int]],
+def score_sequences(logits: torch.Tensor, spans: Sequence[tuple[int, int]], targets: Sequence[Sequence[int]],
                     chunk_elements: int = CHUNK_ELEMENTS) -> list[dict[str, list[float]]]:
-    """Statistics for a batch of sequences: ``selected`` [N, V] from :func:`select_positions`, ``targets[b]``
-    the tokens that row ``b``'s positions score (in order; the lengths add up to N). One dict of Python lists
-    per sequence, keys :data:`FIELDS`."""
-    flat = [t for tgt in targets for t in tgt]
-    if len(flat) != selected.shape[0]:
-        raise ValueError(f"{len(flat)} targets for {selected.shape[0]} selected positions")
-    stats = position_statistics(selected, torch.tensor(flat, dtype=torch.long, device=selected.device),
-                                chunk_elements)
-    columns = {name: stats[name].tolist() for name in FIELDS}
+    """Statistics for a batch of sequences from one forward pass: ``logits`` [B, T, V]; for row ``b``, the
+    positions ``spans[b] = (start, end)`` predict ``targets[b]`` (``end - start == len(targets[b])``). The
+    logits are read in place (views); only chunks of scored positions are copied, so the extra memory is a few
+    chunks whatever B and T. One dict of Python lists per row, keys :data:`FIELDS`."""
+    vocab = logits.shape[-1]
+    step = max(1, chunk_elements // max(vocab, 1))
+    pieces: list[tuple[int, int, int]] = []  # (row, start, end), each at most `step` positions
+    for b, ((start, end), tgt) in enumerate(zip(spans, targets, strict=True)):
+        if end - start != len(tgt):
+            raise ValueError(f"row {b}: span {start}:{end} does not match {len(tgt)} targets")
+        pieces.extend((b, s, min(s + step, end)) for s in range(start, end, step))
+    flat = torch.tensor([t for tgt in targets for t in tgt], dtype=torch.long, device=logits.device)
+    columns: dict[str, list[float]] = {name: [] for name in FIELDS}
+    offset, i = 0, 0
+    while i < len(pieces):  # group consecutive pieces into chunks of at most `step` positions
+        group, size = [pieces[i]], pieces[i][2] - pieces[i][1]
+        i += 1
+        while i < len(pieces) and size + pieces[i][2] - pieces[i][1] <= step:
+            group.append(pieces[i])
+            size += pieces[i][2] - pieces[i][1]
+            i += 1
+        views = [logits[b, s:e] for b, s, e in group]
+        chunk = views[0] if len(views) == 1 else torch.cat(views)
+        stats = position_statistics(chunk, flat[offset : offset + size], chunk_elements=size * vocab)
+        for name in FIELDS:
+            columns[name].extend(stats[name].tolist())
+        offset += size
     results, offset = [], 0
     for tgt in targets:
         results.append({name: columns[name][offset : offset + len(tgt)] for name in FIELDS})
@@ -78,4 +85,4 @@ def score_sequences(selected: torch.Tensor, targets: Sequence[Sequence[int]],
     return results
 
 
-__all__ = ["CHUNK_ELEMENTS", "FIELDS", "position_statistics", "score_sequences", "select_positions"]
+__all__ = ["CHUNK_ELEMENTS", "FIELDS", "position_statistics", "score_sequences"]

@@ -9,7 +9,7 @@ from lm_eval.models.huggingface import HFLM
 from transformers import AutoTokenizer, LlamaForCausalLM
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, _encode, install_request_types
-from harness_ext.token_scoring import position_statistics, score_sequences, select_positions
+from harness_ext.token_scoring import position_statistics, score_sequences
 from unlearn_methods.tiny_model import tiny_llama_config
 from unlearn_tasks.prompts import answer_continuation, question_prompt
 
@@ -65,13 +65,16 @@ def test_chunk_size_does_not_change_results():
 def test_score_sequences_splits_per_row():
     gen = torch.Generator().manual_seed(2)
     logits = torch.randn(2, 6, 11, generator=gen)
-    spans, targets = [(2, 5), (4, 6)], [[1, 2, 3], [4, 5]]
-    out = score_sequences(select_positions(logits, spans), targets)
-    assert [len(o["margins"]) for o in out] == [3, 2]
-    expected = F.log_softmax(logits[1, 5], -1)[5].item()
-    assert out[1]["logprobs"][1] == pytest.approx(expected, abs=1e-6)
+    spans, targets = [(2, 5), (1, 6)], [[1, 2, 3], [4, 5, 6, 7, 8]]
+    for chunk_elements in (11, 22, 44, 10**6):  # one position per chunk, pieces of rows, rows grouped, all at once
+        out = score_sequences(logits, spans, targets, chunk_elements=chunk_elements)
+        assert [len(o["margins"]) for o in out] == [3, 5]
+        for b, ((start, _), tgt) in enumerate(zip(spans, targets)):
+            for k, t in enumerate(tgt):
+                expected = F.log_softmax(logits[b, start + k], -1)[t].item()
+                assert out[b]["logprobs"][k] == pytest.approx(expected, abs=1e-6)
     with pytest.raises(ValueError, match="targets"):
-        score_sequences(select_positions(logits, spans), [[1], [2]])
+        score_sequences(logits, spans, [[1], [2]])
 
 
 def _previous_hf_answer_logprobs(lm, requests):
