@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 VOCAB = 128_256
@@ -131,7 +131,7 @@ def main() -> None:
         return
 
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs, {platform.python_version()}; "
-          f"date {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
+          f"date {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')}")
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:

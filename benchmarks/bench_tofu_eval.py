@@ -23,7 +23,7 @@ import platform
 import tempfile
 import time
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 
@@ -60,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.disable(logging.WARNING)
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
+          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
           "(above the core count means other work shared the CPU)")
     if args.open_unlearning:
         print(f"--open-unlearning {args.open_unlearning}: running open-unlearning's evaluator side by side is not "

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -103,7 +103,7 @@ def end_to_end(sizes: list[int], waterfall_python: str | None, repeats: int) -> 
     """``unlearn verify`` vs the Waterfall package, each a fresh process, same texts, 3 ids."""
     ids = [0, 1, 2]
     print(f"end to end, {len(ids)} ids, k_p = 1; machine: {platform.node()} {platform.machine()}, "
-          f"{os.cpu_count()} CPUs; {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; best of {repeats}")
+          f"{os.cpu_count()} CPUs; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; best of {repeats}")
     if waterfall_python is None:
         try:
             import waterfall  # noqa: F401

@@ -8,7 +8,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, _encode, install_request_types
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, encode_request, install_request_types
 from harness_ext.token_scoring import position_statistics, score_sequences
 from unlearn_methods.tiny_model import tiny_llama_config
 from unlearn_tasks.prompts import answer_continuation, question_prompt
@@ -81,8 +81,7 @@ def _previous_hf_answer_logprobs(lm, requests):
     """The request type as it was before chunking (same batching): full float32 log-softmax of the batch."""
     encoded = []
     for req in requests:
-        ctx, cont = _encode(lm, *req.args[:2])
-        encoded.append((ctx, list(cont) + [lm.eot_token_id]))
+        encoded.append(encode_request(lm, req))  # EOS appended
     order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
     results = [None] * len(encoded)
     for start in range(0, len(order), lm.batch_size):

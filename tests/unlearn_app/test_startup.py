@@ -23,7 +23,7 @@ def _python(code: str, tmp_path: Path, **env: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-LOADED = "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules} & set(%r))))" % (HEAVY,)
+LOADED = f"print(json.dumps(sorted({{m.split('.')[0] for m in sys.modules}} & set({HEAVY!r}))))"
 
 
 def test_help_imports_no_heavy_package(tmp_path):
