@@ -3,7 +3,8 @@
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
    as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
+   the model's next-token distribution at each position (for Min-K%++), and the continuation decoded without its
+   first token (for the zlib attack under TOFU's answer boundary). lm-eval dispatches a request by
    calling ``getattr(lm, request_type)``; we add that method to the ``LM`` base class. It is implemented for
    ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
 """
@@ -60,6 +61,12 @@ def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[i
     return lm._encode_pair(context, continuation)
 
 
+def _decoded_tail(lm: Any, cont_enc: list[int]) -> str:
+    """The continuation without its first token, decoded with special tokens skipped: the text open-unlearning's
+    zlib attack compresses under TOFU's answer boundary."""
+    return lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)
+
+
 def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
     import torch.nn.functional as F
@@ -98,6 +105,7 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
                 "logprobs": lp.gather(-1, cont[:, None]).squeeze(-1).tolist(),
                 "vocab_mean": mean.tolist(),
                 "vocab_var": var.clamp_min(0).tolist(),
+                "decoded_tail": _decoded_tail(lm, encoded[i][1]),
             }
     return results  # type: ignore[return-value]
 
@@ -119,7 +127,7 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
         # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None})
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "decoded_tail": _decoded_tail(lm, full[-n:])})
     return results
 
 

@@ -12,6 +12,9 @@ from lm_eval.api.task import ConfigurableTask
 class CorpusTask(ConfigurableTask):
     #: The key under ``configs.<task>`` of the results file that holds :meth:`results_record`.
     RESULTS_KEY: ClassVar[str] = ""
+    #: The key under ``configs.<task>`` that lists :attr:`run_warnings` (what a reader of the numbers must know).
+    WARNINGS_KEY: ClassVar[str] = "unlearning_warnings"
+    run_warnings: list[str]
 
     def results_record(self) -> dict[str, Any] | None:
         """Per-item data computed during aggregation, or None (nothing is written)."""
@@ -22,4 +25,6 @@ class CorpusTask(ConfigurableTask):
         record = self.results_record()
         if record is not None:
             config[self.RESULTS_KEY] = record
+        if getattr(self, "run_warnings", None):
+            config[self.WARNINGS_KEY] = list(self.run_warnings)
         return config
