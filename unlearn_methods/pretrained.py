@@ -118,3 +118,10 @@ def build_smollm2(cache_dir: str | Path | None = None) -> Path:
 def resolve_model(name_or_dir: str) -> str:
     """``smollm2`` -> the built checkpoint folder; anything else (a folder, a Hub id) is returned unchanged."""
     return str(build_smollm2()) if name_or_dir in NAMES else name_or_dir
+
+
+if __name__ == "__main__":  # python -m unlearn_methods.pretrained: build (once) and print the folder
+    try:
+        print(build_smollm2())
+    except PretrainedModelError as err:
+        sys.exit(str(err))
