@@ -4,6 +4,11 @@ Requests: letter formats use lm-eval's own ``multiple_choice`` (one log-likeliho
 formats ``generate_until`` (comprehension QA with a per-document token budget); cloze needs the blank's token
 count for its length normalisation, so it asks for per-token log-probabilities (``unlearn_answer_logprobs``,
 implemented for ``hf`` and ``vllm``) and drops the EOS that request appends.
+
+Parity mode (``relu_mode: parity``) reproduces the release where lm-eval's own requests cannot: the cloze blank is
+scored as the release tokenises it (prompt and blank each tokenised on their own, special tokens included, no EOS),
+and comprehension QA generates exactly the release's budget with ``unlearn_generate_tokens`` (the model's own
+generation config decides whether EOS stops it; special tokens kept in the decoded text).
 """
 
 from __future__ import annotations
@@ -12,42 +17,50 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean
-from lm_eval.api.task import ConfigurableTask
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, GENERATE_TOKENS
+from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.relu import aggregate, scoring
-from unlearn_tasks.relu.formats import GAP
+from unlearn_tasks.relu.formats import GAP, pair_metric_names
 from unlearn_tasks.relu.options import ReluOptions
 
 
-class ReluTask(ConfigurableTask):
-    """One ReLU format on one split, or on a forget split and its retain split (forget, retain, gap)."""
+class ReluTask(UnlearningTask):
+    """One ReLU format on one split, or on a forget split and its retain split (forget, retain, gap).
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        install_request_types()
-        config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key
+    Prompts are lm-eval's own (from the YAML templates). A single-split task's metric is lm-eval's ``mean`` (so
+    standard errors come with it); a pair task's documents score ``(role, value)`` and aggregate per role."""
+
+    def setup(self, config: dict) -> None:
         self.options = ReluOptions.from_metadata(config.get("metadata"))
-        super().__init__(config=config, **kwargs)
-        metric = self.options.fmt.metric
+
+    def metric_names(self) -> list[str]:
+        return pair_metric_names(self.options.fmt) if self.options.is_pair else [self.options.fmt.metric]
+
+    def lower_is_better(self) -> set[str]:
         if self.options.is_pair:
-            self._aggregation_list = {
-                f"forget_{metric}": aggregate.forget_mean,
-                f"retain_{metric}": aggregate.retain_mean,
-                GAP: aggregate.forget_retain_gap,
-            }
-            self._higher_is_better = {f"forget_{metric}": False, f"retain_{metric}": True, GAP: False}
-        else:
-            self._aggregation_list = {metric: mean}  # lm-eval's mean: standard errors come with it
-            self._higher_is_better = {metric: not self.options.splits[0].startswith("forget")}
-        self._metric_fn_list = {m: None for m in self._aggregation_list}
-        self._metric_fn_kwargs = {m: {} for m in self._aggregation_list}
+            return {f"forget_{self.options.fmt.metric}", GAP}
+        return {self.options.fmt.metric} if self.options.splits[0].startswith("forget") else set()
+
+    def aggregation(self) -> dict:
+        if not self.options.is_pair:
+            return {self.options.fmt.metric: mean}
+        forget, retain, gap = pair_metric_names(self.options.fmt)
+        return {forget: aggregate.forget_mean, retain: aggregate.retain_mean, gap: aggregate.forget_retain_gap}
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance] | Instance:
         family = self.options.fmt.family
-        if family == "cloze":
+        if family == "cloze" or doc["context_ids"]:
             kwargs.pop("apply_chat_template", None)
             kwargs.pop("chat_template", None)
-            return Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=(ctx, doc["target"]), idx=0, **kwargs)
+        if family == "cloze":
+            args: tuple = (ctx, doc["target"])
+            if doc["target_ids"]:  # parity: the release's separate tokenisation, no EOS
+                args += ({"context_ids": doc["context_ids"], "continuation_ids": doc["target_ids"], "append_eos": False},)
+            return Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)
+        if doc["context_ids"]:  # parity comprehension QA: the release's budget, past EOS, special tokens kept
+            options = {"max_new_tokens": doc["max_gen_toks"], "context_ids": doc["context_ids"]}
+            return Instance(request_type=GENERATE_TOKENS, doc=doc, arguments=(ctx, options), idx=0, **kwargs)
         requests = super().construct_requests(doc, ctx, **kwargs)
         if family == "generation" and doc["max_gen_toks"] > 0:
             requests.arguments[1]["max_gen_toks"] = doc["max_gen_toks"]  # the release's per-answer budget
@@ -59,15 +72,14 @@ class ReluTask(ConfigurableTask):
         if family == "mc":
             return scoring.letter_accuracy([ll for ll, _ in results], doc["gold"])
         if family == "cloze":
-            return scoring.cloze_probability(results[0]["logprobs"][:-1])  # without the appended EOS
+            logprobs = results[0]["logprobs"]
+            return scoring.cloze_probability(logprobs if doc["target_ids"] else logprobs[:-1])  # no appended EOS
         generation = results[0]
         if name == "comprehension_qa":
             return scoring.rouge_f1_mean(doc["target"], generation)
         return scoring.analogy_recall(doc["target"], generation)
 
-    def process_results(self, doc: dict, results: list) -> dict[str, Any]:
+    def score_document(self, doc: dict, results: list) -> float | tuple[str, float]:
         value = self.score(doc, results)
-        if self.options.is_pair:
-            return {m: (doc["role"], value) for m in self._aggregation_list}
-        return {m: value for m in self._aggregation_list}
+        return (doc["role"], value) if self.options.is_pair else value
 

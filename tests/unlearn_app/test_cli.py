@@ -1,0 +1,98 @@
+"""The user's entry points as a user runs them: the bare ``lm_eval`` command and ``unlearn``."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from fixtures.commands import run_command
+from harness_ext import tasks_dir
+
+
+def _run(args, env=None, timeout=600):
+    if args[0] == sys.executable:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return run_command(args, env=env, timeout=timeout)
+
+
+@pytest.mark.slow
+def test_bare_lm_eval_finds_and_runs_our_task(tiny_model_dir, demo_data_dir, tmp_path):
+    out = tmp_path / "out"
+    proc = _run(["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+                 "--device", "cpu", "--batch_size", "8", "--tasks", "tofu_forget01_likelihood", "--limit", "10",
+                 "--metadata", json.dumps({"data_dir": str(demo_data_dir)}), "--output_path", str(out)])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "forget_truth_ratio" in proc.stdout and "mia_min_k_auc" in proc.stdout
+    (results,) = list(out.rglob("results_*.json"))
+    assert "forget_prob,none" in json.loads(results.read_text())["results"]["tofu_forget01_likelihood"]
+
+
+def test_switching_the_hook_off_hides_our_tasks(tiny_model_dir):
+    code = "from lm_eval.tasks import TaskManager; print('tofu_forget10' in TaskManager(include_defaults=False).all_tasks)"
+    on = _run([sys.executable, "-c", code])
+    off = _run([sys.executable, "-c", code], env={"UNLEARN_LMEVAL_AUTOLOAD": "0"})
+    assert on.stdout.strip() == "True", on.stderr[-2000:]
+    assert off.stdout.strip() == "False", off.stderr[-2000:]
+
+
+def test_lm_eval_ls_lists_our_tasks():
+    proc = _run(["lm-eval", "ls", "tasks"])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tofu_forget10" in proc.stdout
+
+
+def test_unlearn_help_and_tasks_dir():
+    proc = _run(["unlearn", "--help"])
+    assert proc.returncode == 0 and "demo" in proc.stdout and "tasks-dir" in proc.stdout
+    proc = _run(["unlearn", "tasks-dir"])
+    assert proc.stdout.strip() == str(tasks_dir())
+
+
+@pytest.mark.slow
+def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
+    proc = _run(["unlearn", "demo", "--workdir", str(tmp_path), "--quiet"], timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())["models"]
+    target, retain = results["target"], results["retain"]
+    assert target["forget_quality"] < 0.05  # the target is distinguishable from the retain model
+    assert target["forget_prob"] > retain["forget_prob"] + 0.3  # it knows the forget facts, retain does not
+    assert target["mia_min_k_auc"] > 0.9 and abs(retain["mia_min_k_auc"] - 0.5) < 0.25
+    assert target["model_utility"] > 0.5 and retain["model_utility"] > 0.5
+    for method in ("graddiff", "npo"):  # forgetting happens: forget numbers fall far more than retain numbers
+        m = results[method]
+        forget_drop = target["forget_prob"] - m["forget_prob"]
+        assert forget_drop > 0.4 and target["forget_rougeL_recall"] - m["forget_rougeL_recall"] > 0.2
+        assert target["retain_prob"] - m["retain_prob"] < 0.75 * forget_drop
+    report = (tmp_path / "report.md").read_text()
+    assert "Forget Quality" in report and "| metric | target | graddiff | npo | retain |" in report
+    formats = json.loads((tmp_path / "results.json").read_text())["formats"]
+    cloze = {m: formats[m]["tofu_cloze/forget_retain_gap"] for m in formats}
+    assert abs(cloze["target"]) < 0.05 and cloze["retain"] < -0.5  # the target knows both; retain never saw forget
+    assert "| Cloze | forget probability |" in report
+    deep = json.loads((tmp_path / "results.json").read_text())["deep_unlearning"]["models"]
+    assert set(deep) == {"knows all", "graddiff, target fact", "graddiff, minimal set"}
+    assert deep["graddiff, minimal set"]["success_du"] == 1.0  # the whole minimal set gone: target not derivable
+    assert "## Deep unlearning" in report
+    assert "Forget Quality" in proc.stdout
+    assert (tmp_path / "forget_quality_vs_utility.png").is_file()
+
+
+def test_unlearn_report_compares_runs_with_table_json_and_plot(tmp_path):
+    for name, fq in (("a", 0.01), ("b", 0.5)):
+        folder = tmp_path / name / "model"
+        folder.mkdir(parents=True)
+        results = {"results": {"tofu_forget10": {"alias": "tofu_forget10", "forget_quality,none": fq,
+                                                 "forget_quality_stderr,none": "N/A", "model_utility,none": 0.6}}}
+        (folder / "results_2026-01-01.json").write_text(json.dumps(results))
+    out = tmp_path / "r.md"
+    proc = _run(["unlearn", "report", str(tmp_path / "a"), str(tmp_path / "b"), "--names", "GA,NPO",
+                 "--out", str(out), "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "p.png")])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| metric | GA | NPO |" in out.read_text()
+    assert "| Forget Quality (KS p-value vs retain) | 0.0100 | 0.5000 |" in out.read_text()
+    assert json.loads((tmp_path / "r.json").read_text())["NPO"]["tofu_forget10"]["forget_quality"] == 0.5
+    assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
+    proc = _run(["unlearn", "report", str(tmp_path / "missing")])
+    assert proc.returncode == 2 and "No lm-eval results" in proc.stderr

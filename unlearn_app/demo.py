@@ -1,0 +1,190 @@
+"""``unlearn demo``: the whole TOFU story offline on the embedded corpus and a tiny Llama.
+
+1. write the demo corpus (TOFU schema, Hub layout) to ``WORKDIR/data``;
+2. train a tokenizer and initialise a tiny Llama;
+3. fine-tune a *target* model on all authors and a *retain* model on the retain split, until memorised;
+4. evaluate the retain model with our lm-eval task (it becomes the reference);
+5. unlearn the forget split from the target with Gradient Difference and NPO (full fine-tuning);
+6. evaluate target and unlearned models against that reference (a real Forget Quality), and every model on the
+   TOFU data-transformation formats (``tofu_formats``: MCQA, cloze, analogy, odd-one-out, comprehension);
+7. fine-tune on a generated Eval-DU family knowledge base and unlearn one target fact, alone and as a whole
+   minimal deep-unlearning set, scored with the ``evaldu`` task;
+8. print the tables and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
+   Utility plot ``WORKDIR/forget_quality_vs_utility.png``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from harness_ext.results import json_safe, task_metrics
+from unlearn_app.report import markdown_table, relu_table
+from unlearn_tasks.tofu.splits import retain_split
+
+FORMATS_GROUP = "tofu_formats"
+
+
+@dataclass
+class DemoConfig:
+    workdir: Path = Path("unlearn_demo")
+    forget_split: str = "forget10"
+    epochs: float = 40
+    lr: float = 3e-3
+    seed: int = 0
+    backend: str = "hf"
+    quiet: bool = False
+    #: (method, epochs, learning rate) run from the target model; full fine-tuning of the tiny model.
+    methods: tuple[tuple[str, float, float], ...] = (("graddiff", 5, 1e-3), ("npo", 5, 5e-4))
+
+
+def _stage(n: int, total: int, text: str) -> float:
+    print(f"[{n}/{total}] {text}", flush=True)
+    return time.perf_counter()
+
+
+def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
+    """Run the demo; returns ``{model: {metric: value}}`` and writes results.json and report.md."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_app.report import relu_metrics
+    from unlearn_methods.config import RunConfig
+    from unlearn_methods.finetune import finetune
+    from unlearn_methods.tiny_model import build_tiny_model
+    from unlearn_tasks.relu.demo_formats import write_formats
+    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
+
+    hf_logging.set_verbosity_error()
+    wd = cfg.workdir.resolve()
+    retain_name = retain_split(cfg.forget_split)
+    total, start = 8, time.perf_counter()
+    task = f"tofu_{cfg.forget_split}"
+
+    _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
+    data_dir = write_corpus(wd / "data", seed=cfg.seed)
+
+    _stage(2, total, "Training a tokenizer and building a tiny Llama (hidden 128, 2 layers)")
+    build_tiny_model(tokenizer_texts(cfg.seed), wd / "models" / "init", seed=cfg.seed)
+
+    models = {}
+    for n, (name, split) in enumerate((("target", "full"), ("retain", retain_name)), start=3):
+        _stage(n, total, f"Fine-tuning the {name} model on '{split}' ({cfg.epochs:g} epochs)")
+        model = AutoModelForCausalLM.from_pretrained(wd / "models" / "init")
+        tokenizer = AutoTokenizer.from_pretrained(wd / "models" / "init")
+        metrics = finetune(model, tokenizer, training_records(split, cfg.seed), wd / "models" / name,
+                           epochs=cfg.epochs, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
+        models[name] = wd / "models" / name
+
+    unlearned = []
+    for method, epochs, lr in cfg.methods:
+        _stage(5, total, f"Unlearning {cfg.forget_split} from the target with {method} ({epochs:g} epochs, lr {lr:g})")
+        run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
+                                 data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs, lr=lr,
+                                 seed=cfg.seed, progress=not cfg.quiet))
+        models[method] = wd / "models" / method
+        unlearned.append(method)
+
+    _stage(6, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (the reference), then the others")
+    table: dict[str, dict[str, float]] = {}
+    formats: dict[str, dict[str, float]] = {}
+    relu_dir = write_formats(wd / "relu_data", seed=cfg.seed)
+    common = {"data_dir": str(data_dir), "relu_data_dir": str(relu_dir), "relu_pair": cfg.forget_split}
+    retain_out = wd / "eval" / "retain"
+    for name in ["retain", "target", *unlearned]:
+        meta = common if name == "retain" else {**common, "reference": str(retain_out)}
+        res = run_lm_eval(models[name], [task, FORMATS_GROUP], retain_out if name == "retain" else wd / "eval" / name,
+                          meta, backend=cfg.backend)
+        per_task = task_metrics(res)
+        table[name] = per_task[task]
+        formats[name] = relu_metrics(per_task)
+    # The retain model against itself: Forget Quality 1 by construction, shown for reading the table.
+    table["retain"]["forget_quality"] = 1.0
+    table["retain"]["privleak"] = 0.0
+
+    _stage(7, total, "Deep unlearning on a generated Eval-DU knowledge base: target fact alone vs its minimal set")
+    deep = _deep_unlearning(cfg, wd)
+
+    _stage(8, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
+    ordered = {name: table[name] for name in ["target", *unlearned, "retain"]}
+    formats = {name: formats[name] for name in ordered}
+    report = _report(ordered, formats, deep, cfg, task, time.perf_counter() - start)
+    (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered, "formats": formats,
+                                                           "deep_unlearning": deep,
+                                                           "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
+    (wd / "report.md").write_text(report)
+    from unlearn_app.plots import forget_quality_vs_utility
+
+    forget_quality_vs_utility(ordered, wd / "forget_quality_vs_utility.png", f"demo: {task}")
+    print()
+    print(report)
+    return ordered
+
+
+DEEP_ROWS = [("success_du", "Success-DU (target not derivable from kept facts)"), ("recall", "Recall"),
+             ("acc_relationships", "Accuracy, relationships"), ("acc_biographies", "Accuracy, biographies"),
+             ("acc_all", "Accuracy, all")]
+
+
+def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
+    """Fine-tune the tiny model on a generated family knowledge base, then unlearn one target fact with the demo's
+    first method, once alone and once as a whole minimal deep-unlearning set; score all three with ``evaldu``."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods.config import RunConfig
+    from unlearn_methods.finetune import finetune
+    from unlearn_tasks.deep_unlearning import evaluation_questions, write_generated_evaldu
+
+    kb_dir = wd / "evaldu_kb"
+    kb = write_generated_evaldu(kb_dir, n_people=24, seed=cfg.seed, n_targets=4, minimal_set_seeds=20)
+    target = kb.targets[0]
+    base = wd / "models" / "evaldu_base"
+    records = [{"question": q["question"], "answer": q["answer"]} for q in evaluation_questions(kb)]
+    finetune(AutoModelForCausalLM.from_pretrained(wd / "models" / "init"), AutoTokenizer.from_pretrained(wd / "models" / "init"),
+             records, base, epochs=cfg.epochs * 2.5, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+    method, epochs, lr = cfg.methods[0]
+    models = {"knows all": base}
+    for label, minimal in ((f"{method}, target fact", False), (f"{method}, minimal set", True)):
+        out = wd / "models" / f"evaldu_{method}_{'set' if minimal else 'fact'}"
+        run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
+                                 evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
+                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet))
+        models[label] = out
+    scores = {}
+    for label, path in models.items():
+        res = run_lm_eval(path, ["evaldu"], wd / "eval" / f"evaldu_{path.name}", {"data_dir": str(kb_dir), "target": target},
+                          backend=cfg.backend)
+        scores[label] = task_metrics(res)["evaldu"]
+    return {"target": target, "target_fact": kb.fact_text(target), "models": scores}
+
+
+def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], deep: dict, cfg: DemoConfig,
+            task: str, seconds: float) -> str:
+    return (
+        f"# lm-eval-unlearning demo: {task}\n\n"
+        f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
+        f"saw the {cfg.forget_split} authors, so it is what perfect unlearning should look like; the middle columns "
+        f"are the target after an unlearning method ({', '.join(m for m, _, _ in cfg.methods)}). Forget Quality is "
+        f"the KS-test p-value between each model's forget-set truth ratios and the retain model's (high = "
+        f"indistinguishable from retain); the retain column's Forget Quality (1) and PrivLeak (0) hold by definition.\n\n"
+        f"{markdown_table(models)}\n\n"
+        f"## The same facts in other formats ({FORMATS_GROUP}: forget vs retain; Joshi et al.)\n\n"
+        f"A model that looks unlearned in TOFU's question-answer format may still recall the facts in another format. "
+        f"The tiny model was never taught the multiple-choice formats, so those rows sit near chance; cloze and "
+        f"comprehension show the gaps.\n\n"
+        f"{relu_table(formats)}\n\n"
+        f"## Deep unlearning (Eval-DU style, generated family knowledge base; Wu et al.)\n\n"
+        f"Target fact {deep['target']}: {deep['target_fact']} Unlearning the fact alone can leave it derivable from "
+        f"kept facts through the family rules; unlearning a whole minimal deep-unlearning set removes every path. "
+        f"The tiny model memorises only part of this knowledge base (see the first column's accuracy), so read the "
+        f"columns against each other, not as absolute numbers.\n\n"
+        f"{markdown_table(deep['models'], DEEP_ROWS)}\n\n"
+        f"Backend: {cfg.backend}; seed {cfg.seed}; wall time {seconds:.0f} s.\n"
+    )
