@@ -3,10 +3,11 @@
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
    as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++) and the margin
-   ``z_y - logsumexp_{v != y} z_v`` (for KLoM), computed by :mod:`harness_ext.token_scoring`. An optional
-   third argument (a dict) lets a task give the token ids itself (``context_ids`` / ``continuation_ids``: a
-   release's own tokenisation) and switch the EOS off (``append_eos: False``).
+   the model's next-token distribution at each position (for Min-K%++), the margin ``z_y - logsumexp_{v != y} z_v``
+   (for KLoM), computed by :mod:`harness_ext.token_scoring`, and the scored ids without the first one decoded
+   (``decoded_tail``, for the zlib attack under TOFU's answer boundary). An optional third argument (a dict) lets a
+   task give the token ids itself (``context_ids`` / ``continuation_ids``: a release's own tokenisation) and switch
+   the EOS off (``append_eos: False``).
 3. The request type ``unlearn_generate_tokens``: greedy generation of exactly the document's token budget under
    the model's *own* generation config (no lm-eval stop sequences, so a model whose generation config does not
    stop at the tokenizer's EOS runs past it), decoded with special tokens kept: how benchmark releases that call
@@ -85,6 +86,12 @@ def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
     return list(ctx_enc), list(cont_enc)
 
 
+def _decoded_tail(lm: Any, cont_enc: list[int]) -> str:
+    """The scored ids without the first, decoded with special tokens skipped: the text open-unlearning's zlib attack
+    compresses under TOFU's answer boundary."""
+    return lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)
+
+
 def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
     from tqdm import tqdm
@@ -115,7 +122,7 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         # time, reading the model's logits in place: no [B, T, V] float32 tensor.
         logits = lm._model_call(batch)
         for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
-            results[i] = scores
+            results[i] = {**scores, "decoded_tail": _decoded_tail(lm, encoded[i][1])}
         del logits
     return results  # type: ignore[return-value]
 
@@ -136,7 +143,8 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
         # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": None})
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": None,
+                        "decoded_tail": _decoded_tail(lm, full[-n:])})
     return results
 
 
