@@ -158,7 +158,7 @@ def _add_run_parser(sub) -> None:
 
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
-EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum", "harness_ext.cli_deep_unlearning"]
+EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum", "harness_ext.cli_deep_unlearning", "harness_ext.cli_klom"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,216 @@
+"""``unlearn klom`` and ``unlearn ulira``: ensemble metrics (KLoM, U-LiRA) over the margins of N unlearned and M
+oracle (retrained without the forget set) models. Registered in :data:`harness_ext.cli.EXTENSIONS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+#: Above this many margins (models x samples) the commands show progress bars (unless --quiet).
+PROGRESS_THRESHOLD = 2_000_000
+
+
+def _error(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
+def _load_inputs(args: argparse.Namespace):
+    from unlearn_tasks.margins.ensemble import load_ensemble, load_splits
+
+    progress = not args.quiet and len(args.unlearned) + len(args.oracle) > 20
+    u = load_ensemble(args.unlearned, args.labels, args.task, "unlearned", progress)
+    o = load_ensemble(args.oracle, args.labels, args.task, "oracle", progress)
+    if u.hash and o.hash and u.hash != o.hash:
+        from unlearn_tasks.metrics.klom import KlomInputError
+
+        raise KlomInputError(f"the unlearned runs ({u.sources[0]}) and the oracle runs ({o.sources[0]}) scored different "
+                             "samples: run the same margins task with the same data and options on both")
+    splits = load_splits(args.splits) if args.splits else (u.splits or o.splits)
+    return u, o, splits
+
+
+def _write_json(path: str, data: dict) -> None:
+    from harness_ext.results import json_safe
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(json_safe(data), indent=2) + "\n")
+
+
+def _sample_list(text: str, n_samples: int) -> list[int]:
+    from unlearn_tasks.metrics.klom import KlomInputError
+
+    try:
+        samples = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise KlomInputError(f"--plot-samples expects comma-separated sample indices, got {text!r}") from None
+    bad = [s for s in samples if not 0 <= s < n_samples]
+    if not samples or bad:
+        raise KlomInputError(f"--plot-samples: {bad or text!r} not valid sample indices (0..{n_samples - 1})")
+    return samples
+
+
+def plot_margin_histograms(unlearned: np.ndarray, oracle: np.ndarray, samples: list[int], values: np.ndarray,
+                           path: str | Path) -> Path:
+    """One panel per sample: both ensembles' margins (clipped to +/-100) on the 20 shared KLoM bins (matplotlib
+    draws a value on the top edge in the last bar; KLoM drops it, as EasyDUB does)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from unlearn_tasks.metrics.klom import CLIP, N_BINS, shared_edges
+
+    fig, axes = plt.subplots(1, len(samples), figsize=(4 * len(samples), 3.2), squeeze=False)
+    for ax, j in zip(axes[0], samples):
+        u = np.clip(unlearned[:, j : j + 1], -CLIP, CLIP)
+        o = np.clip(oracle[:, j : j + 1], -CLIP, CLIP)
+        edges = shared_edges(u, o, N_BINS + 1)[:, 0]
+        ax.hist(o[:, 0], bins=edges, alpha=0.6, label=f"oracle ({o.shape[0]})", color="tab:blue")
+        ax.hist(u[:, 0], bins=edges, alpha=0.6, label=f"unlearned ({u.shape[0]})", color="tab:red")
+        ax.set_title(f"sample {j}: KLoM {values[j]:.3g}")
+        ax.set_xlabel("margin")
+    axes[0][0].set_ylabel("models")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _cmd_klom(args: argparse.Namespace) -> int:
+    from unlearn_tasks.metrics.klom import KlomInputError, klom
+
+    try:
+        u, o, splits = _load_inputs(args)
+        size = (u.margins.shape[0] + o.margins.shape[0]) * u.margins.shape[1]
+        summary, per_sample = klom(u.margins, o.margins, splits, direction=args.direction, binning=args.binning,
+                                   chunk_size=args.chunk_size, progress=not args.quiet and size > PROGRESS_THRESHOLD)
+        plot_samples = _sample_list(args.plot_samples, per_sample.size) if args.plot_samples else None
+    except KlomInputError as e:
+        return _error(str(e))
+    summary["inputs"] = {"unlearned": u.sources, "oracle": o.sources, "splits": args.splits}
+    _write_json(args.out, summary)
+    width = max(len(name) for name in summary["splits"])
+    print(f"KLoM, KL({args.direction.replace('-', ' || ')}), {args.binning} binning, "
+          f"{u.margins.shape[0]} unlearned vs {o.margins.shape[0]} oracle models:")
+    for name, s in summary["splits"].items():
+        print(f"  {name:<{width}}  p95 {s['p95']:.4f}  mean {s['mean']:.4f}  n {s['n']}")
+    print(f"written: {args.out}")
+    if args.per_sample_out:
+        Path(args.per_sample_out).parent.mkdir(parents=True, exist_ok=True)
+        np.save(args.per_sample_out, per_sample)
+        print(f"per-sample KLoM: {args.per_sample_out}")
+    if plot_samples:
+        missing = [j for j in plot_samples if np.isnan(per_sample[j])]
+        if missing:
+            from unlearn_tasks.metrics.klom import klom_per_sample
+
+            per_sample = per_sample.copy()
+            per_sample[missing] = klom_per_sample(u.margins, o.margins, direction=args.direction,
+                                                  binning=args.binning, indices=missing)
+        plot = args.plot or str(Path(args.out).with_suffix(".png"))
+        print(f"plot: {plot_margin_histograms(u.margins, o.margins, plot_samples, per_sample, plot)}")
+    return 0
+
+
+def _cmd_ulira(args: argparse.Namespace) -> int:
+    from unlearn_tasks.margins.ensemble import load_ensemble
+    from unlearn_tasks.metrics.klom import KlomInputError
+    from unlearn_tasks.metrics.ulira import ulira
+
+    try:
+        u, o, splits = _load_inputs(args)
+        if (args.target_unlearned is None) != (args.target_oracle is None):
+            raise KlomInputError("give both --target-unlearned and --target-oracle, or neither (leave-one-out)")
+        tu = to = None
+        if args.target_unlearned:
+            tu = load_ensemble(args.target_unlearned, args.labels, args.task, "target unlearned").margins
+            to = load_ensemble(args.target_oracle, args.labels, args.task, "target oracle").margins
+        indices, split = None, "all"
+        if splits:
+            if args.split not in splits:
+                raise KlomInputError(f"no split {args.split!r} in the splits (they are: {', '.join(splits)}); "
+                                     "pick one with --split")
+            indices, split = splits[args.split], args.split
+        summary, per_example = ulira(u.margins, o.margins, indices, target_unlearned=tu, target_oracle=to,
+                                     variance=args.variance, min_std=args.min_std)
+    except KlomInputError as e:
+        return _error(str(e))
+    summary = {"split": split, **summary, "inputs": {"unlearned": u.sources, "oracle": o.sources}}
+    _write_json(args.out, summary)
+    print(f"U-LiRA on split {split!r} ({summary['n_samples']} samples, {summary['protocol']}, "
+          f"{summary['n_unlearned_targets']} unlearned + {summary['n_oracle_targets']} oracle targets):")
+    print(f"  AUROC {summary['auroc']:.4f}  accuracy {summary['accuracy']:.4f}  (0.5 = indistinguishable from retrained)")
+    print(f"written: {args.out}")
+    if args.per_sample_out:
+        np.save(args.per_sample_out, per_example)
+        print(f"per-sample attack accuracy: {args.per_sample_out}")
+    return 0
+
+
+def _add_inputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--unlearned", nargs="+", required=True, metavar="U",
+                   help="Margins of the unlearned models: one .npy [n_models, n_samples], or several files / lm-eval "
+                   "output folders of a margins_* task (one per model). .npz with 'margins' or 'logits' (+ 'labels') "
+                   "also work.")
+    p.add_argument("--oracle", nargs="+", required=True, metavar="O",
+                   help="Margins of the oracle models (retrained without the forget set), same forms as --unlearned; "
+                   "the model count may differ.")
+    p.add_argument("--labels", help="Labels .npy/.npz: the inputs are then logits [n_samples, n_classes] (or "
+                   "[n_models, n_samples, n_classes]) and margins are computed as z_y - logsumexp of the others.")
+    p.add_argument("--splits", help='JSON {"forget": [indices], "retain": [...], ...}. Default: the splits recorded by '
+                   "the margins task in lm-eval inputs, else one split 'all'.")
+    p.add_argument("--task", help="With lm-eval folders holding several margins tasks: which one.")
+    p.add_argument("--out", required=True, help="Result JSON.")
+    p.add_argument("--per-sample-out", dest="per_sample_out", help="Also save the per-sample values (.npy).")
+    p.add_argument("--quiet", action="store_true", help="No progress bars.")
+
+
+def add_parsers(sub) -> None:
+    from unlearn_tasks.metrics.klom import BINNINGS, DIRECTIONS
+    from unlearn_tasks.metrics.ulira import MIN_STD, VARIANCES
+
+    p = sub.add_parser(
+        "klom", help="KLoM (KL divergence of margins, Data-Unlearn-Bench / EasyDUB) of unlearned vs oracle ensembles.",
+        description="Per sample, the KL divergence between the histograms of the unlearned and the oracle models' "
+        "margins (20 bins shared by both, clipped to +/-100, eps 1e-5), summarised per split by its 95th percentile "
+        "and mean. 0 = the unlearned models behave as if never trained on the sample. Default: EasyDUB's exact "
+        "computation, KL(unlearned || oracle).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_inputs(p)
+    p.add_argument("--direction", default="unlearned-oracle", choices=DIRECTIONS,
+                   help="KL(unlearned || oracle) (EasyDUB, default) or KL(oracle || unlearned) (what "
+                   "data-unlearning-bench's run.py computes).")
+    p.add_argument("--binning", default="easydub", choices=BINNINGS,
+                   help="easydub: EasyDUB's exact bins; dub-main: the same with q renormalised (scipy, "
+                   "data-unlearning-bench main); a2d: the original Attribute-to-Delete code (19 intervals, only the "
+                   "first ensemble clipped, q floored at 1e-5 everywhere).")
+    p.add_argument("--chunk-size", dest="chunk_size", type=int, default=512, help="Samples per vectorised chunk.")
+    p.add_argument("--plot-samples", dest="plot_samples", metavar="I,J",
+                   help="Draw the margin histograms of these samples.")
+    p.add_argument("--plot", help="PNG for --plot-samples (default: OUT with .png).")
+    p.set_defaults(func=_cmd_klom)
+
+    p = sub.add_parser(
+        "ulira", help="U-LiRA: per-example likelihood-ratio attack telling unlearned from retrained models.",
+        description="Per example, Gaussians fitted to the unlearned and the oracle models' margins; the score of a "
+        "target model is the log likelihood ratio. Without targets, every model is in turn the target and the "
+        "other models the shadows (leave-one-out). Reports the attack's AUROC and balanced accuracy at LR = 1 "
+        "over the chosen split; 0.5 = unlearned models indistinguishable from retrained ones.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _add_inputs(p)
+    p.add_argument("--split", default="forget", help="Split to attack (when splits are given).")
+    p.add_argument("--target-unlearned", dest="target_unlearned", nargs="+",
+                   help="Held-out unlearned target models (with --target-oracle) instead of leave-one-out.")
+    p.add_argument("--target-oracle", dest="target_oracle", nargs="+", help="Held-out oracle target models.")
+    p.add_argument("--variance", default="per-example", choices=VARIANCES,
+                   help="per-example standard deviations, or one per population (median over examples; for few models).")
+    p.add_argument("--min-std", dest="min_std", type=float, default=MIN_STD, help="Floor of the standard deviations.")
+    p.set_defaults(func=_cmd_ulira)
