@@ -1,5 +1,7 @@
 """``unlearn klom`` and ``unlearn ulira``: ensemble metrics (KLoM, U-LiRA) over the margins of N unlearned and M
-oracle (retrained without the forget set) models. Registered in :data:`harness_ext.cli.EXTENSIONS`."""
+oracle (retrained without the forget set) models; ``unlearn margins`` (one model's margins, through the
+``margins*`` lm-eval tasks) and ``unlearn margins gather`` (many runs into one ensemble array).
+Registered in :data:`harness_ext.cli.EXTENSIONS`."""
 
 from __future__ import annotations
 
@@ -155,6 +157,65 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_margins_gather(args: argparse.Namespace) -> int:
+    from unlearn_tasks.margins.ensemble import load_ensemble
+    from unlearn_tasks.metrics.klom import KlomInputError
+
+    try:
+        ens = load_ensemble(args.runs, task=args.task, name="runs", progress=not args.quiet and len(args.runs) > 20)
+    except KlomInputError as e:
+        return _error(str(e))
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    np.save(args.out, ens.margins)
+    print(f"{ens.margins.shape[0]} models x {ens.margins.shape[1]} samples: {args.out}")
+    if args.splits_out:
+        if not ens.splits:
+            return _error("the runs carry no splits")
+        _write_json(args.splits_out, ens.splits)
+        print(f"splits ({', '.join(f'{k}: {len(v)}' for k, v in ens.splits.items())}): {args.splits_out}")
+    return 0
+
+
+def _cmd_margins(args: argparse.Namespace) -> int:
+    import tempfile
+
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_tasks.margins.ensemble import read_record
+    from unlearn_tasks.metrics.klom import KlomInputError
+
+    if getattr(args, "margins_command", None) == "gather":
+        return _cmd_margins_gather(args)
+    if not (args.model and args.data and args.out):
+        return _error("unlearn margins needs --model DIR, --data (a JSON/JSON-lines file, or tofu) and --out FILE.npy; "
+                      "or use `unlearn margins gather RUN_DIRS... --out ens.npy`")
+    metadata: dict = {"reduction": args.reduction, "include_eos": args.include_eos}
+    if args.data == "tofu":
+        task = f"margins_tofu_{args.forget}"
+        metadata.update({"data_dir": args.data_dir} if args.data_dir else {})
+    else:
+        if not Path(args.data).is_file():
+            return _error(f"{args.data} does not exist (give a JSON / JSON-lines file of prompt/target or text records, "
+                          "or 'tofu')")
+        task = "margins"
+        metadata["data_file"] = str(Path(args.data).resolve())
+    with tempfile.TemporaryDirectory() as tmp:
+        out_dir = args.lm_eval_out or tmp
+        try:
+            run_lm_eval(args.model, [task], out_dir, metadata=metadata, backend=args.backend,
+                        batch_size=args.batch_size, device=args.device)
+            record, _ = read_record(out_dir, task)
+        except (KlomInputError, ValueError) as e:
+            return _error(str(e))
+    margins = np.array([np.nan if v is None else v for v in record["margins"]], dtype=np.float64)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    np.save(args.out, margins)
+    print(f"{margins.size} margins ({record['reduction']} over target tokens): {args.out}")
+    if args.splits_out:
+        _write_json(args.splits_out, record["splits"])
+        print(f"splits: {args.splits_out}")
+    return 0
+
+
 def _add_inputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--unlearned", nargs="+", required=True, metavar="U",
                    help="Margins of the unlearned models: one .npy [n_models, n_samples], or several files / lm-eval "
@@ -214,3 +275,37 @@ def add_parsers(sub) -> None:
                    help="per-example standard deviations, or one per population (median over examples; for few models).")
     p.add_argument("--min-std", dest="min_std", type=float, default=MIN_STD, help="Floor of the standard deviations.")
     p.set_defaults(func=_cmd_ulira)
+
+    p = sub.add_parser(
+        "margins", help="Teacher-forced margins of one model (runs the margins lm-eval task), or `gather` many runs.",
+        description="Per sample, the margins z_y - logsumexp_{v != y} z_v of the target tokens under teacher forcing, "
+        "reduced per sequence (mean by default), saved as a 1-D .npy. --data is a JSON / JSON-lines file of "
+        '{"prompt", "target"} (or {"text"}) records, optional "split", or `tofu` for TOFU forget/retain/holdout. '
+        "`unlearn margins gather RUN_DIRS... --out ens.npy` stacks lm-eval runs of a margins task into "
+        "[n_models, n_samples].",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--model", help="Model folder or Hub id (hf backend; or vllm with --backend vllm).")
+    p.add_argument("--data", help="Data file, or 'tofu'.")
+    p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
+                   help="With --data tofu: the forget split.")
+    p.add_argument("--data-dir", dest="data_dir", help="With --data tofu: local TOFU folder (else the Hub).")
+    p.add_argument("--out", help="Output .npy (one margin per sample).")
+    p.add_argument("--splits-out", dest="splits_out", help="Also write the splits JSON (for unlearn klom --splits).")
+    p.add_argument("--reduction", default="mean", choices=["mean", "sum"], help="Per-sequence reduction.")
+    p.add_argument("--include-eos", dest="include_eos", action="store_true",
+                   help="Also count the EOS token appended to the target.")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"])
+    p.add_argument("--batch-size", dest="batch_size", type=int, default=16)
+    p.add_argument("--device", help="Device for hf (default cpu; e.g. cuda).")
+    p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder here.")
+    p.set_defaults(func=_cmd_margins)
+    gather_sub = p.add_subparsers(dest="margins_command", metavar="gather")
+    g = gather_sub.add_parser("gather", help="Stack lm-eval runs of a margins task into [n_models, n_samples].",
+                              description="Read the margins record of each lm-eval output folder (one model each) "
+                              "and save them as one .npy ensemble, in the order given.")
+    g.add_argument("runs", nargs="+", metavar="RUN_DIR", help="lm-eval output folders (or results_*.json files).")
+    g.add_argument("--out", required=True, help="Output .npy [n_models, n_samples].")
+    g.add_argument("--splits-out", dest="splits_out", help="Also write the runs' splits as JSON.")
+    g.add_argument("--task", help="Which margins task, when a run holds several.")
+    g.add_argument("--quiet", action="store_true", help="No progress bar.")
+    g.set_defaults(func=_cmd_margins)

@@ -2,8 +2,9 @@
 
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
-   as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
+   as TOFU scores answers), the per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the
+   chosen-token log-prob as ``log p - log(1 - p)``) plus, on the ``hf`` backend, the mean and variance of the
+   log-probabilities under the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
    calling ``getattr(lm, request_type)``; we add that method to the ``LM`` base class. It is implemented for
    ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 
 from typing import Any
 
@@ -94,10 +96,14 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             p = lp.exp()
             mean = (p * lp).sum(-1)
             var = (p * lp * lp).sum(-1) - mean * mean
+            chosen = lp.gather(-1, cont[:, None]).squeeze(-1)
+            # margin z_y - logsumexp_{v != y} z_v (the same from log-probs: the normaliser cancels)
+            others = lp.scatter(-1, cont[:, None], float("-inf")).logsumexp(-1)
             results[i] = {
-                "logprobs": lp.gather(-1, cont[:, None]).squeeze(-1).tolist(),
+                "logprobs": chosen.tolist(),
                 "vocab_mean": mean.tolist(),
                 "vocab_var": var.clamp_min(0).tolist(),
+                "margins": (chosen - others).tolist(),
             }
     return results  # type: ignore[return-value]
 
@@ -118,8 +124,10 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
-        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None})
+        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics;
+        # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
+        margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins})
     return results
 
 
