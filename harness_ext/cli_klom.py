@@ -130,7 +130,7 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
     try:
         u, o, splits = _load_inputs(args)
         if (args.target_unlearned is None) != (args.target_oracle is None):
-            raise KlomInputError("give both --target-unlearned and --target-oracle, or neither (leave-one-out)")
+            raise KlomInputError("give both --target-unlearned and --target-oracle, or neither (cross-validation over the ensembles)")
         tu = to = None
         if args.target_unlearned:
             tu = load_ensemble(args.target_unlearned, args.labels, args.task, "target unlearned").margins
@@ -142,7 +142,7 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
                                      "pick one with --split")
             indices, split = splits[args.split], args.split
         summary, per_example = ulira(u.margins, o.margins, indices, target_unlearned=tu, target_oracle=to,
-                                     variance=args.variance, min_std=args.min_std)
+                                     folds=args.folds, variance=args.variance, min_std=args.min_std)
     except KlomInputError as e:
         return _error(str(e))
     summary = {"split": split, **summary, "inputs": {"unlearned": u.sources, "oracle": o.sources}}
@@ -262,15 +262,17 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "ulira", help="U-LiRA: per-example likelihood-ratio attack telling unlearned from retrained models.",
         description="Per example, Gaussians fitted to the unlearned and the oracle models' margins; the score of a "
-        "target model is the log likelihood ratio. Without targets, every model is in turn the target and the "
-        "other models the shadows (leave-one-out). Reports the attack's AUROC and balanced accuracy at LR = 1 "
+        "target model is the log likelihood ratio. Without targets, the models are split into k folds (default "
+        "min(#unlearned, #oracle): with equal counts, leave-one-pair-out); each fold's models are the targets and "
+        "the other folds' models the shadows. Reports the attack's AUROC and balanced accuracy at LR = 1 "
         "over the chosen split; 0.5 = unlearned models indistinguishable from retrained ones.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     _add_inputs(p)
     p.add_argument("--split", default="forget", help="Split to attack (when splits are given).")
     p.add_argument("--target-unlearned", dest="target_unlearned", nargs="+",
-                   help="Held-out unlearned target models (with --target-oracle) instead of leave-one-out.")
+                   help="Held-out unlearned target models (with --target-oracle) instead of cross-validation.")
     p.add_argument("--target-oracle", dest="target_oracle", nargs="+", help="Held-out oracle target models.")
+    p.add_argument("--folds", type=int, help="Cross-validation folds (default: the smaller ensemble size).")
     p.add_argument("--variance", default="per-example", choices=VARIANCES,
                    help="per-example standard deviations, or one per population (median over examples; for few models).")
     p.add_argument("--min-std", dest="min_std", type=float, default=MIN_STD, help="Floor of the standard deviations.")

@@ -168,7 +168,7 @@ def test_ulira_cli(ensembles, capsys):
     assert code == 0 and "AUROC" in out
     result = json.loads((d / "ul.json").read_text())
     want, _ = ulira(u, o, SPLITS["forget"])
-    assert result["split"] == "forget" and result["protocol"] == "leave-one-out"
+    assert result["split"] == "forget" and result["protocol"] == "9-fold"
     assert result["auroc"] == pytest.approx(want["auroc"]) and result["accuracy"] == pytest.approx(want["accuracy"])
     assert {"tpr", "tnr", "n_samples", "n_unlearned_targets", "n_oracle_targets", "variance"} <= set(result)
     assert np.load(d / "pe.npy").shape == (60,)

@@ -17,9 +17,11 @@ positive when ``f`` looks unlearned rather than retrained. ``variance="global"``
 population instead (the median over examples of the per-example ones: LiRA's fixed-variance variant, for few
 shadow models).
 
-The attack is evaluated on targets whose kind is known. By default (``leave-one-out``) every model of both
-ensembles is in turn the target and the shadows are all the *other* models (a target is never its own shadow);
-with explicit targets, all ensemble models are shadows. Over every (target, example) pair:
+The attack is evaluated on targets whose kind is known. By default every model of both ensembles is in turn a
+target, in k folds (``k = min(n_unlearned, n_oracle)``: with equal counts, leave-one-pair-out), and the shadows
+are the models of the other folds of *both* ensembles (a target is never its own shadow, and both shadow
+populations lose the same number of models, so small ensembles are not biased towards either hypothesis); with
+explicit targets, all ensemble models are shadows. Over every (target, example) pair:
 
 * ``auroc``: ROC AUC of the score, unlearned targets = label 1, oracle targets = label 0;
 * ``accuracy``: balanced accuracy ``(tpr + tnr) / 2`` of the likelihood-ratio test at 1 (``score > 0`` means
@@ -84,34 +86,29 @@ def ulira_scores(
     return scores[0] if squeeze else scores
 
 
-def leave_one_out_scores(
-    unlearned: Any, oracle: Any, *, variance: str = "per-example", min_std: float = MIN_STD
+def cross_validated_scores(
+    unlearned: Any, oracle: Any, *, folds: int | None = None, variance: str = "per-example", min_std: float = MIN_STD
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Scores of every model of each ensemble as a target, its own row left out of the shadows (closed form:
-    leave-one-out mean ``m - d_i / (N - 1)`` and sum of squares ``SS - d_i^2 N / (N - 1)``)."""
+    """Scores of every model of both ensembles as a target, with shadows that exclude it.
+
+    Model ``i`` of each ensemble is in fold ``i % folds`` (default ``folds = min(n_unlearned, n_oracle)``, so with
+    equal counts fold k is the pair (unlearned k, oracle k): leave-one-pair-out). The targets of a fold are scored
+    against Gaussians fitted to the models of all other folds, so both shadow populations lose the same number of
+    models and neither hypothesis is favoured (leaving out only the target's own model would bias small ensembles).
+    """
     _check_variance(variance)
     u, o = check_ensembles(unlearned, oracle)
     u, o = u.astype(np.float64), o.astype(np.float64)
-    for name, ens in (("unlearned", u), ("oracle", o)):
-        if ens.shape[0] < 2:
-            raise KlomInputError(f"leave-one-out U-LiRA needs at least 2 {name} models (one target, one shadow); "
-                                 f"got {ens.shape[0]}")
-
-    def loo(ens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        n = ens.shape[0]
-        mean = ens.mean(axis=0)
-        dev = ens - mean
-        ss = (dev**2).sum(axis=0)
-        loo_mean = mean - dev / (n - 1)
-        loo_std = np.sqrt(np.maximum(ss - dev**2 * n / (n - 1), 0.0) / (n - 1))
-        return loo_mean, _finish_std(loo_std, variance, min_std)
-
-    mu_u_all, sd_u_all = fit_gaussians(u, variance, min_std)
-    mu_o_all, sd_o_all = fit_gaussians(o, variance, min_std)
-    mu_u_loo, sd_u_loo = loo(u)
-    mu_o_loo, sd_o_loo = loo(o)
-    scores_u = _log_normal_pdf(u, mu_u_loo, sd_u_loo) - _log_normal_pdf(u, mu_o_all, sd_o_all)
-    scores_o = _log_normal_pdf(o, mu_u_all, sd_u_all) - _log_normal_pdf(o, mu_o_loo, sd_o_loo)
+    k = min(u.shape[0], o.shape[0]) if folds is None else int(folds)
+    if k < 2 or k > min(u.shape[0], o.shape[0]):
+        raise KlomInputError(f"U-LiRA cross-validation needs 2 <= folds <= the smaller ensemble size; got {k} folds for "
+                             f"{u.shape[0]} unlearned and {o.shape[0]} oracle models (at least 2 models each)")
+    fold_u, fold_o = np.arange(u.shape[0]) % k, np.arange(o.shape[0]) % k
+    scores_u, scores_o = np.empty_like(u), np.empty_like(o)
+    for f in range(k):
+        su = ulira_scores(u[fold_u == f], u[fold_u != f], o[fold_o != f], variance=variance, min_std=min_std)
+        so = ulira_scores(o[fold_o == f], u[fold_u != f], o[fold_o != f], variance=variance, min_std=min_std)
+        scores_u[fold_u == f], scores_o[fold_o == f] = su, so
     return scores_u, scores_o
 
 
@@ -135,6 +132,7 @@ def ulira(
     *,
     target_unlearned: Any = None,
     target_oracle: Any = None,
+    folds: int | None = None,
     variance: str = "per-example",
     min_std: float = MIN_STD,
 ) -> tuple[dict[str, Any], np.ndarray]:
@@ -143,16 +141,16 @@ def ulira(
     Returns ``(summary, per_example_accuracy)``: the summary holds the metrics of :func:`attack_metrics`, the
     protocol, counts and options; ``per_example_accuracy`` is each example's balanced accuracy over the
     targets (NaN outside ``indices``). Give both ``target_unlearned`` and ``target_oracle`` (margins of held-out
-    models of each kind) to score them instead of leave-one-out.
+    models of each kind) to score them instead of the cross-validation of :func:`cross_validated_scores`.
     """
     _check_variance(variance)
     u, o = check_ensembles(unlearned, oracle)
     cols = np.arange(u.shape[1]) if indices is None else np.unique(check_indices(indices, u.shape[1], "forget"))
     if (target_unlearned is None) != (target_oracle is None):
-        raise KlomInputError("give both target ensembles (unlearned and oracle targets) or neither (leave-one-out)")
+        raise KlomInputError("give both target ensembles (unlearned and oracle targets) or neither (cross-validation)")
     if target_unlearned is None:
-        su, so = leave_one_out_scores(u[:, cols], o[:, cols], variance=variance, min_std=min_std)
-        protocol = "leave-one-out"
+        su, so = cross_validated_scores(u[:, cols], o[:, cols], folds=folds, variance=variance, min_std=min_std)
+        protocol = f"{folds or min(u.shape[0], o.shape[0])}-fold"
         n_tu, n_to = u.shape[0], o.shape[0]
     else:
         tu, to = check_ensembles(target_unlearned, target_oracle)

@@ -1,4 +1,4 @@
-"""U-LiRA against hand-computed values and an explicit leave-one-out loop."""
+"""U-LiRA against hand-computed values and an explicit cross-validation loop."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from unlearn_tasks.metrics.klom import KlomInputError
-from unlearn_tasks.metrics.ulira import attack_metrics, fit_gaussians, leave_one_out_scores, ulira, ulira_scores
+from unlearn_tasks.metrics.ulira import attack_metrics, fit_gaussians, cross_validated_scores, ulira, ulira_scores
 
 
 def test_fit_gaussians_hand_values():
@@ -37,16 +37,26 @@ def test_attack_metrics_hand_values():
 
 
 @pytest.mark.parametrize("variance", ["per-example", "global"])
-def test_leave_one_out_equals_loop(variance):
+def test_cross_validation_equals_loop(variance):
     rng = np.random.default_rng(0)
     u, o = rng.normal(1, 2, (6, 40)), rng.normal(0, 1, (5, 40))
-    su, so = leave_one_out_scores(u, o, variance=variance)
+    su, so = cross_validated_scores(u, o, variance=variance)  # 5 folds: fold 0 = unlearned 0 and 5, oracle 0
     for i in range(6):
-        want = ulira_scores(u[i], np.delete(u, i, axis=0), o, variance=variance)
-        assert np.max(np.abs(su[i] - want)) < 1e-9
+        f = i % 5
+        shadows_u = np.delete(u, [j for j in range(6) if j % 5 == f], axis=0)
+        shadows_o = np.delete(o, f, axis=0)
+        assert np.max(np.abs(su[i] - ulira_scores(u[i], shadows_u, shadows_o, variance=variance))) < 1e-12
     for j in range(5):
-        want = ulira_scores(o[j], u, np.delete(o, j, axis=0), variance=variance)
-        assert np.max(np.abs(so[j] - want)) < 1e-9
+        shadows_u = np.delete(u, [i for i in range(6) if i % 5 == j], axis=0)
+        want = ulira_scores(o[j], shadows_u, np.delete(o, j, axis=0), variance=variance)
+        assert np.max(np.abs(so[j] - want)) < 1e-12
+
+
+def test_small_identical_ensembles_are_not_biased():
+    """4 + 4 models from one distribution: chance level (leaving out only the target's own model is biased below 0.5)."""
+    rng = np.random.default_rng(5)
+    summary, _ = ulira(rng.normal(0, 1, (4, 5000)), rng.normal(0, 1, (4, 5000)), variance="global")
+    assert abs(summary["auroc"] - 0.5) < 0.02 and abs(summary["accuracy"] - 0.5) < 0.02
 
 
 def test_attack_separates_and_not():
@@ -54,7 +64,7 @@ def test_attack_separates_and_not():
     far_u, far_o = rng.normal(20, 1, (8, 30)), rng.normal(-20, 1, (8, 30))
     summary, per_example = ulira(far_u, far_o)
     assert summary["auroc"] == 1.0 and summary["accuracy"] == 1.0
-    assert summary["protocol"] == "leave-one-out" and summary["n_samples"] == 30
+    assert summary["protocol"] == "8-fold" and summary["n_samples"] == 30
     assert np.all(per_example == 1.0)
     same_u, same_o = rng.normal(0, 1, (40, 300)), rng.normal(0, 1, (40, 300))
     summary, _ = ulira(same_u, same_o, indices=range(100))
@@ -77,7 +87,7 @@ def test_explicit_targets_and_indices():
 
 def test_errors():
     u = np.zeros((3, 4))
-    with pytest.raises(KlomInputError, match="at least 2 oracle models"):
+    with pytest.raises(KlomInputError, match="needs 2 <= folds"):
         ulira(u, np.zeros((1, 4)))
     with pytest.raises(KlomInputError, match="both target ensembles"):
         ulira(u, u, target_unlearned=u)
