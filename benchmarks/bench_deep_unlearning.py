@@ -99,7 +99,7 @@ def bench_growth(sizes: list[int], repeat: int) -> None:
     for n in sizes:
         kb = generate_evaldu(n, seed=0, n_targets=0)
         runs = repeat if n <= 1000 else 1
-        seconds = timed(lambda: deductive_closure(kb.facts, kb.rules, kb.genders, kb.relation_conditions), runs)
+        seconds = timed(lambda kb=kb: deductive_closure(kb.facts, kb.rules, kb.genders, kb.relation_conditions), runs)
         closure = deductive_closure(kb.facts, kb.rules, kb.genders, kb.relation_conditions)
         rows.append((n, len(kb.facts), closure.n_facts, len(closure.instance_heads), seconds))
         print(f"    {n:6d} people  {len(kb.facts):7d} facts  closure {closure.n_facts:7d} facts  "

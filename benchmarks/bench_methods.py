@@ -18,14 +18,15 @@ import torch
 from transformers import PrinterCallback, Trainer, TrainingArguments
 from transformers.utils import logging as hf_logging
 
-import unlearn_methods.methods  # noqa: F401
+from unlearn_methods import all_methods, get_method
 from unlearn_methods.base import UnlearnTrainer
 from unlearn_methods.data import ForgetRetainDataset, PairCollator
 from unlearn_methods.finetune import QACollator, tokenize_qa
 from unlearn_methods.idk import load_idk_answers
-from unlearn_methods.registry import METHODS, get_method
 from unlearn_methods.tiny_model import build_tiny_model
 from unlearn_tasks.tofu.demo_corpus import build_corpus, tokenizer_texts
+
+METHODS = all_methods()
 
 
 def _args(out: str, steps: int, batch_size: int) -> TrainingArguments:

@@ -15,7 +15,6 @@ import functools
 import inspect
 import logging
 import math
-
 from typing import Any
 
 from harness_ext import tasks_dir

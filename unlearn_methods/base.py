@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import copy
 import math
-
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -29,7 +28,7 @@ class MethodContext:
     trainer: Trainer
     reference: Any = None  # a callable model, or None
 
-    def reference_logits(self, batch: dict, **kwargs):
+    def reference_outputs(self, batch: dict, **kwargs):
         """Outputs of the frozen reference model (the model before unlearning) on ``batch``."""
         with torch.no_grad():
             if self.reference == "disable_adapter":

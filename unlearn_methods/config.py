@@ -71,7 +71,7 @@ class RunConfig:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
 
 
-def load_config(path: str | Path | None = None, **overrides: Any) -> RunConfig:
+def load_run_config(path: str | Path | None = None, **overrides: Any) -> RunConfig:
     """A RunConfig from a YAML file (optional) with ``overrides`` (e.g. command-line options) on top."""
     values: dict[str, Any] = {}
     if path:

@@ -21,13 +21,6 @@ from unlearn_tasks.tofu.splits import HUB_ID
 PARTS = ("forget", "retain", "forget_idk", "forget_alt")
 
 
-def default_retain_split(forget_split: str) -> str:
-    """``forget10`` -> ``retain90`` (TOFU's naming)."""
-    if forget_split.startswith("forget") and forget_split[6:].isdigit():
-        return f"retain{100 - int(forget_split[6:])}"
-    raise ValueError(f"Cannot derive the retain split of {forget_split!r}; pass --retain explicitly.")
-
-
 def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:
     """QA records of one config (``question``, ``answer``) through the shared loader."""
     return load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()

@@ -53,7 +53,7 @@ class KLMinimisation(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         forget = _nll(model, inputs["forget"])
         r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_logits(r).logits, r["labels"])
+        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
         return -self.gamma * forget + self.alpha * kl, {"forget_nll": _v(forget), "retain_kl": _v(kl)}
 
 
@@ -71,7 +71,7 @@ class IDKFinetune(UnlearnMethod):
 def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Tensor]:
     """(log pi(y|x) - log pi_ref(y|x) per sequence, model's summed NLL per sequence)."""
     nll, _ = sequence_nll(forward(model, batch).logits, batch["labels"])
-    ref_nll, _ = sequence_nll(ctx.reference_logits(batch).logits, batch["labels"])
+    ref_nll, _ = sequence_nll(ctx.reference_outputs(batch).logits, batch["labels"])
     return ref_nll - nll, nll
 
 
@@ -133,11 +133,11 @@ class SCRUB(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         if self.is_max_step(ctx):
             f = inputs["forget"]
-            kl = kl_to_reference(forward(model, f).logits, ctx.reference_logits(f).logits, f["labels"])
+            kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"])
             return -self.gamma * kl, {"forget_kl": _v(kl)}
         r = inputs["retain"]
         logits = forward(model, r).logits
-        kl = kl_to_reference(logits, ctx.reference_logits(r).logits, r["labels"])
+        kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"])
         nll = mean_nll(logits, r["labels"])
         return kl + self.alpha * nll, {"retain_kl": _v(kl), "retain_nll": _v(nll)}
 
@@ -153,7 +153,7 @@ class LLMU(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         forget, mismatch = _nll(model, inputs["forget"]), _nll(model, inputs["forget_alt"])
         r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_logits(r).logits, r["labels"])
+        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
         total = -self.eps_forget * forget + self.eps_random * mismatch + self.eps_retain * kl
         return total, {"forget_nll": _v(forget), "random_nll": _v(mismatch), "retain_kl": _v(kl)}
 
@@ -183,7 +183,7 @@ class RMU(UnlearnMethod):
         mask_f = f["attention_mask"].unsqueeze(-1).to(h_f.dtype)
         forget = (((h_f - target) ** 2) * mask_f).sum() / (mask_f.sum() * h_f.shape[-1])
         h_r = self._hidden(forward(model, r, output_hidden_states=True), n_layers)
-        h_ref = self._hidden(ctx.reference_logits(r, output_hidden_states=True), n_layers)
+        h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True), n_layers)
         mask_r = r["attention_mask"].unsqueeze(-1).to(h_r.dtype)
         retain = (((h_r - h_ref) ** 2) * mask_r).sum() / (mask_r.sum() * h_r.shape[-1])
         return forget + self.alpha * retain, {"forget_mse": _v(forget), "retain_mse": _v(retain)}
@@ -239,7 +239,7 @@ class WhosHarryPotter(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         f = inputs["forget"]
-        base = ctx.reference_logits(f).logits.float()
+        base = ctx.reference_outputs(f).logits.float()
         reinforced_model = self.__dict__["_reinforced"].to(base.device)
         with torch.no_grad():
             reinforced = forward(reinforced_model, f).logits.float()

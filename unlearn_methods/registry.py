@@ -15,13 +15,3 @@ def register(cls: type[UnlearnMethod]) -> type[UnlearnMethod]:
         raise ValueError(f"method {cls.name!r} is registered twice")
     METHODS[cls.name] = cls
     return cls
-
-
-def get_method(name: str, params: dict | None = None) -> UnlearnMethod:
-    """An instance of the method ``name`` with ``params`` over its defaults."""
-    import unlearn_methods.methods  # noqa: F401  (registers the built-in methods)
-
-    key = name.lower().replace("-", "_")
-    if key not in METHODS:
-        raise ValueError(f"Unknown method {name!r}; available: {', '.join(sorted(METHODS))}.")
-    return METHODS[key](params=dict(params or {}))

@@ -1,5 +1,6 @@
-"""One unlearning run, end to end: load, pair data, train with the method's loss, save a checkpoint with its
-model card, optionally evaluate it with lm-eval and push it to the Hub."""
+"""One unlearning training run: load the model, pair forget/retain data, train with the method's loss, save the
+checkpoint folder. Evaluating it, writing its model card and pushing it are the application's
+(:mod:`unlearn_app.pipeline`)."""
 
 from __future__ import annotations
 
@@ -15,19 +16,18 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from unlearn_methods import model_card
+from unlearn_methods import get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig
 from unlearn_methods.data import (
     ForgetRetainDataset,
     PairCollator,
-    default_retain_split,
     evaldu_forget_retain,
     load_qa,
 )
 from unlearn_methods.finetune import finetune
 from unlearn_methods.idk import load_idk_answers
-from unlearn_methods.registry import get_method
+from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
@@ -119,8 +119,19 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
     )
 
 
-def run_unlearning(cfg: RunConfig) -> Path:
-    """Run ``cfg``; returns the checkpoint folder. Raises :class:`UnlearningFailed` with a message to act on."""
+@dataclass
+class TrainedCheckpoint:
+    """What :func:`train` leaves behind: the checkpoint folder and what the model card and evaluation need."""
+
+    out: Path
+    method: UnlearnMethod
+    adapter: bool  # a LoRA adapter folder (load with the base model) rather than full weights
+    data_dir: str | None  # the local data the run read, if any (the evaluation reads the same)
+    train_metrics: dict[str, Any]
+
+
+def train(cfg: RunConfig) -> TrainedCheckpoint:
+    """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
     cfg.validate()
     out = Path(cfg.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
@@ -128,7 +139,7 @@ def run_unlearning(cfg: RunConfig) -> Path:
     if cfg.data == "evaldu":
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
-    cfg.retain = cfg.retain or default_retain_split(cfg.forget)
+    cfg.retain = cfg.retain or retain_split(cfg.forget)
     cfg.method_params = dict(method.params)
     cfg.save(out / CONFIG_FILE)
 
@@ -174,25 +185,4 @@ def run_unlearning(cfg: RunConfig) -> Path:
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
 
-    eval_results = None
-    if cfg.eval_tasks:
-        eval_results = evaluate_checkpoint(cfg, out, adapter, data_dir)
-    (out / "README.md").write_text(model_card.render(cfg, method.params, method.summary, train_metrics, eval_results, adapter))
-    if cfg.push_to_hub:
-        from unlearn_methods.hub import push_folder
-
-        url = push_folder(out, cfg.push_to_hub, private=cfg.hub_private)
-        log.info("Pushed to %s", url)
-    return out
-
-
-def evaluate_checkpoint(cfg: RunConfig, out: Path, adapter: bool, data_dir: str | None) -> dict[str, dict[str, float]]:
-    """Evaluate the saved checkpoint with lm-eval; results go to ``out/eval`` and the model card."""
-    from harness_ext.evaluate import run_lm_eval
-    from harness_ext.results import task_metrics
-
-    extra = {"peft": str(out)} if adapter else None
-    model_dir = cfg.model if adapter else out
-    metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.eval_metadata}
-    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, extra_model_args=extra)
-    return task_metrics(res)
+    return TrainedCheckpoint(out, method, adapter, data_dir, train_metrics)

@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from harness_ext.cli import main
+from fixtures.commands import run_command
+from unlearn_app.cli import main
 from unlearn_tasks.margins.ensemble import RESULTS_KEY
 from unlearn_tasks.metrics.klom import klom, margins_from_logits
 from unlearn_tasks.metrics.ulira import ulira
@@ -182,15 +180,11 @@ def test_ulira_cli(ensembles, capsys):
 
 def test_klom_subprocess_help_and_run(ensembles):
     _, _, d = ensembles
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, "-m", "harness_ext.cli"]
-    proc = subprocess.run([*cmd, "klom", "--help"], capture_output=True, text=True, env=env, timeout=120)
+    proc = run_command(["unlearn", "klom", "--help"], timeout=120)
     assert proc.returncode == 0 and "--direction" in proc.stdout and "--binning" in proc.stdout
-    proc = subprocess.run([*cmd, "klom", "--unlearned", str(d / "u.npy"), "--oracle", str(d / "o.npy"), "--out",
-                           str(d / "r.json")], capture_output=True, text=True, env=env, timeout=120)
+    proc = run_command(["unlearn", "klom", "--unlearned", str(d / "u.npy"), "--oracle", str(d / "o.npy"), "--out",
+                        str(d / "r.json")], timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads((d / "r.json").read_text())["splits"]["all"]["n"] == 60
-    proc = subprocess.run([*cmd, "klom", "--unlearned", str(d / "u.npy"), "--out", str(d / "r.json")],
-                          capture_output=True, text=True, env=env, timeout=120)
+    proc = run_command(["unlearn", "klom", "--unlearned", str(d / "u.npy"), "--out", str(d / "r.json")], timeout=120)
     assert proc.returncode == 2 and "--oracle" in proc.stderr

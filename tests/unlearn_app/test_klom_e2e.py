@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
 
-from harness_ext.cli import main
+from unlearn_app.cli import main
 from unlearn_methods.finetune import finetune
 from unlearn_tasks.tofu.demo_corpus import build_corpus
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-import waterdrum_fixtures as wf
+from fixtures import waterdrum as wf
 from harness_ext.evaluate import run_lm_eval
 from harness_ext.results import task_metrics
 
@@ -14,16 +14,11 @@ TASKS = ("waterdrum_ax", "waterdrum_tofu")
 
 
 @pytest.fixture(scope="module")
-def fixture(tiny_model_dir):
-    return wf.build(str(tiny_model_dir))
-
-
-@pytest.fixture(scope="module")
-def runs(fixture, tmp_path_factory):
-    meta = wf.metadata(fixture["data"], fixture["model"])
+def runs(waterdrum_data, tmp_path_factory):
+    meta = wf.metadata(waterdrum_data["data"], waterdrum_data["model"])
     out = {}
     for backend in ("hf", "vllm"):
-        res = run_lm_eval(fixture["model"], list(TASKS), tmp_path_factory.mktemp(backend), meta, backend=backend,
+        res = run_lm_eval(waterdrum_data["model"], list(TASKS), tmp_path_factory.mktemp(backend), meta, backend=backend,
                           gen_kwargs="max_gen_toks=32")
         out[backend] = task_metrics(res)
     return out

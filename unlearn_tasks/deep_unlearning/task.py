@@ -25,7 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import datasets
-from unlearn_tasks.corpus_task import CorpusTask
+
+from harness_ext.task_base import UnlearningTask
 
 from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
 from .metrics import answer_is_correct, score_targets
@@ -81,26 +82,22 @@ def _mean(values: list[Any]) -> float:
     return sum(finite) / len(finite) if len(finite) == len(values) and finite else math.nan
 
 
-class DeepUnlearningTask(CorpusTask):
+class DeepUnlearningTask(UnlearningTask):
     """Eval-DU or MQuAKE deep-unlearning evaluation of one model (see the module doc for the options)."""
 
     RESULTS_KEY = "deep_unlearning"
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        config = {k: v for k, v in (config or {}).items() if k != "class"}
+    def setup(self, config: dict) -> None:
         meta = config.get("metadata") or {}
         self.kb, self.kb_path = load_kb_from_metadata(meta, config.get("task", "evaldu"))
         target = meta.get("target")
         self.target = None if target is None else self.kb.check_target(target)
         if not self.kb.targets and self.target is None:
             raise ValueError(f"{self.kb.name} lists no targets; pass --metadata '{{\"target\": ID}}'")
-        super().__init__(config=config, **kwargs)
-        self._metric_fn_list = {m: None for m in METRICS}
-        self._metric_fn_kwargs = {m: {} for m in METRICS}
-        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in METRICS}
-        self._higher_is_better = {m: True for m in METRICS}
-        self._cache: tuple[int, dict[str, float]] | None = None
         self._record: dict[str, Any] | None = None
+
+    def metric_names(self) -> list[str]:
+        return list(METRICS)
 
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Documents are the knowledge base's questions, relationships first (no Hub download)."""
@@ -113,11 +110,10 @@ class DeepUnlearningTask(CorpusTask):
     def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
         return doc["answer"]
 
-    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
+    def score_document(self, doc: dict, results: list) -> dict:
         generated = results[0] if results else ""
         correct = answer_is_correct(generated, doc["answer"], json.loads(doc["aliases"]))
-        record = {"kind": doc["kind"], "index": int(doc["index"]), "correct": bool(correct)}
-        return {m: record for m in METRICS}
+        return {"kind": doc["kind"], "index": int(doc["index"]), "correct": bool(correct)}
 
     def correctness_vectors(self, records: list[dict]) -> tuple[list[bool], list[bool]] | None:
         """Per-fact correctness in fact order, or None when some facts were not evaluated (``--limit``)."""
@@ -129,13 +125,7 @@ class DeepUnlearningTask(CorpusTask):
             return None
         return rel, bio  # type: ignore[return-value]
 
-    def _aggregate(self, metric: str, records: list[dict]) -> float:
-        key = id(records[0]) ^ len(records) if records else 0
-        if self._cache is None or self._cache[0] != key:
-            self._cache = (key, self._compute(records))
-        return self._cache[1][metric]
-
-    def _compute(self, records: list[dict]) -> dict[str, float]:
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         vectors = self.correctness_vectors(records)
         if vectors is None:
             log.warning("%s: only %d of %d facts evaluated (--limit?); deep-unlearning metrics need every fact, "

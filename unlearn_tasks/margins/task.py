@@ -15,8 +15,8 @@ its margin is left out unless ``include_eos`` is true.
 
 from __future__ import annotations
 
-import functools
 import json
+import warnings
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -25,8 +25,8 @@ import datasets
 import numpy as np
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
-from unlearn_tasks.corpus_task import CorpusTask
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
 from unlearn_tasks.metrics.klom import margins_from_logprobs, reduce_token_margins
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
@@ -133,24 +133,24 @@ def load_docs(**metadata: Any) -> datasets.DatasetDict:
 
 
 # --------------------------------------------------------------------------- the task
-class MarginsTask(CorpusTask):
+class MarginsTask(UnlearningTask):
     """Teacher-forced margins per document; metrics are the mean margin overall and per split."""
 
     RESULTS_KEY = RESULTS_KEY
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        install_request_types()
-        config = {k: v for k, v in (config or {}).items() if k != "class"}
+    def setup(self, config: dict) -> None:
         self.options = MarginOptions.from_metadata(config.get("metadata"))
-        super().__init__(config=config, **kwargs)
-        splits = list(dict.fromkeys(d["split"] for d in self.test_docs()))
-        self._names = ["margin"] + [f"margin_{s}" for s in splits]
-        self._metric_fn_list = {m: None for m in self._names}
-        self._metric_fn_kwargs = {m: {} for m in self._names}
-        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in self._names}
-        self._higher_is_better = {m: m != "margin_forget" for m in self._names}
-        self._cache: tuple[int, dict[str, float]] | None = None
+        self._names: list[str] | None = None
         self._record: dict | None = None
+
+    def metric_names(self) -> list[str]:
+        if self._names is None:
+            splits = list(dict.fromkeys(d["split"] for d in self.test_docs()))
+            self._names = ["margin"] + [f"margin_{s}" for s in splits]
+        return self._names
+
+    def lower_is_better(self) -> set[str]:
+        return {"margin_forget"}
 
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
         return doc["prompt"]
@@ -158,15 +158,9 @@ class MarginsTask(CorpusTask):
     def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
         return doc["target"]
 
-    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
-                        apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
-                        chat_template: Any = None, gen_prefix: str | None = None) -> str:
-        """The prompt as is; with ``--apply_chat_template`` (and a prompt) the prompt's question as the user turn."""
-        if not apply_chat_template or chat_template is None or not doc["prompt"]:
-            return doc["prompt"]
-        messages = ([{"role": "system", "content": system_instruction}] if system_instruction else [])
-        messages += chat_messages(doc["question"])
-        return chat_template(messages, add_generation_prompt=True)
+    def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
+        """With ``--apply_chat_template`` the question (or prompt) is the user turn; plain texts are never wrapped."""
+        return chat_messages(doc["question"]) if doc["prompt"] else None
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
         chat = bool(kwargs.pop("apply_chat_template", False)) and bool(doc["prompt"])
@@ -177,14 +171,14 @@ class MarginsTask(CorpusTask):
             continuation = doc["target"]
         return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=(ctx, continuation), idx=0, **kwargs)]
 
-    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
+    def score_document(self, doc: dict, results: list) -> dict:
         response = results[0]
         tokens = response.get("margins")
         if tokens is None:  # a backend that gives only log-probs: the same quantity from p
             tokens = margins_from_logprobs(response["logprobs"]).tolist()
         if not self.options.include_eos:
             tokens = tokens[:-1]  # the request appended EOS
-        record = {
+        return {
             "sample": doc["sample"],
             "split": doc["split"],
             "key": f"{doc['prompt']}\x1f{doc['target']}",
@@ -192,31 +186,29 @@ class MarginsTask(CorpusTask):
             "n_tokens": len(tokens),
             "tokens": [float(t) for t in tokens] if self.options.keep_token_margins else None,
         }
-        return {m: record for m in self._names}
 
-    def _aggregate(self, metric: str, records: list[dict]) -> float:
-        key = id(records[0]) ^ len(records) if records else 0
-        if self._cache is None or self._cache[0] != key:
-            ordered = sorted(records, key=lambda r: r["sample"])
-            margins = np.array([r["margin"] for r in ordered], dtype=np.float64)
-            splits: dict[str, list[int]] = {}
-            for i, r in enumerate(ordered):
-                splits.setdefault(r["split"], []).append(i)
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
+        ordered = sorted(records, key=lambda r: r["sample"])
+        margins = np.array([r["margin"] for r in ordered], dtype=np.float64)
+        splits: dict[str, list[int]] = {}
+        for i, r in enumerate(ordered):
+            splits.setdefault(r["split"], []).append(i)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN split stays NaN
             values = {"margin": float(np.nanmean(margins)) if margins.size else float("nan")}
             values.update({f"margin_{s}": float(np.nanmean(margins[idx])) for s, idx in splits.items()})
-            self._record = {
-                "format": RECORD_FORMAT,
-                "reduction": self.options.reduction,
-                "include_eos": self.options.include_eos,
-                "margins": [None if np.isnan(m) else float(m) for m in margins],
-                "n_tokens": [r["n_tokens"] for r in ordered],
-                "splits": splits,
-                "sample_hash": sample_hash([r["key"] for r in ordered]),
-            }
-            if self.options.keep_token_margins:
-                self._record["token_margins"] = [r["tokens"] for r in ordered]
-            self._cache = (key, values)
-        return self._cache[1].get(metric, float("nan"))
+        self._record = {
+            "format": RECORD_FORMAT,
+            "reduction": self.options.reduction,
+            "include_eos": self.options.include_eos,
+            "margins": [None if np.isnan(m) else float(m) for m in margins],
+            "n_tokens": [r["n_tokens"] for r in ordered],
+            "splits": splits,
+            "sample_hash": sample_hash([r["key"] for r in ordered]),
+        }
+        if self.options.keep_token_margins:
+            self._record["token_margins"] = [r["tokens"] for r in ordered]
+        return {m: values.get(m, float("nan")) for m in self.metric_names()}
 
     def results_record(self) -> dict | None:
         """Per-sample margins, splits and a fingerprint of the samples (see :mod:`unlearn_tasks.margins.ensemble`)."""

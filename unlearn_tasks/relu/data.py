@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 
-
 from unlearn_tasks import data
 from unlearn_tasks.relu.formats import HUB_ID
 

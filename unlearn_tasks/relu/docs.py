@@ -13,10 +13,10 @@ from typing import Any
 
 import datasets
 
+from unlearn_tasks.relu import prompts
 from unlearn_tasks.relu.data import load_split
 from unlearn_tasks.relu.formats import Format
 from unlearn_tasks.relu.options import ReluOptions
-from unlearn_tasks.relu import prompts
 from unlearn_tasks.relu.sampling import LETTERS, OptionSampler
 
 log = logging.getLogger(__name__)

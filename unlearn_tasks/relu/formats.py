@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from unlearn_tasks.tofu.splits import FORGET_SPLITS, RETAIN_OF, retain_split
+
 HUB_ID = "Exploration-Lab/ReLU"
-FORGET_SPLITS = ("forget01", "forget05", "forget10")
-RETAIN_OF = {"forget01": "retain99", "forget05": "retain95", "forget10": "retain90"}
-SPLITS = ("forget01", "forget05", "forget10", "retain99", "retain95", "retain90")
+SPLITS = (*FORGET_SPLITS, *RETAIN_OF.values())
 #: The forget split of the short-named tasks (its retain split comes from :data:`RETAIN_OF`).
 DEFAULT_PAIR = "forget10"
 MODES = ("default", "parity")
@@ -60,7 +60,7 @@ def retain_of(forget_split: str) -> str:
     """The retain split that complements ``forget_split`` (forget05 -> retain95)."""
     if forget_split not in RETAIN_OF:
         raise ValueError(f"forget split must be one of {FORGET_SPLITS}, got {forget_split!r}")
-    return RETAIN_OF[forget_split]
+    return retain_split(forget_split)
 
 
 def task_name(fmt: Format, n_options: int | None = None, split: str | None = None) -> str:

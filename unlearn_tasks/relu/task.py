@@ -12,35 +12,36 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean
-from lm_eval.api.task import ConfigurableTask
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.relu import aggregate, scoring
-from unlearn_tasks.relu.formats import GAP
+from unlearn_tasks.relu.formats import GAP, pair_metric_names
 from unlearn_tasks.relu.options import ReluOptions
 
 
-class ReluTask(ConfigurableTask):
-    """One ReLU format on one split, or on a forget split and its retain split (forget, retain, gap)."""
+class ReluTask(UnlearningTask):
+    """One ReLU format on one split, or on a forget split and its retain split (forget, retain, gap).
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        install_request_types()
-        config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key
+    Prompts are lm-eval's own (from the YAML templates). A single-split task's metric is lm-eval's ``mean`` (so
+    standard errors come with it); a pair task's documents score ``(role, value)`` and aggregate per role."""
+
+    def setup(self, config: dict) -> None:
         self.options = ReluOptions.from_metadata(config.get("metadata"))
-        super().__init__(config=config, **kwargs)
-        metric = self.options.fmt.metric
+
+    def metric_names(self) -> list[str]:
+        return pair_metric_names(self.options.fmt) if self.options.is_pair else [self.options.fmt.metric]
+
+    def lower_is_better(self) -> set[str]:
         if self.options.is_pair:
-            self._aggregation_list = {
-                f"forget_{metric}": aggregate.forget_mean,
-                f"retain_{metric}": aggregate.retain_mean,
-                GAP: aggregate.forget_retain_gap,
-            }
-            self._higher_is_better = {f"forget_{metric}": False, f"retain_{metric}": True, GAP: False}
-        else:
-            self._aggregation_list = {metric: mean}  # lm-eval's mean: standard errors come with it
-            self._higher_is_better = {metric: not self.options.splits[0].startswith("forget")}
-        self._metric_fn_list = {m: None for m in self._aggregation_list}
-        self._metric_fn_kwargs = {m: {} for m in self._aggregation_list}
+            return {f"forget_{self.options.fmt.metric}", GAP}
+        return {self.options.fmt.metric} if self.options.splits[0].startswith("forget") else set()
+
+    def aggregation(self) -> dict:
+        if not self.options.is_pair:
+            return {self.options.fmt.metric: mean}
+        forget, retain, gap = pair_metric_names(self.options.fmt)
+        return {forget: aggregate.forget_mean, retain: aggregate.retain_mean, gap: aggregate.forget_retain_gap}
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance] | Instance:
         family = self.options.fmt.family
@@ -65,9 +66,7 @@ class ReluTask(ConfigurableTask):
             return scoring.rouge_f1_mean(doc["target"], generation)
         return scoring.analogy_recall(doc["target"], generation)
 
-    def process_results(self, doc: dict, results: list) -> dict[str, Any]:
+    def score_document(self, doc: dict, results: list) -> float | tuple[str, float]:
         value = self.score(doc, results)
-        if self.options.is_pair:
-            return {m: (doc["role"], value) for m in self._aggregation_list}
-        return {m: value for m in self._aggregation_list}
+        return (doc["role"], value) if self.options.is_pair else value
 

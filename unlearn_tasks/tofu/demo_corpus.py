@@ -15,6 +15,8 @@ import json
 import random
 from pathlib import Path
 
+from unlearn_tasks.tofu.splits import RETAIN_OF, retain_split
+
 FIRST = ["Aldric", "Brina", "Caspian", "Delphine", "Emeric", "Faye", "Gideon", "Halina", "Ignatius", "Juno",
          "Kasimir", "Liora", "Matthias", "Nerys", "Orrin", "Petra", "Quillon", "Rosalind", "Soren", "Talia",
          "Ulric", "Vesna", "Wendel", "Xanthe", "Yorick", "Zinnia"]
@@ -150,7 +152,7 @@ def build_corpus(seed: int = 0) -> dict[str, list[dict]]:
     for size, n in FORGET_AUTHORS.items():
         cut = len(full) - n * per
         configs[f"forget{size}"] = qa[cut:]
-        configs[f"retain{100 - int(size)}"] = qa[:cut]
+        configs[retain_split(f"forget{size}")] = qa[:cut]
         configs[f"forget{size}_perturbed"] = full[cut:]
         configs[f"holdout{size}"] = [{"question": r["question"], "answer": r["answer"]} for r in holdout[: n * per]]
     configs["retain_perturbed"] = full[: RETAIN_PERTURBED_AUTHORS * per]
@@ -181,8 +183,9 @@ def training_records(split: str = "full", seed: int = 0) -> list[dict]:
     full, _ = _rows(seed)
     if split == "full":
         rows = full
-    elif split.startswith("retain") and split[6:] in ("90", "95", "99"):
-        rows = full[: len(full) - FORGET_AUTHORS[f"{100 - int(split[6:]):02d}"] * PER_AUTHOR]
+    elif split in RETAIN_OF.values():
+        forget = next(f for f, r in RETAIN_OF.items() if r == split)
+        rows = full[: len(full) - FORGET_AUTHORS[forget.removeprefix("forget")] * PER_AUTHOR]
     else:
         raise ValueError(f"demo training split must be 'full' or retain90/95/99, got {split!r}")
     records = [{"question": r["question"], "answer": a} for r in rows for a in (r["answer"], r["paraphrased_answer"])]

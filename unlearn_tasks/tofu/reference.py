@@ -30,7 +30,7 @@ HOW_TO_MAKE = (
 )
 
 
-class ReferenceError(ValueError):
+class ReferenceLogError(ValueError):
     """A reference log that cannot serve this evaluation; the message says why and what to pass instead."""
 
 
@@ -54,7 +54,7 @@ def _legacy(data: dict, source: str, truth_ratio_mean: str) -> ReferenceData:
 def _open_unlearning(data: dict, source: str) -> ReferenceData:
     by_index = data["forget_truth_ratio"].get("value_by_index") or {}
     if not by_index:
-        raise ReferenceError(f"{source}: forget_truth_ratio.value_by_index is empty; the retain run logged no items.")
+        raise ReferenceLogError(f"{source}: forget_truth_ratio.value_by_index is empty; the retain run logged no items.")
     ratios = []
     for k in sorted(by_index, key=lambda x: int(x)):
         v = by_index[k]
@@ -78,7 +78,7 @@ def _ours(entries: list[dict], source: str, forget_split: str) -> ReferenceData:
                 f"lm-eval-unlearning results {source}",
             )
     found = sorted({e.get("forget_split") for e in entries})
-    raise ReferenceError(
+    raise ReferenceLogError(
         f"Reference {source} holds TOFU results for {found}, not for {forget_split}. "
         f"Pass a reference evaluated on {forget_split}, or one per split: "
         f'--metadata \'{{"reference": {{"{forget_split}": "REF_DIR"}}}}\'.'
@@ -100,10 +100,10 @@ def _our_entries(path: Path) -> list[tuple[dict, str]]:
 
 
 def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric") -> ReferenceData:
-    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceError` if unusable."""
+    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable."""
     path = Path(path).expanduser()
     if not path.exists():
-        raise ReferenceError(f"Reference {path} does not exist.")
+        raise ReferenceLogError(f"Reference {path} does not exist.")
     ours = _our_entries(path)
     if ours:
         ref = _ours([e for e, _ in ours], ours[0][1], forget_split)
@@ -111,34 +111,34 @@ def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = 
         candidates = [path] if path.is_file() else [path / "eval_log_forget.json", path / "TOFU_EVAL.json"]
         file = next((c for c in candidates if c.is_file()), None)
         if file is None:
-            raise ReferenceError(
+            raise ReferenceLogError(
                 f"Reference {path} is neither our lm-eval output (results_*.json from a TOFU task), a legacy TOFU "
                 f"eval_log_forget.json nor an open-unlearning TOFU_EVAL.json."
             )
         try:
             data = json.loads(file.read_text())
         except json.JSONDecodeError as e:
-            raise ReferenceError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+            raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
         if "avg_paraphrased_loss" in data and "average_perturb_loss" in data:
             ref = _legacy(data, str(file), truth_ratio_mean)
         elif isinstance(data.get("forget_truth_ratio"), dict):
             ref = _open_unlearning(data, str(file))
         else:
-            raise ReferenceError(
+            raise ReferenceLogError(
                 f"Reference {file} has neither legacy TOFU fields (avg_paraphrased_loss, average_perturb_loss) nor "
                 f"open-unlearning's forget_truth_ratio; it cannot give per-item forget truth ratios."
             )
         n = len(ref.forget_truth_ratios)
         splits = forget_split_of_size(n)
         if forget_split not in splits:
-            raise ReferenceError(
+            raise ReferenceLogError(
                 f"Reference {file} covers {n} forget items, which is "
                 f"{' or '.join(splits) if splits else 'no TOFU forget split'}; this task evaluates {forget_split} "
                 f"({FORGET_SIZES[forget_split]} items). Pass the retain model's log for {forget_split}."
             )
         ref.forget_split = forget_split
     if any(math.isnan(x) for x in ref.forget_truth_ratios):
-        raise ReferenceError(f"{ref.source}: the forget truth ratios contain NaN; re-run the reference evaluation.")
+        raise ReferenceLogError(f"{ref.source}: the forget truth ratios contain NaN; re-run the reference evaluation.")
     return ref
 
 
@@ -151,7 +151,7 @@ def check_items(ref: ReferenceData, question_keys: list[str]) -> None:
         return
     overlap = len(theirs & set(question_keys)) / len(theirs)
     if overlap < 0.9:
-        raise ReferenceError(
+        raise ReferenceLogError(
             f"{ref.source}: only {overlap:.0%} of its forget questions are among this task's forget questions; "
             f"it comes from another split or dataset. Pass the retain model's log for the same forget split and data."
         )

@@ -6,6 +6,19 @@ from dataclasses import dataclass
 
 HUB_ID = "locuslab/TOFU"
 FORGET_SPLITS = ("forget01", "forget05", "forget10")
+
+
+def retain_split(forget_split: str) -> str:
+    """The retain split that complements a forget split in TOFU's naming: ``forget10`` -> ``retain90``."""
+    size = forget_split.removeprefix("forget")
+    if forget_split.startswith("forget") and size.isdigit() and 0 < int(size) < 100:
+        return f"retain{100 - int(size)}"
+    raise ValueError(f"Cannot derive the retain split of {forget_split!r} (TOFU names them forgetNN -> retain<100-NN>); "
+                     "name the retain split explicitly.")
+
+
+#: Every TOFU forget split and its retain split.
+RETAIN_OF = {split: retain_split(split) for split in FORGET_SPLITS}
 #: Number of forget items in the released TOFU data; legacy TOFU logs cap every split at 300 items.
 FORGET_SIZES = {"forget01": 40, "forget05": 200, "forget10": 400}
 LEGACY_CAP = 300

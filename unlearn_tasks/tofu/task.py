@@ -7,15 +7,14 @@ lm-eval's group aggregation is only a mean, so metrics spanning several TOFU set
 
 from __future__ import annotations
 
-import functools
 import logging
 from copy import deepcopy
 from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
-from unlearn_tasks.corpus_task import CorpusTask
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.options import TofuOptions
@@ -30,24 +29,24 @@ LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak"} | {
 }
 
 
-class TofuTask(CorpusTask):
+class TofuTask(UnlearningTask):
     """A TOFU evaluation of one forget split. Options come from the task metadata (see :class:`TofuOptions`)."""
 
     RESULTS_KEY = "unlearning_reference"
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        install_request_types()
-        config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a TaskConfig field
+    def setup(self, config: dict) -> None:
         self.options = TofuOptions.from_metadata(config.get("metadata"))
-        super().__init__(config=config, **kwargs)
-        self._names = aggregate.metric_names(self.options.parts)
-        self._metric_fn_list = {m: None for m in self._names}
-        self._metric_fn_kwargs = {m: {} for m in self._names}
-        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in self._names}
-        self._higher_is_better = {m: m not in LOWER_IS_BETTER for m in self._names}
-        self._cache: tuple[int, dict[str, float]] | None = None
         self._reference_out: dict | None = None
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
         self.reference = self._load_reference()
+
+    def metric_names(self) -> list[str]:
+        return aggregate.metric_names(self.options.parts)
+
+    def lower_is_better(self) -> set[str]:
+        return LOWER_IS_BETTER
 
     # ------------------------------------------------------------------ reference
     def _load_reference(self) -> aggregate.ReferenceData | None:
@@ -80,16 +79,9 @@ class TofuTask(CorpusTask):
     def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
         return doc["answer"]
 
-    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
-                        apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
-                        chat_template: Any = None, gen_prefix: str | None = None) -> str:
-        """Plain ``Question: q\\nAnswer:`` prompt; with ``--apply_chat_template``, the question as the user turn."""
-        if not apply_chat_template or chat_template is None:
-            prompt = question_prompt(doc["question"])
-            return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
-        messages = ([{"role": "system", "content": system_instruction}] if system_instruction else [])
-        messages += chat_messages(doc["question"])
-        return chat_template(messages, add_generation_prompt=True)
+    def chat_messages(self, doc: dict) -> list[dict[str, str]]:
+        """With ``--apply_chat_template`` the question is the user turn (else ``Question: q\\nAnswer:``)."""
+        return chat_messages(doc["question"])
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
         chat = bool(kwargs.pop("apply_chat_template", False))
@@ -108,23 +100,19 @@ class TofuTask(CorpusTask):
         return requests
 
     # ------------------------------------------------------------------ scoring
-    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
+    def score_document(self, doc: dict, results: list) -> dict:
         generation = next((r for r in results if isinstance(r, str)), None)
         responses = [r for r in results if isinstance(r, dict)]
-        record = score_document(doc, generation, responses, self.options)
-        return {m: record for m in self._names}
+        return score_document(doc, generation, responses, self.options)
 
-    def _aggregate(self, metric: str, records: list[dict]) -> float:
-        key = id(records[0]) ^ len(records) if records else 0
-        if self._cache is None or self._cache[0] != key:
-            metrics = aggregate.compute_metrics(records, self.reference)
-            self._cache = (key, metrics)
-            if "likelihood" in self.options.parts:
-                self._reference_out = aggregate.reference_record(
-                    records, metrics, self.options.forget_split,
-                    {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
-                )
-        return self._cache[1][metric]
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
+        metrics = aggregate.compute_metrics(records, self.reference)
+        if "likelihood" in self.options.parts:
+            self._reference_out = aggregate.reference_record(
+                records, metrics, self.options.forget_split,
+                {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
+            )
+        return metrics
 
     def results_record(self) -> dict | None:
         """The data another run needs to use this one as its reference (see :mod:`unlearn_tasks.tofu.reference`)."""

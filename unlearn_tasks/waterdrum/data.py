@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 
-
 from unlearn_tasks import data
 
 AX_HUB_ID = "Glow-AI/WaterDrum-Ax"

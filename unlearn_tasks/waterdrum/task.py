@@ -7,16 +7,15 @@ corpus's generations are verified once, in the aggregation, under every owner id
 
 from __future__ import annotations
 
-import functools
 import logging
 from copy import deepcopy
 from typing import Any
 
 from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
-from unlearn_tasks.corpus_task import CorpusTask
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.waterdrum import aggregate
 from unlearn_tasks.waterdrum.options import WaterDrumOptions
@@ -36,28 +35,28 @@ class KeepAllGenerations(Filter):
         return [list(r) for r in resps]
 
 
-class WaterDrumTask(CorpusTask):
+class WaterDrumTask(UnlearningTask):
     """WaterDrum on one dataset config. Options come from the task metadata (see :class:`WaterDrumOptions`)."""
 
     RESULTS_KEY = RESULTS_KEY
 
-    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
-        install_request_types()
-        config = {k: v for k, v in (config or {}).items() if k != "class"}
+    def setup(self, config: dict) -> None:
         self.options = WaterDrumOptions.from_metadata(config.get("metadata"))
         config["repeats"] = self.options.generations
+        self._record: dict | None = None
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         super().__init__(config=config, **kwargs)
         self.encoder = as_encoder(self.options.verify_tokenizer)
         self.vocab_size = int(self.options.verify_vocab_size or self.encoder.vocab_size)
         owners = [int(d["owner"]) for d in self.test_docs() if d["kind"] == "text"]
         self.ids = aggregate.verification_ids(self.options, owners)
-        self._names = aggregate.metric_names(self.options)
-        self._metric_fn_list = {m: None for m in self._names}
-        self._metric_fn_kwargs = {m: {} for m in self._names}
-        self._aggregation_list = {m: functools.partial(self._aggregate, m) for m in self._names}
-        self._higher_is_better = {m: m not in aggregate.LOWER_IS_BETTER for m in self._names}
-        self._cache: tuple[int, dict[str, float]] | None = None
-        self._record: dict | None = None
+
+    def metric_names(self) -> list[str]:
+        return aggregate.metric_names(self.options)
+
+    def lower_is_better(self) -> set[str]:
+        return aggregate.LOWER_IS_BETTER
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
@@ -66,19 +65,9 @@ class WaterDrumTask(CorpusTask):
     def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
         return doc["reference"]
 
-    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
-                        apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
-                        chat_template: Any = None, gen_prefix: str | None = None) -> str:
-        """Ax texts: the raw 50-token prefix (a completion, never chat-formatted). Questions: ``Question: q\\nAnswer:``,
-        or with ``--apply_chat_template`` the question as the user turn."""
-        if doc["question"] == "":
-            return doc["prompt"]
-        if not apply_chat_template or chat_template is None:
-            prompt = question_prompt(doc["question"])
-            return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
-        messages = [{"role": "system", "content": system_instruction}] if system_instruction else []
-        messages += chat_messages(doc["question"])
-        return chat_template(messages, add_generation_prompt=True)
+    def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
+        """Ax texts: the raw 50-token prefix (a completion, never chat-formatted). Questions: the user turn."""
+        return None if doc["question"] == "" else chat_messages(doc["question"])
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
         chat = bool(kwargs.pop("apply_chat_template", False))
@@ -103,20 +92,16 @@ class WaterDrumTask(CorpusTask):
         return requests
 
     # ------------------------------------------------------------------ scoring
-    def process_results(self, doc: dict, results: list) -> dict[str, dict]:
-        record = score_document(doc, results, self.options)
-        return {m: record for m in self._names}
+    def score_document(self, doc: dict, results: list) -> dict:
+        return score_document(doc, results, self.options)
 
-    def _aggregate(self, metric: str, records: list[dict]) -> float:
-        key = id(records[0]) ^ len(records) if records else 0
-        if self._cache is None or self._cache[0] != key:
-            metrics, self._record = aggregate.compute(records, self.options, self.encoder, self.vocab_size)
-            self._record["task"] = self.config.task
-            self._cache = (key, metrics)
-            log.info("%s: forget strength %.4f, retain strength %.4f (ids %s, tokenizer %s)", self.config.task,
-                     metrics.get("forget_strength", float("nan")), metrics.get("retain_strength", float("nan")),
-                     self._record["ids"], self._record["verify_tokenizer"])
-        return self._cache[1][metric]
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
+        metrics, self._record = aggregate.compute(records, self.options, self.encoder, self.vocab_size)
+        self._record["task"] = self.config.task
+        log.info("%s: forget strength %.4f, retain strength %.4f (ids %s, tokenizer %s)", self.config.task,
+                 metrics.get("forget_strength", float("nan")), metrics.get("retain_strength", float("nan")),
+                 self._record["ids"], self._record["verify_tokenizer"])
+        return metrics
 
     def results_record(self) -> dict | None:
         """The per-item scores ``unlearn waterdrum report`` reads."""

@@ -14,7 +14,6 @@ from typing import Any, Protocol, runtime_checkable
 
 LLAMA3 = "llama3"
 LLAMA3_HUB_ID = "meta-llama/Meta-Llama-3-8B"
-LLAMA3_BASE_VOCAB = 128000
 INSTALL_HINT = "pip install 'lm-eval-unlearning[waterdrum]'"
 
 

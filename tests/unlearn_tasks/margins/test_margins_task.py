@@ -1,5 +1,5 @@
 """The ``margins_*`` lm-eval tasks on a tiny model: the per-sample record in the results file, equal to margins
-computed by hand from a forward pass; options; ``unlearn margins`` and ``unlearn margins gather``."""
+computed by hand from a forward pass; options."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness_ext.cli import main
 from harness_ext.evaluate import run_lm_eval
 from unlearn_tasks.margins.ensemble import RESULTS_KEY, read_record
 from unlearn_tasks.metrics.klom import margins_from_logits
@@ -80,22 +79,3 @@ def test_generic_file_task_options(tiny_model_dir, tmp_path):
 def test_generic_task_needs_a_data_file(tiny_model_dir, tmp_path):
     with pytest.raises(Exception, match="data_file"):
         run_lm_eval(tiny_model_dir, ["margins"], tmp_path)
-
-
-def test_unlearn_margins_and_gather(tofu_run, tiny_model_dir, demo_data_dir, tmp_path, capsys):
-    out, _ = tofu_run
-    record, _ = read_record(out)
-    assert main(["margins", "gather", str(out), str(out), "--out", str(tmp_path / "ens.npy"), "--splits-out",
-                 str(tmp_path / "splits.json")]) == 0
-    ens = np.load(tmp_path / "ens.npy")
-    assert ens.shape == (2, len(record["margins"]))
-    assert np.allclose(ens[1], record["margins"])
-    assert json.loads((tmp_path / "splits.json").read_text()) == record["splits"]
-    # unlearn margins (no lm-eval knowledge needed) gives the same numbers
-    assert main(["margins", "--model", str(tiny_model_dir), "--data", "tofu", "--forget", "forget01", "--data-dir",
-                 str(demo_data_dir), "--out", str(tmp_path / "m.npy")]) == 0
-    assert np.allclose(np.load(tmp_path / "m.npy"), record["margins"], atol=1e-6)
-    capsys.readouterr()
-    assert main(["margins", "--model", str(tiny_model_dir), "--out", str(tmp_path / "m.npy")]) == 2
-    assert "--data" in capsys.readouterr().err
-    assert main(["margins", "gather", str(tmp_path), "--out", str(tmp_path / "x.npy")]) == 2

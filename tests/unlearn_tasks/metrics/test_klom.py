@@ -74,23 +74,23 @@ def _ensembles(rng: np.random.Generator, n_u: int, n_o: int, n: int, dtype=np.fl
 # Sample 0: lo = 0, hi = 20, so the 21 edges are the integers 0..20. u = [0, 0, 5, 20]: the 20 sits on the upper
 # edge and is dropped, p = {bin 1: 2/3, bin 6: 1/3}. o = [0, 5, 5, 7]: q = {bin 1: 1/4, bin 6: 1/2, bin 8: 1/4}.
 # Sample 1: constant (every margin 3): hi = lo + 1, everything in bin 1, KLoM = 0.
-U = np.array([[0.0, 3.0], [0.0, 3.0], [5.0, 3.0], [20.0, 3.0]])
-O = np.array([[0.0, 3.0], [5.0, 3.0], [5.0, 3.0], [7.0, 3.0]])
+HAND_U = np.array([[0.0, 3.0], [0.0, 3.0], [5.0, 3.0], [20.0, 3.0]])
+HAND_O = np.array([[0.0, 3.0], [5.0, 3.0], [5.0, 3.0], [7.0, 3.0]])
 KL_UO = 2 / 3 * math.log((2 / 3) / (1 / 4)) + 1 / 3 * math.log((1 / 3) / (1 / 2))
 # KL(o || u): bin 8 has no unlearned mass, so q_safe = 1e-5 there.
 KL_OU = 1 / 4 * math.log((1 / 4) / (2 / 3)) + 1 / 2 * math.log((1 / 2) / (1 / 3)) + 1 / 4 * math.log((1 / 4) / 1e-5)
 
 
 def test_hand_computed_both_directions():
-    assert klom_per_sample(U, O) == pytest.approx([KL_UO, 0.0], abs=1e-15)
-    assert klom_per_sample(U, O, direction="oracle-unlearned") == pytest.approx([KL_OU, 0.0], abs=1e-15)
+    assert klom_per_sample(HAND_U, HAND_O) == pytest.approx([KL_UO, 0.0], abs=1e-15)
+    assert klom_per_sample(HAND_U, HAND_O, direction="oracle-unlearned") == pytest.approx([KL_OU, 0.0], abs=1e-15)
     assert KL_UO == pytest.approx(0.5187, abs=1e-4)  # 2/3 ln(8/3) + 1/3 ln(2/3)
 
 
 def test_dub_main_renormalises_q_safe():
     # u||o: no eps was added, q_safe already sums to 1. o||u: q_safe sums to 1 + 1e-5.
-    assert klom_per_sample(U, O, binning="dub-main") == pytest.approx([KL_UO, 0.0], abs=1e-15)
-    got = klom_per_sample(U, O, binning="dub-main", direction="oracle-unlearned")
+    assert klom_per_sample(HAND_U, HAND_O, binning="dub-main") == pytest.approx([KL_UO, 0.0], abs=1e-15)
+    got = klom_per_sample(HAND_U, HAND_O, binning="dub-main", direction="oracle-unlearned")
     assert got == pytest.approx([KL_OU + math.log(1 + 1e-5), 0.0], abs=1e-15)
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from unlearn_tasks.metrics.klom import KlomInputError
-from unlearn_tasks.metrics.ulira import attack_metrics, fit_gaussians, cross_validated_scores, ulira, ulira_scores
+from unlearn_tasks.metrics.ulira import attack_metrics, cross_validated_scores, fit_gaussians, ulira, ulira_scores
 
 
 def test_fit_gaussians_hand_values():

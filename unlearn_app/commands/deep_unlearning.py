@@ -1,6 +1,6 @@
 """``unlearn deep-unlearning score`` and ``unlearn deep-unlearning sweep``: Success-DU, Recall and Accuracy from
 per-fact correctness vectors, and the trade-off summaries of a hyperparameter sweep. Registered in
-:data:`harness_ext.cli.EXTENSIONS`."""
+:data:`unlearn_app.cli.EXTENSIONS`."""
 
 from __future__ import annotations
 
@@ -10,16 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from unlearn_app.commands import InputError, error
+
 TASK_KEY = "deep_unlearning"
-
-
-class InputError(ValueError):
-    """Bad command-line input; the message says what to fix."""
-
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def _read_json(path: str | Path) -> Any:
@@ -67,7 +60,7 @@ def _cmd_score(args: argparse.Namespace) -> int:
         bio = _vector(args.biographies, "biographies_correct") if args.biographies else []
         result = score(rel, bio, args.target, kb)
     except (InputError, ValueError) as e:
-        return _error(str(e))
+        return error(str(e))
     keys = ("target", "target_fact", "success_du", "recall", "acc_relationships", "acc_biographies", "acc_all",
             "best_minimal_set", "num_candidate_sets", "minimal_sets_source")
     print(json.dumps({k: result[k] for k in keys}, indent=2))
@@ -115,7 +108,7 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
         all_scores = [s for scores in per_run.values() for s in scores]
         summary = sweep_summary(all_scores, threshold=args.threshold, accuracy_key=args.accuracy)
     except (InputError, ValueError) as e:
-        return _error(str(e))
+        return error(str(e))
     summary["runs"] = {name: {m: sum(s[m] for s in scores) / len(scores) for m in ("success_du", "recall", args.accuracy)}
                        for name, scores in per_run.items()}
     if not args.per_target:

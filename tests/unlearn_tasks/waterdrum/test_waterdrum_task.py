@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from lm_eval.tasks import TaskManager
 
-import waterdrum_fixtures as wf
+from fixtures import waterdrum as wf
 from harness_ext import tasks_dir
 from unlearn_tasks.data import DataError
 
@@ -17,11 +17,6 @@ TASKS = {"waterdrum", "waterdrum_ax", "waterdrum_ax_forget03", "waterdrum_ax_for
          "waterdrum_tofu_forget01", "waterdrum_tofu_forget05"}
 METRICS = {"forget_strength", "retain_strength", "other_id_strength", "waterdrum_auroc", "forget_rougeL_recall",
            "retain_rougeL_recall", "forget_knowmem", "retain_knowmem", "forget_min_k", "retain_min_k"}
-
-
-@pytest.fixture(scope="module")
-def fixture(tiny_model_dir):
-    return wf.build(str(tiny_model_dir))
 
 
 def _load(name, **metadata):
@@ -34,19 +29,19 @@ def test_every_task_is_indexed():
     assert TASKS <= set(TaskManager(include_path=str(tasks_dir()), include_defaults=False).all_tasks)
 
 
-def test_ax_documents_and_requests(fixture):
-    md = wf.metadata(fixture["data"], fixture["model"])
-    task = _load("waterdrum_ax", **md, pretrained=str(fixture["model"]))
+def test_ax_documents_and_requests(waterdrum_data):
+    md = wf.metadata(waterdrum_data["data"], waterdrum_data["model"])
+    task = _load("waterdrum_ax", **md, pretrained=str(waterdrum_data["model"]))
     docs = list(task.test_docs())
     texts = [d for d in docs if d["kind"] == "text"]
     assert len(texts) == 16 and len([d for d in docs if d["kind"] == "knowmem"]) == 16
     assert [d["split"] for d in docs[:4]] == ["retain", "forget", "retain", "forget"]  # interleaved for --limit
     assert {d["owner"] for d in texts if d["split"] == "forget"} == {3}
     assert [d["owner"] for d in texts if d["split"] == "retain"] == sorted(d["owner"] for d in texts if d["split"] == "retain")
-    full = [json.loads(x)["text"] for x in (fixture["data"] / "forget_01" / "full.jsonl").read_text().splitlines()]
+    full = [json.loads(x)["text"] for x in (waterdrum_data["data"] / "forget_01" / "full.jsonl").read_text().splitlines()]
     from transformers import AutoTokenizer
 
-    tok = AutoTokenizer.from_pretrained(fixture["model"])
+    tok = AutoTokenizer.from_pretrained(waterdrum_data["model"])
     for d in texts[:4]:
         assert d["prompt"] + d["reference"] == d["text"] and d["text"] in full
         assert len(tok.encode(d["prompt"], add_special_tokens=False)) <= 17
@@ -65,8 +60,8 @@ def test_ax_documents_and_requests(fixture):
     assert greedy.args[0] == f"Question: {greedy.doc['question']}\nAnswer:"
 
 
-def test_bad_options_and_data_are_clear_errors(fixture):
-    md = wf.metadata(fixture["data"], fixture["model"])
+def test_bad_options_and_data_are_clear_errors(waterdrum_data):
+    md = wf.metadata(waterdrum_data["data"], waterdrum_data["model"])
     with pytest.raises(DataError, match="owners"):
         _load("waterdrum_ax", **{**md, "owners": 5})
     with pytest.raises(ValueError, match="verification ids"):
@@ -78,8 +73,8 @@ def test_bad_options_and_data_are_clear_errors(fixture):
 
 
 @pytest.fixture(scope="module")
-def trained_run(fixture):
-    return wf.lm_eval_run(str(fixture["model"]), str(fixture["data"]), ("waterdrum_ax", "waterdrum_tofu"))
+def trained_run(waterdrum_data):
+    return wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
 
 
 @pytest.mark.parametrize("task", ["waterdrum_ax", "waterdrum_tofu"])
@@ -111,8 +106,8 @@ def test_end_to_end_strengths(trained_run, task):
         assert not math.isnan(values["forget_knowmem"])
 
 
-def test_untrained_model_shows_no_watermark(fixture, tiny_model_dir, trained_run):
-    _, res = wf.lm_eval_run(str(tiny_model_dir), str(fixture["data"]), ("waterdrum_ax",))
+def test_untrained_model_shows_no_watermark(waterdrum_data, tiny_model_dir, trained_run):
+    _, res = wf.lm_eval_run(str(tiny_model_dir), str(waterdrum_data["data"]), ("waterdrum_ax",))
     values = res["results"]["waterdrum_ax"]
     trained = trained_run[1]["results"]["waterdrum_ax"]
     for key in ("forget_strength,none", "retain_strength,none"):  # few short texts: noise sd ~0.05

@@ -22,7 +22,7 @@ from unlearn_tasks.deep_unlearning import (
 from unlearn_tasks.deep_unlearning.generator import true_family_relations
 from unlearn_tasks.deep_unlearning.metrics import set_recall_and_accuracy
 
-EVALDU_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "deep_unlearning"
+EVALDU_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "deep_unlearning"
 
 
 @pytest.fixture(scope="module")

@@ -20,9 +20,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness_ext.report import markdown_table, relu_table
 from harness_ext.results import json_safe, task_metrics
-
+from unlearn_app.report import markdown_table, relu_table
+from unlearn_tasks.tofu.splits import retain_split
 
 FORMATS_GROUP = "tofu_formats"
 
@@ -51,17 +51,17 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from transformers.utils import logging as hf_logging
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_app.report import relu_metrics
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
-    from unlearn_methods.run import run_unlearning
     from unlearn_methods.tiny_model import build_tiny_model
-    from harness_ext.report import relu_metrics
     from unlearn_tasks.relu.demo_formats import write_formats
     from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
 
     hf_logging.set_verbosity_error()
     wd = cfg.workdir.resolve()
-    retain_split = "retain" + str(100 - int(cfg.forget_split.removeprefix("forget")))
+    retain_name = retain_split(cfg.forget_split)
     total, start = 8, time.perf_counter()
     task = f"tofu_{cfg.forget_split}"
 
@@ -72,7 +72,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     build_tiny_model(tokenizer_texts(cfg.seed), wd / "models" / "init", seed=cfg.seed)
 
     models = {}
-    for n, (name, split) in enumerate((("target", "full"), ("retain", retain_split)), start=3):
+    for n, (name, split) in enumerate((("target", "full"), ("retain", retain_name)), start=3):
         _stage(n, total, f"Fine-tuning the {name} model on '{split}' ({cfg.epochs:g} epochs)")
         model = AutoModelForCausalLM.from_pretrained(wd / "models" / "init")
         tokenizer = AutoTokenizer.from_pretrained(wd / "models" / "init")
@@ -118,7 +118,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
                                                            "deep_unlearning": deep,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
-    from harness_ext.plots import forget_quality_vs_utility
+    from unlearn_app.plots import forget_quality_vs_utility
 
     forget_quality_vs_utility(ordered, wd / "forget_quality_vs_utility.png", f"demo: {task}")
     print()
@@ -137,9 +137,9 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.pipeline import run_unlearning
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
-    from unlearn_methods.run import run_unlearning
     from unlearn_tasks.deep_unlearning import evaluation_questions, write_generated_evaldu
 
     kb_dir = wd / "evaldu_kb"

@@ -4,8 +4,8 @@ import json
 
 import datasets
 import pytest
-
 from test_relu_helpers import write_fixture
+
 from unlearn_tasks.data import DATA_DIR_ENV, DataError
 from unlearn_tasks.relu.data import load_split
 from unlearn_tasks.relu.demo_formats import authors, build_formats, write_formats

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from harness_ext import tasks_dir
+from unlearn_app.commands import error
 
 
 def _cmd_tasks_dir(args: argparse.Namespace) -> int:
@@ -15,7 +16,7 @@ def _cmd_tasks_dir(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from harness_ext.demo import DemoConfig, run_demo
+    from unlearn_app.demo import DemoConfig, run_demo
 
     run_demo(DemoConfig(workdir=Path(args.workdir), forget_split=args.forget, epochs=args.epochs, lr=args.lr,
                         seed=args.seed, backend=args.backend, quiet=args.quiet))
@@ -29,9 +30,10 @@ def _parse_value(text: str):
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from unlearn_methods.config import load_config
-    from unlearn_methods.hub import HubUploadError
-    from unlearn_methods.run import UnlearningFailed, run_unlearning
+    from unlearn_app.hub import HubUploadError
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.run import UnlearningFailed
 
     params = {}
     for item in args.param or []:
@@ -51,33 +53,30 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "progress": False if args.quiet else None,
     }
     try:
-        cfg = load_config(args.config, **overrides)
+        cfg = load_run_config(args.config, **overrides)
         if params:
             cfg.method_params = {**cfg.method_params, **params}
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
     print(f"Checkpoint written to {out}")
     return 0
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
-    from unlearn_methods.hub import HubUploadError, push_folder
+    from unlearn_app.hub import HubUploadError, push_folder
 
     try:
         print(push_folder(args.folder, args.repo, private=not args.public))
     except HubUploadError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
     return 0
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    import unlearn_methods.methods  # noqa: F401
-    from unlearn_methods.registry import METHODS
+    from unlearn_methods import all_methods
 
-    for name, cls in sorted(METHODS.items()):
+    for name, cls in sorted(all_methods().items()):
         params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
         print(f"{name:12s} {cls.summary}" + (f"  [{params}]" if params else ""))
     return 0
@@ -86,19 +85,17 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from harness_ext.plots import forget_quality_vs_utility
-    from harness_ext.report import compare_runs
     from harness_ext.results import json_safe, load_results
+    from unlearn_app.plots import forget_quality_vs_utility
+    from unlearn_app.report import compare_runs
 
     names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
     if len(names) != len(args.runs):
-        print(f"error: {len(names)} names for {len(args.runs)} runs", file=sys.stderr)
-        return 2
+        return error(f"{len(names)} names for {len(args.runs)} runs")
     try:
         runs = {name: load_results(d) for name, d in zip(names, args.runs)}
     except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+        return error(str(e))
     text = compare_runs(runs)
     print(text)
     if args.out:
@@ -158,7 +155,8 @@ def _add_run_parser(sub) -> None:
 
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
-EXTENSIONS: list[str] = ["harness_ext.cli_waterdrum", "harness_ext.cli_deep_unlearning", "harness_ext.cli_klom"]
+EXTENSIONS: list[str] = ["unlearn_app.commands.waterdrum", "unlearn_app.commands.deep_unlearning",
+                          "unlearn_app.commands.klom"]
 
 
 def build_parser() -> argparse.ArgumentParser:

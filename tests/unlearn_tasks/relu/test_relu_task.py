@@ -5,11 +5,11 @@ import math
 import pytest
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
+from test_relu_helpers import EXPECTED, PARITY_ZERO, ScriptedLM, write_fixture
 
 from harness_ext import tasks_dir
-from harness_ext.report import relu_metrics, relu_table
 from harness_ext.results import task_metrics
-from test_relu_helpers import EXPECTED, PARITY_ZERO, ScriptedLM, write_fixture
+from unlearn_app.report import relu_metrics, relu_table
 from unlearn_tasks.relu import yamls
 from unlearn_tasks.relu.formats import FORMATS, GAP, all_task_names, group_names
 

@@ -1,24 +1,20 @@
 """``unlearn klom`` and ``unlearn ulira``: ensemble metrics (KLoM, U-LiRA) over the margins of N unlearned and M
 oracle (retrained without the forget set) models; ``unlearn margins`` (one model's margins, through the
 ``margins*`` lm-eval tasks) and ``unlearn margins gather`` (many runs into one ensemble array).
-Registered in :data:`harness_ext.cli.EXTENSIONS`."""
+Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from unlearn_app.commands import error
+
 #: Above this many margins (models x samples) the commands show progress bars (unless --quiet).
 PROGRESS_THRESHOLD = 2_000_000
-
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def _load_inputs(args: argparse.Namespace):
@@ -96,7 +92,7 @@ def _cmd_klom(args: argparse.Namespace) -> int:
                                    chunk_size=args.chunk_size, progress=not args.quiet and size > PROGRESS_THRESHOLD)
         plot_samples = _sample_list(args.plot_samples, per_sample.size) if args.plot_samples else None
     except KlomInputError as e:
-        return _error(str(e))
+        return error(str(e))
     summary["inputs"] = {"unlearned": u.sources, "oracle": o.sources, "splits": args.splits}
     _write_json(args.out, summary)
     width = max(len(name) for name in summary["splits"])
@@ -144,7 +140,7 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
         summary, per_example = ulira(u.margins, o.margins, indices, target_unlearned=tu, target_oracle=to,
                                      folds=args.folds, variance=args.variance, min_std=args.min_std)
     except KlomInputError as e:
-        return _error(str(e))
+        return error(str(e))
     summary = {"split": split, **summary, "inputs": {"unlearned": u.sources, "oracle": o.sources}}
     _write_json(args.out, summary)
     print(f"U-LiRA on split {split!r} ({summary['n_samples']} samples, {summary['protocol']}, "
@@ -164,13 +160,13 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
     try:
         ens = load_ensemble(args.runs, task=args.task, name="runs", progress=not args.quiet and len(args.runs) > 20)
     except KlomInputError as e:
-        return _error(str(e))
+        return error(str(e))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, ens.margins)
     print(f"{ens.margins.shape[0]} models x {ens.margins.shape[1]} samples: {args.out}")
     if args.splits_out:
         if not ens.splits:
-            return _error("the runs carry no splits")
+            return error("the runs carry no splits")
         _write_json(args.splits_out, ens.splits)
         print(f"splits ({', '.join(f'{k}: {len(v)}' for k, v in ens.splits.items())}): {args.splits_out}")
     return 0
@@ -186,7 +182,7 @@ def _cmd_margins(args: argparse.Namespace) -> int:
     if getattr(args, "margins_command", None) == "gather":
         return _cmd_margins_gather(args)
     if not (args.model and args.data and args.out):
-        return _error("unlearn margins needs --model DIR, --data (a JSON/JSON-lines file, or tofu) and --out FILE.npy; "
+        return error("unlearn margins needs --model DIR, --data (a JSON/JSON-lines file, or tofu) and --out FILE.npy; "
                       "or use `unlearn margins gather RUN_DIRS... --out ens.npy`")
     metadata: dict = {"reduction": args.reduction, "include_eos": args.include_eos}
     if args.data == "tofu":
@@ -194,7 +190,7 @@ def _cmd_margins(args: argparse.Namespace) -> int:
         metadata.update({"data_dir": args.data_dir} if args.data_dir else {})
     else:
         if not Path(args.data).is_file():
-            return _error(f"{args.data} does not exist (give a JSON / JSON-lines file of prompt/target or text records, "
+            return error(f"{args.data} does not exist (give a JSON / JSON-lines file of prompt/target or text records, "
                           "or 'tofu')")
         task = "margins"
         metadata["data_file"] = str(Path(args.data).resolve())
@@ -205,7 +201,7 @@ def _cmd_margins(args: argparse.Namespace) -> int:
                         batch_size=args.batch_size, device=args.device)
             record, _ = read_record(out_dir, task)
         except (KlomInputError, ValueError) as e:
-            return _error(str(e))
+            return error(str(e))
     margins = np.array([np.nan if v is None else v for v in record["margins"]], dtype=np.float64)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     np.save(args.out, margins)

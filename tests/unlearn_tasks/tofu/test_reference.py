@@ -7,7 +7,7 @@ import pytest
 from scipy import stats
 
 from unlearn_tasks.metrics.tofu import forget_quality, truth_ratio_forget_stat
-from unlearn_tasks.tofu.reference import ReferenceError, check_items, load_reference
+from unlearn_tasks.tofu.reference import ReferenceLogError, check_items, load_reference
 
 
 def _legacy_ratios(path):
@@ -50,7 +50,7 @@ def test_arithmetic_truth_ratio_option_recomputes_from_losses(legacy_logs):
 @pytest.mark.parametrize(("folder", "split"), [("phi_retain95", "forget05"), ("phi_retain99", "forget01")])
 def test_legacy_logs_pair_only_with_their_split(legacy_logs, folder, split):
     assert load_reference(legacy_logs / folder, split).forget_split == split
-    with pytest.raises(ReferenceError, match=f"covers .* which is {split}; this task evaluates forget10"):
+    with pytest.raises(ReferenceLogError, match=f"covers .* which is {split}; this task evaluates forget10"):
         load_reference(legacy_logs / folder, "forget10")
 
 
@@ -62,7 +62,7 @@ def test_open_unlearning_format(tmp_path):
     ref = load_reference(tmp_path, "forget01")
     assert ref.forget_truth_ratios[:2] == [0.5, 0.51]
     assert ref.mia_auc == {"mia_min_k_auc": 0.31}
-    with pytest.raises(ReferenceError, match="forget05"):
+    with pytest.raises(ReferenceLogError, match="forget05"):
         load_reference(path, "forget05")
 
 
@@ -75,7 +75,7 @@ def test_our_results_format_and_split_refusal(tmp_path):
     out.write_text(json.dumps({"configs": {"tofu_forget05": {"unlearning_reference": entry}}}))
     ref = load_reference(tmp_path, "forget05")
     assert ref.forget_truth_ratios == [0.3, 0.9] and ref.mia_auc["mia_min_k_auc"] == 0.48
-    with pytest.raises(ReferenceError, match=r"holds TOFU results for \['forget05'\], not for forget10"):
+    with pytest.raises(ReferenceLogError, match=r"holds TOFU results for \['forget05'\], not for forget10"):
         load_reference(tmp_path, "forget10")
 
 
@@ -84,18 +84,18 @@ def test_reference_with_other_questions_is_refused(tmp_path):
     (tmp_path / "results_1.json").write_text(json.dumps({"configs": {"t": {"unlearning_reference": entry}}}))
     ref = load_reference(tmp_path, "forget01")
     check_items(ref, ["x", "y", "z", "w"])
-    with pytest.raises(ReferenceError, match="another split or dataset"):
+    with pytest.raises(ReferenceLogError, match="another split or dataset"):
         check_items(ref, ["p", "q", "r"])
 
 
 def test_unusable_references(tmp_path):
-    with pytest.raises(ReferenceError, match="does not exist"):
+    with pytest.raises(ReferenceLogError, match="does not exist"):
         load_reference(tmp_path / "nope", "forget10")
     (tmp_path / "x.json").write_text("{not json")
-    with pytest.raises(ReferenceError, match="not valid JSON"):
+    with pytest.raises(ReferenceLogError, match="not valid JSON"):
         load_reference(tmp_path / "x.json", "forget10")
     (tmp_path / "y.json").write_text(json.dumps({"something": 1}))
-    with pytest.raises(ReferenceError, match="cannot give per-item forget truth ratios"):
+    with pytest.raises(ReferenceLogError, match="cannot give per-item forget truth ratios"):
         load_reference(tmp_path / "y.json", "forget10")
-    with pytest.raises(ReferenceError, match="neither our lm-eval output"):
+    with pytest.raises(ReferenceLogError, match="neither our lm-eval output"):
         load_reference(tmp_path, "forget10")

@@ -8,11 +8,11 @@ import pytest
 from lm_eval.tasks import TaskManager
 
 from harness_ext import tasks_dir
-from harness_ext.cli import main
 from harness_ext.evaluate import run_lm_eval
+from unlearn_app.cli import main
 from unlearn_tasks.deep_unlearning import load_evaldu, score, write_generated_evaldu
 
-RELEASE_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "deep_unlearning"
+RELEASE_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "deep_unlearning"
 METRICS = ("success_du", "recall", "acc_relationships", "acc_biographies", "acc_all")
 
 

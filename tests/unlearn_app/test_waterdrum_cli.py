@@ -11,27 +11,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import waterdrum_fixtures as wf
-from harness_ext.cli import main
+from fixtures import waterdrum as wf
+from unlearn_app.cli import main
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _unlearn(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     full_env = {**os.environ, "OMP_NUM_THREADS": "1", **(env or {})}
-    return subprocess.run([sys.executable, "-m", "harness_ext.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "unlearn_app", *args], capture_output=True, text=True,
                           cwd=REPO, env=full_env, timeout=300)
 
 
-@pytest.fixture(scope="module")
-def fixture(tiny_model_dir):
-    return wf.build(str(tiny_model_dir))
-
-
-def test_verify_prints_and_writes_scores(fixture, tmp_path):
-    data = fixture["data"] / "forget_01" / "full.jsonl"
+def test_verify_prints_and_writes_scores(waterdrum_data, tmp_path):
+    data = waterdrum_data["data"] / "forget_01" / "full.jsonl"
     out = tmp_path / "scores.json"
-    proc = _unlearn("verify", "--ids", "0-4", "--in", str(data), "--tokenizer", str(fixture["model"]), "--out", str(out))
+    proc = _unlearn("verify", "--ids", "0-4", "--in", str(data), "--tokenizer", str(waterdrum_data["model"]), "--out", str(out))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[1].split("\t") == ["line", "tokens", "id 0", "id 1", "id 2", "id 3", "id 4", "best"]
@@ -45,16 +40,16 @@ def test_verify_prints_and_writes_scores(fixture, tmp_path):
     assert own > 0.3 and abs(report["pooled"]["4"]) < 0.1  # id 4 owns nothing
 
 
-def test_verify_input_errors(fixture, tmp_path, capsys, monkeypatch):
+def test_verify_input_errors(waterdrum_data, tmp_path, capsys, monkeypatch):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "fine"}\n{"content": "no text field"}\n')
-    assert main(["verify", "--ids", "0-3", "--in", str(bad), "--tokenizer", str(fixture["model"])]) == 2
+    assert main(["verify", "--ids", "0-3", "--in", str(bad), "--tokenizer", str(waterdrum_data["model"])]) == 2
     assert "line 2 has no 'text' field" in capsys.readouterr().err
     good = tmp_path / "good.jsonl"
     good.write_text('{"text": "some words here"}\n')
-    assert main(["verify", "--ids", "3-1", "--in", str(good), "--tokenizer", str(fixture["model"])]) == 2
+    assert main(["verify", "--ids", "3-1", "--in", str(good), "--tokenizer", str(waterdrum_data["model"])]) == 2
     assert "descending range" in capsys.readouterr().err
-    assert main(["verify", "--ids", "a,b", "--in", str(good), "--tokenizer", str(fixture["model"])]) == 2
+    assert main(["verify", "--ids", "a,b", "--in", str(good), "--tokenizer", str(waterdrum_data["model"])]) == 2
     assert "bad owner id item" in capsys.readouterr().err
     # No Llama-3 tokenizer anywhere (no llama-models package, offline, not cached): say what to install.
     from unlearn_tasks.waterdrum import tokenizer
@@ -95,9 +90,9 @@ def test_watermark_command(tiny_model_dir, tmp_path):
                  "--out", str(out)]) == 2
 
 
-def test_waterdrum_report(fixture, tiny_model_dir, tmp_path):
-    trained, _ = wf.lm_eval_run(str(fixture["model"]), str(fixture["data"]), ("waterdrum_ax", "waterdrum_tofu"))
-    untrained, _ = wf.lm_eval_run(str(tiny_model_dir), str(fixture["data"]), ("waterdrum_ax",))
+def test_waterdrum_report(waterdrum_data, tiny_model_dir, tmp_path):
+    trained, _ = wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
+    untrained, _ = wf.lm_eval_run(str(tiny_model_dir), str(waterdrum_data["data"]), ("waterdrum_ax",))
     proc = _unlearn("waterdrum", "report", str(trained), str(untrained), "--names", "original,retrained",
                     "--original", "original", "--retrained", "retrained", "--fraction", "original=1",
                     "--fraction", "retrained=0", "--task", "waterdrum_ax", "--out", str(tmp_path / "rep"))
@@ -113,8 +108,8 @@ def test_waterdrum_report(fixture, tiny_model_dir, tmp_path):
     assert (tmp_path / "rep" / "waterdrum_report.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_report_input_errors(fixture, tmp_path, capsys):
-    trained, _ = wf.lm_eval_run(str(fixture["model"]), str(fixture["data"]), ("waterdrum_ax", "waterdrum_tofu"))
+def test_report_input_errors(waterdrum_data, tmp_path, capsys):
+    trained, _ = wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
     assert main(["waterdrum", "report", str(trained), "--original", "x"]) == 2
     assert "not a run" in capsys.readouterr().err
     assert main(["waterdrum", "report", str(trained), "--fraction", "half"]) == 2

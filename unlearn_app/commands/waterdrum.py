@@ -1,5 +1,5 @@
 """``unlearn watermark``, ``unlearn verify`` and ``unlearn waterdrum report``: WaterDrum for data owners and
-model owners. Registered in :data:`harness_ext.cli.EXTENSIONS`."""
+model owners. Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
 
 from __future__ import annotations
 
@@ -9,16 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from unlearn_app.commands import InputError, error
+
 INSTALL_HINT = 'pip install "lm-eval-unlearning[waterdrum]"'
-
-
-class InputError(ValueError):
-    """Bad command-line input; the message says what to fix."""
-
-
-def _error(message: str) -> int:
-    print(f"error: {message}", file=sys.stderr)
-    return 2
 
 
 def read_jsonl(path: str | Path, field: str) -> tuple[list[dict], list[str]]:
@@ -70,7 +63,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         scores, lengths = verify_texts(texts, ids, args.k_p, tokenizer=encoder, vocab_size=args.vocab_size,
                                        workers=args.workers, return_lengths=True)
     except (InputError, ValueError, TypeError) as e:
-        return _error(str(e))
+        return error(str(e))
     scores = scores[:, :, 0]
     pooled = (scores * lengths[:, None]).sum(0) / max(int(lengths.sum()), 1)
     print(f"# tokenizer: {encoder.name}, vocabulary N = {args.vocab_size or encoder.vocab_size}, k_p = {args.k_p}")
@@ -111,7 +104,7 @@ def _cmd_watermark(args: argparse.Namespace) -> int:
                 raise InputError(f"{args.input}: record {missing[0]} has no {args.question_field!r} string")
             questions = [r[args.question_field] for r in records]
     except (InputError, ValueError, TypeError) as e:
-        return _error(str(e))
+        return error(str(e))
     if args.seed is not None:
         torch.manual_seed(args.seed)
     try:
@@ -122,7 +115,7 @@ def _cmd_watermark(args: argparse.Namespace) -> int:
         n = int(args.vocab_size or tokenizer.vocab_size)
         perturbation_key(args.k_p, n)
     except (OSError, ValueError, TypeError) as e:
-        return _error(f"cannot use paraphraser {args.model!r}: {e}")
+        return error(f"cannot use paraphraser {args.model!r}: {e}")
     out: list[str] = []
     chunk = max(args.batch_size, 1)
     with tqdm(total=len(texts), desc=f"Watermarking (id {owner})", unit="text", disable=args.quiet) as bar:
@@ -205,7 +198,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
         report = build_report(runs_for("waterdrum"), args.scale)
     except (InputError, ValueError, KeyError) as e:
-        return _error(str(e))
+        return error(str(e))
     baselines: dict[str, Any] = {}
     for metric in BASELINE_SIGN:
         if all(metric in r.get("baselines", {}) for r in records.values()):

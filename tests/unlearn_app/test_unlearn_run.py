@@ -2,8 +2,6 @@
 NaN handling, repeatability, and the Hub upload against a local stand-in of the Hub API."""
 
 import json
-import os
-import subprocess
 
 import pytest
 import torch
@@ -11,29 +9,29 @@ import yaml
 from safetensors.torch import load_file
 
 import unlearn_methods.methods  # noqa: F401
+from fixtures.commands import run_command
+from unlearn_app.hub import HubUploadError, push_folder
+from unlearn_app.pipeline import run_unlearning
 from unlearn_methods.base import UnlearnMethod
-from unlearn_methods.config import load_config
-from unlearn_methods.hub import HubUploadError, push_folder
+from unlearn_methods.config import load_run_config
 from unlearn_methods.registry import METHODS, register
-from unlearn_methods.run import UnlearningFailed, run_unlearning
-
-from hub_standin import HubStandIn
+from unlearn_methods.run import UnlearningFailed
 
 
 def _cfg(tmp_path, model_dir, data_dir, name="run", **kw):
     base = dict(method="graddiff", model=str(model_dir), out=str(tmp_path / name), data_dir=str(data_dir),
                 forget="forget01", epochs=2, batch_size=2, lr=1e-3, progress=False)
     base.update(kw)
-    return load_config(None, **base)
+    return load_run_config(None, **base)
 
 
 def test_adapter_checkpoint_runs_in_lm_eval_cli(tmp_path, tiny_model_dir, demo_data_dir):
     out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
     assert (out / "adapter_config.json").is_file() and (out / "tokenizer.json").is_file()
-    proc = subprocess.run(
+    proc = run_command(
         ["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},peft={out},dtype=float32",
          "--device", "cpu", "--tasks", "tofu_forget01_likelihood", "--limit", "5",
-         "--metadata", json.dumps({"data_dir": str(demo_data_dir)})], capture_output=True, text=True, timeout=600)
+         "--metadata", json.dumps({"data_dir": str(demo_data_dir)})])
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "forget_prob" in proc.stdout
 
@@ -53,7 +51,7 @@ def test_merged_checkpoint_with_self_evaluation_in_model_card(tmp_path, tiny_mod
 def test_yaml_config_with_command_line_overrides_and_resolved_copy(tmp_path, tiny_model_dir, demo_data_dir):
     config = tmp_path / "npo.yaml"
     config.write_text(yaml.safe_dump({"method": "npo", "epochs": 1, "method_params": {"beta": 0.2}, "lora": False}))
-    cfg = load_config(config, model=str(tiny_model_dir), out=str(tmp_path / "o"), data_dir=str(demo_data_dir),
+    cfg = load_run_config(config, model=str(tiny_model_dir), out=str(tmp_path / "o"), data_dir=str(demo_data_dir),
                       forget="forget01", batch_size=2, progress=False, epochs=2)
     assert cfg.epochs == 2 and cfg.method == "npo"
     out = run_unlearning(cfg)
@@ -62,7 +60,7 @@ def test_yaml_config_with_command_line_overrides_and_resolved_copy(tmp_path, tin
     assert saved["retain"] == "retain99" and saved["lora"] is False
     with pytest.raises(ValueError, match=r"Unknown option\(s\) \['epoch'\]"):
         config.write_text("epoch: 3\n")
-        load_config(config)
+        load_run_config(config)
 
 
 def _weights(out):
@@ -113,10 +111,9 @@ def test_nan_loss_stops_with_a_clear_message_and_keeps_last_good(tmp_path, tiny_
 
 
 def test_cli_reports_bad_options(tmp_path):
-    proc = subprocess.run(["unlearn", "run", "--method", "nope", "--model", "m", "--out", str(tmp_path)],
-                          capture_output=True, text=True)
+    proc = run_command(["unlearn", "run", "--method", "nope", "--model", "m", "--out", str(tmp_path)])
     assert proc.returncode == 2 and "Unknown method 'nope'" in proc.stderr
-    proc = subprocess.run(["unlearn", "run", "--method", "npo"], capture_output=True, text=True)
+    proc = run_command(["unlearn", "run", "--method", "npo"])
     assert proc.returncode == 2 and "--model" in proc.stderr
 
 
@@ -128,35 +125,31 @@ def online(monkeypatch):
     monkeypatch.setenv("HF_TOKEN", "hf_secret_test_token_value")
 
 
-def test_push_to_hub_creates_a_private_repo_in_one_commit(tmp_path, tiny_model_dir, demo_data_dir, online, caplog):
-    hub = HubStandIn(fail_creates=1)  # the first attempt fails: our retry goes on
-    try:
-        out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
-        url = push_folder(out, "me/tofu-graddiff", endpoint=hub.url, backoff_s=0.01)
-        repo = hub.repos["me/tofu-graddiff"]
-        assert repo["visibility"] == "private" and len(repo["commits"]) == 1 and url.startswith(hub.url)
-        assert {"README.md", "adapter_model.safetensors", "unlearn_config.yaml", "tokenizer.json"} <= set(repo["files"])
-        assert not any(name.startswith("checkpoints/") for name in repo["files"])
-        assert repo["files"]["README.md"] == (out / "README.md").read_bytes()
-        for _, _, headers, _ in hub.requests:  # the token travels only in the Authorization header
-            assert headers.get("Authorization", headers.get("authorization")) == "Bearer hf_secret_test_token_value"
-        saved = b"".join(p.read_bytes() for p in out.iterdir() if p.is_file())
-        assert b"hf_secret_test_token_value" not in saved
-        assert "hf_secret_test_token_value" not in caplog.text
-    finally:
-        hub.close()
+def test_push_to_hub_creates_a_private_repo_in_one_commit(tmp_path, tiny_model_dir, demo_data_dir, online, caplog,
+                                                          hub_standin):
+    hub = hub_standin(fail_creates=1)  # the first attempt fails: our retry goes on
+    out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
+    url = push_folder(out, "me/tofu-graddiff", endpoint=hub.url, backoff_s=0.01)
+    repo = hub.repos["me/tofu-graddiff"]
+    assert repo["visibility"] == "private" and len(repo["commits"]) == 1 and url.startswith(hub.url)
+    assert {"README.md", "adapter_model.safetensors", "unlearn_config.yaml", "tokenizer.json"} <= set(repo["files"])
+    assert not any(name.startswith("checkpoints/") for name in repo["files"])
+    assert repo["files"]["README.md"] == (out / "README.md").read_bytes()
+    for _, _, headers, _ in hub.requests:  # the token travels only in the Authorization header
+        assert headers.get("Authorization", headers.get("authorization")) == "Bearer hf_secret_test_token_value"
+    saved = b"".join(p.read_bytes() for p in out.iterdir() if p.is_file())
+    assert b"hf_secret_test_token_value" not in saved
+    assert "hf_secret_test_token_value" not in caplog.text
 
 
-def test_failed_upload_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, tiny_model_dir, demo_data_dir, online):
-    hub = HubStandIn(fail_creates=99)
-    try:
-        out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
-        before = sorted(p.name for p in out.iterdir())
-        with pytest.raises(HubUploadError, match=r"(?s)after 2 attempts.*intact.*unlearn push .* --repo me/x"):
-            push_folder(out, "me/x", endpoint=hub.url, retries=2, backoff_s=0.01)
-        assert sorted(p.name for p in out.iterdir()) == before
-    finally:
-        hub.close()
+def test_failed_upload_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, tiny_model_dir, demo_data_dir, online,
+                                                                   hub_standin):
+    hub = hub_standin(fail_creates=99)
+    out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
+    before = sorted(p.name for p in out.iterdir())
+    with pytest.raises(HubUploadError, match=r"(?s)after 2 attempts.*intact.*unlearn push .* --repo me/x"):
+        push_folder(out, "me/x", endpoint=hub.url, retries=2, backoff_s=0.01)
+    assert sorted(p.name for p in out.iterdir()) == before
 
 
 def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tiny_model_dir):
@@ -167,10 +160,10 @@ def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tin
     assert alone == [{"question": "Who is Xavier Ross to Zoey Jenkins?", "answer": "husband"}] and len(retain) == 699
     whole, retain = evaldu_forget_retain(str(kb), 272, minimal_set=True)
     assert len(whole) == 4 and alone[0] in whole and len(retain) == 696
-    out = run_unlearning(load_config(None, method="graddiff", model=str(tiny_model_dir), out=str(tmp_path / "du"),
+    out = run_unlearning(load_run_config(None, method="graddiff", model=str(tiny_model_dir), out=str(tmp_path / "du"),
                                      data="evaldu", data_dir=str(kb), evaldu_target=272, evaldu_minimal_set=True,
                                      epochs=1, batch_size=4, progress=False))
     saved = yaml.safe_load((out / "unlearn_config.yaml").read_text())
     assert saved["forget"] == "evaldu_fact_272_minimal_set"
     with pytest.raises(ValueError, match="--data evaldu needs --data-dir"):
-        load_config(None, method="ga", model="m", out="o", data="evaldu")
+        load_run_config(None, method="ga", model="m", out="o", data="evaldu")

@@ -8,7 +8,7 @@ from lm_eval.tasks import TaskManager
 
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
-from unlearn_tasks.tofu.reference import ReferenceError
+from unlearn_tasks.tofu.reference import ReferenceLogError
 
 ALL_TASKS = {"tofu", *(f"tofu_forget{s}{v}" for s in ("01", "05", "10") for v in ("", "_rouge", "_likelihood"))}
 METRICS = {
@@ -55,14 +55,14 @@ def test_generation_only_variant_skips_holdout_and_likelihood(demo_data_dir):
 
 
 def test_reference_from_another_split_fails_before_any_compute(demo_data_dir, legacy_logs):
-    with pytest.raises(ReferenceError, match="this task evaluates forget01"):
+    with pytest.raises(ReferenceLogError, match="this task evaluates forget01"):
         _load("tofu_forget01", data_dir=str(demo_data_dir), reference=str(legacy_logs / "phi_retain95"))
 
 
 def test_legacy_reference_for_other_questions_is_refused(demo_data_dir, legacy_logs):
     # A legacy forget10 log (300 items) passes the size check for forget10, but its questions are real TOFU's,
     # not the demo corpus's: the question check refuses it.
-    with pytest.raises(ReferenceError, match="another split or dataset"):
+    with pytest.raises(ReferenceLogError, match="another split or dataset"):
         _load("tofu_forget10", data_dir=str(demo_data_dir), reference=str(legacy_logs / "phi_retain90"))
 
 

@@ -7,11 +7,14 @@ import sys
 
 import pytest
 
+from fixtures.commands import run_command
 from harness_ext import tasks_dir
 
 
 def _run(args, env=None, timeout=600):
-    return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    if args[0] == sys.executable:
+        return subprocess.run(args, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return run_command(args, env=env, timeout=timeout)
 
 
 def test_bare_lm_eval_finds_and_runs_our_task(tiny_model_dir, demo_data_dir, tmp_path):

@@ -1,0 +1,113 @@
+"""One base class for every benchmark task class, on lm-eval's public ``Task`` API.
+
+A benchmark's metrics are corpus-level numbers computed from per-document records (Forget Quality needs every
+forget item at once, a watermark is verified over the whole corpus, deep unlearning needs every fact). lm-eval
+calls ``process_results`` per document and then each metric's aggregation over the list of what
+``process_results`` returned; :class:`UnlearningTask` turns that into two methods a benchmark writes:
+
+* :meth:`~UnlearningTask.score_document`: one record per document (whatever the corpus metrics need);
+* :meth:`~UnlearningTask.compute_metrics`: every metric from the list of records, computed once per run.
+
+Per-item data that later runs or reports need (reference truth ratios, per-fact correctness, ...) is returned by
+:meth:`~UnlearningTask.results_record` and written by lm-eval into the results file under
+``configs.<task>.<RESULTS_KEY>``. Options come from the task's ``metadata`` (YAML and ``--metadata``) and are
+parsed by :meth:`~UnlearningTask.setup` before lm-eval loads the documents.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from lm_eval.api.task import ConfigurableTask
+
+from harness_ext.lm_eval_compat import install_request_types
+
+
+class UnlearningTask(ConfigurableTask):
+    """Base of the benchmark task classes (TOFU, ReLU formats, WaterDrum, deep unlearning, ...)."""
+
+    #: The key under ``configs.<task>`` of the results file that holds :meth:`results_record`.
+    RESULTS_KEY: ClassVar[str] = ""
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        install_request_types()
+        config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
+        self.setup(config)
+        super().__init__(config=config, **kwargs)
+        self._computed: tuple[int, dict[str, float]] | None = None
+
+    # ------------------------------------------------------------------ what a benchmark writes
+    def setup(self, config: dict) -> None:
+        """Parse options from ``config["metadata"]`` (may edit ``config``); runs before the documents load."""
+
+    def metric_names(self) -> list[str]:
+        """The metrics this task reports."""
+        raise NotImplementedError
+
+    def lower_is_better(self) -> set[str]:
+        """The metrics for which a lower value means better unlearning (all others: higher is better)."""
+        return set()
+
+    def score_document(self, doc: dict, results: list) -> Any:
+        """One document's record from the backend's responses."""
+        raise NotImplementedError
+
+    def compute_metrics(self, records: list) -> dict[str, float]:
+        """Every metric of :meth:`metric_names` from all documents' records (called once per run)."""
+        raise NotImplementedError
+
+    def results_record(self) -> dict[str, Any] | None:
+        """Per-item data computed in :meth:`compute_metrics` to keep in the results file, or None."""
+        return None
+
+    def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
+        """The document as chat turns (used with ``--apply_chat_template``), or None for a raw completion prompt
+        that is never chat-formatted. Tasks that do not override it keep lm-eval's own prompt construction."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ lm-eval's public API
+    def process_results(self, doc: dict, results: list) -> dict[str, Any]:
+        record = self.score_document(doc, results)
+        return {m: record for m in self.metric_names()}
+
+    def aggregation(self) -> dict[str, Callable[[list], float]]:
+        return {m: functools.partial(self._aggregate, m) for m in self.metric_names()}
+
+    def higher_is_better(self) -> dict[str, bool]:
+        lower = self.lower_is_better()
+        return {m: m not in lower for m in self.metric_names()}
+
+    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
+                        apply_chat_template: bool = False, fewshot_as_multiturn: bool = False,
+                        chat_template: Any = None, gen_prefix: str | None = None) -> str:
+        """The prompt: :meth:`doc_to_text` (after a system instruction, if given), or with
+        ``--apply_chat_template`` :meth:`chat_messages` through the model's chat template."""
+        try:
+            messages = self.chat_messages(doc)
+        except NotImplementedError:
+            return super().fewshot_context(doc, num_fewshot, system_instruction, apply_chat_template,
+                                           fewshot_as_multiturn, chat_template, gen_prefix)
+        if messages is None:
+            return self.doc_to_text(doc)
+        if not apply_chat_template or chat_template is None:
+            prompt = self.doc_to_text(doc)
+            return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
+        system = [{"role": "system", "content": system_instruction}] if system_instruction else []
+        return chat_template(system + messages, add_generation_prompt=True)
+
+    def dump_config(self) -> dict:
+        config = super().dump_config()
+        record = self.results_record()
+        if record is not None:
+            config[self.RESULTS_KEY] = record
+        return config
+
+    # ------------------------------------------------------------------ internals
+    def _aggregate(self, metric: str, records: list) -> float:
+        """lm-eval aggregates each metric on its own list, but all lists hold the same records: compute once."""
+        key = id(records[0]) ^ len(records) if records else 0
+        if self._computed is None or self._computed[0] != key:
+            self._computed = (key, self.compute_metrics(records))
+        return self._computed[1][metric]
