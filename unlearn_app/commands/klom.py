@@ -300,7 +300,8 @@ def add_parsers(sub) -> None:
     p = sub.add_parser(
         "margins", help="Teacher-forced margins of models (runs the margins lm-eval task), or `gather` lm-eval runs.",
         description="Per sample, the margins z_y - logsumexp_{v != y} z_v of the target tokens under teacher forcing, "
-        "reduced per sequence (mean by default), saved as a 1-D .npy. --data is a JSON / JSON-lines file of "
+        "reduced per sequence (mean by default), saved as .npy ([n_samples] for one model, [n_models, n_samples] for "
+        "several). --data is a JSON / JSON-lines file of "
         '{"prompt", "target"} (or {"text"}) records, optional "split", or `tofu` for TOFU forget/retain/holdout. '
         "`unlearn margins gather RUN_DIRS... --out ens.npy` stacks lm-eval runs of a margins task into "
         "[n_models, n_samples].",
