@@ -233,3 +233,17 @@ def test_reduce_token_margins():
     assert reduce_token_margins([1.0, 2.0, 6.0], "sum") == 9.0
     with pytest.raises(KlomInputError, match="'mean' or 'sum'"):
         reduce_token_margins([1.0], "max")
+
+
+def test_digitize_columns_equals_np_digitize_for_any_edges():
+    from unlearn_tasks.metrics.klom import digitize_columns
+
+    rng = np.random.default_rng(4)
+    edges = np.sort(rng.normal(0, 3, (21, 50)), axis=0)  # not evenly spaced: the guess is often wrong
+    edges[:, 0] = np.linspace(-1.0, 1.0, 21)
+    x = rng.normal(0, 4, (30, 50))
+    x[0] = edges[5]  # values exactly on edges
+    x[1, :3] = [np.inf, -np.inf, edges[-1, 2]]
+    got = digitize_columns(x, edges)
+    want = np.stack([np.digitize(x[:, j], edges[:, j]) for j in range(50)], axis=1)
+    assert np.array_equal(got, want)
