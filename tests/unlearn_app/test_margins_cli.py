@@ -20,6 +20,7 @@ def tofu_run(tiny_model_dir, demo_data_dir, tmp_path_factory):
     return out, None
 
 
+@pytest.mark.slow
 def test_unlearn_margins_and_gather(tofu_run, tiny_model_dir, demo_data_dir, tmp_path, capsys):
     out, _ = tofu_run
     record, _ = read_record(out)
@@ -39,6 +40,7 @@ def test_unlearn_margins_and_gather(tofu_run, tiny_model_dir, demo_data_dir, tmp
     assert main(["margins", "gather", str(tmp_path), "--out", str(tmp_path / "x.npy")]) == 2
 
 
+@pytest.mark.slow
 def test_unlearn_margins_several_models_and_a_lora_adapter(tofu_run, tiny_model_dir, demo_data_dir, tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM

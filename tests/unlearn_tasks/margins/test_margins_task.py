@@ -35,6 +35,7 @@ def tofu_run(tiny_model_dir, demo_data_dir, tmp_path_factory):
     return out, results
 
 
+@pytest.mark.slow
 def test_tofu_margins_record(tofu_run, tiny_model_dir):
     out, results = tofu_run
     record, task = read_record(out)
@@ -55,6 +56,7 @@ def test_tofu_margins_record(tofu_run, tiny_model_dir):
     assert RESULTS_KEY in results["configs"]["margins_tofu_forget01"]
 
 
+@pytest.mark.slow
 def test_generic_file_task_options(tiny_model_dir, tmp_path):
     data = tmp_path / "data.jsonl"
     rows = [{"prompt": "Question: Who wrote Hamlet?\nAnswer:", "target": " William Shakespeare", "split": "forget"},
