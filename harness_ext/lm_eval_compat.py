@@ -2,12 +2,13 @@
 
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
-   as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++), the margin ``z_y - logsumexp_{v != y} z_v``
-   (for KLoM), computed by :mod:`harness_ext.token_scoring`, and the scored ids without the first one decoded
-   (``decoded_tail``, for the zlib attack under TOFU's answer boundary). An optional third argument (a dict) lets a
-   task give the token ids itself (``context_ids`` / ``continuation_ids``: a release's own tokenisation) and switch
-   the EOS off (``append_eos: False``).
+   as TOFU scores answers), the per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the
+   chosen-token log-prob as ``log p - log(1 - p)``), the scored ids without the first one decoded
+   (``decoded_tail``, for the zlib attack under TOFU's answer boundary) plus, on the ``hf`` backend, the mean and
+   variance of the log-probabilities under the model's next-token distribution at each position (for Min-K%++),
+   computed a few positions at a time by :mod:`harness_ext.token_scoring`. An optional third argument (a dict)
+   lets a task give the token ids itself (``context_ids`` / ``continuation_ids``: a release's own tokenisation)
+   and switch the EOS off (``append_eos: False``).
 3. The request type ``unlearn_generate_tokens``: greedy generation of exactly the document's token budget under
    the model's *own* generation config (no lm-eval stop sequences, so a model whose generation config does not
    stop at the tokenizer's EOS runs past it), decoded with special tokens kept: how benchmark releases that call
@@ -21,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 from typing import Any
 
 from harness_ext import tasks_dir
@@ -142,8 +144,10 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
-        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": None,
+        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics;
+        # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
+        margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins,
                         "decoded_tail": _decoded_tail(lm, full[-n:])})
     return results
 
