@@ -19,6 +19,8 @@ def get_method(name: str, params: dict[str, Any] | None = None):
     key = name.lower().replace("-", "_")
     if key not in METHODS:
         raise ValueError(f"Unknown method {name!r}; available: {', '.join(sorted(METHODS))}.")
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"method_params must be a mapping of parameter names to values, got {params!r}.")
     return METHODS[key](params=dict(params or {}))
 
 

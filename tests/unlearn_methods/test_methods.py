@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from unlearn_methods import all_methods, get_method
@@ -141,7 +142,8 @@ def test_unknown_method_and_parameter_messages():
 
 
 def test_parameters_are_read_as_their_declared_types():
-    assert get_method("npo", {"beta": "5e-2"}).params.beta == 0.05  # PyYAML reads 5e-2 as a string
+    assert get_method("npo", yaml.safe_load("beta: 5e-2")).params.beta == 0.05  # PyYAML reads 5e-2 as a string
+    assert get_method("npo", {"beta": "5e-2"}).params.beta == 0.05  # --param beta=5e-2
     assert get_method("npo", {"beta": 1}).params.beta == 1.0 and isinstance(get_method("npo", {"beta": 1}).params.beta, float)
     assert get_method("scrub", {"max_every": "3"}).params.max_every == 3
     assert get_method("scrub", {"max_every": 4.0}).params.max_every == 4
@@ -165,6 +167,11 @@ def test_parameters_are_read_as_their_declared_types():
 def test_bad_parameter_values_name_the_parameter_the_value_and_what_is_allowed(method, params, message):
     with pytest.raises(ValueError, match=message):
         get_method(method, params)
+
+
+def test_method_params_must_be_a_mapping():
+    with pytest.raises(ValueError, match="method_params must be a mapping"):
+        get_method("npo", ["beta", 1])
 
 
 def test_bad_parameter_is_refused_before_anything_is_written(tmp_path):
