@@ -31,12 +31,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_value(text: str):
-    import yaml
-
-    return yaml.safe_load(text)
-
-
 def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_app.hub import HubUploadError
     from unlearn_app.pipeline import run_unlearning
@@ -48,7 +42,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         if "=" not in item:
             raise SystemExit(f"--param expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
-        params[key.strip()] = _parse_value(value)
+        params[key.strip()] = value.strip()  # converted to the parameter's declared type by the method
     overrides = {
         "method": args.method, "model": args.model, "out": args.out, "data": args.data, "data_dir": args.data_dir,
         "forget": args.forget, "retain": args.retain, "lora": args.lora, "merge": args.merge or None,
@@ -82,11 +76,9 @@ def _cmd_push(args: argparse.Namespace) -> int:
 
 
 def _cmd_methods(args: argparse.Namespace) -> int:
-    from unlearn_methods import all_methods
+    from unlearn_methods import describe_methods
 
-    for name, cls in sorted(all_methods().items()):
-        params = ", ".join(f"{k}={v}" for k, v in cls.defaults.items())
-        print(f"{name:12s} {cls.summary}" + (f"  [{params}]" if params else ""))
+    print(describe_methods())
     return 0
 
 
@@ -151,7 +143,9 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair (default 256).")
     p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
     p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
-    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable).")
+    p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as the "
+                   "parameter's declared type and checked against its range before training. `unlearn methods` lists "
+                   "each method's parameters.")
     p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
     p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
     p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
