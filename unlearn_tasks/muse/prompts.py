@@ -29,6 +29,7 @@ def cut_at_stop(text: str, stops: tuple[str, ...] = KNOWMEM_STOP) -> str:
 
 def truncate_reference(tokenizer, text: str, max_tokens: int) -> str:
     """MUSE's VerbMem reference: the first ``max_tokens`` tokens of the true continuation, encoded with special
-    tokens (so a Llama BOS counts among them, as in MUSE's code) and decoded without them."""
+    tokens (so a Llama BOS counts among them, as in MUSE's code) and decoded without them. (MUSE also asks for
+    ``clean_up_tokenization_spaces``, which current transformers ignores for BPE tokenizers such as Llama's.)"""
     ids = tokenizer(text, add_special_tokens=True)["input_ids"][:max_tokens]
-    return tokenizer.decode(ids, skip_special_tokens=True, clean_up_tokenization_spaces=True)
+    return tokenizer.decode(ids, skip_special_tokens=True)
