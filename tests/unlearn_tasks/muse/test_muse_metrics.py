@@ -5,7 +5,8 @@ import zlib
 
 import numpy as np
 import pytest
-from sklearn.metrics import auc as area, roc_curve
+from sklearn.metrics import auc as area
+from sklearn.metrics import roc_curve
 
 from unlearn_tasks.metrics import mia
 from unlearn_tasks.metrics.rouge import rouge_l_f1
