@@ -5,8 +5,8 @@ import json
 import sys
 
 import pytest
-from fixtures.commands import run_command
 
+from fixtures.commands import run_command
 from harness_ext.evaluate import run_lm_eval
 
 pytestmark = pytest.mark.slow
@@ -29,9 +29,9 @@ def _memorise(model_dir, out, epochs: float = 60):
     """Fine-tune the tiny model on the fixture's raw passages and on its KnowMem prompts with their answers (token
     for token as the task prompts them), so the target knows both."""
     from datasets import Dataset
-    from fixtures.muse import corpus
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
 
+    from fixtures.muse import corpus
     from unlearn_methods.finetune import QACollator
     from unlearn_tasks.muse.prompts import knowmem_prompt
     from unlearn_tasks.prompts import encode_text

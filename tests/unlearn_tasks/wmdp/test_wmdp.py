@@ -4,6 +4,7 @@ offline on WMDP-schema questions written by this project, and `unlearn report` k
 import json
 
 import pytest
+
 from fixtures.commands import run_command
 from fixtures.wmdp import CONFIGS, write_wmdp_cache
 
