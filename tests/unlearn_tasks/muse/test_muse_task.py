@@ -1,4 +1,4 @@
-"""The MUSE tasks inside lm-eval: discovery, data in both layouts, requests, scoring, a run on the tiny model."""
+"""The MUSE tasks inside lm-eval: discovery, data in both layouts, requests, scoring, runs on the tiny model (slow)."""
 
 import json
 import math
@@ -105,6 +105,7 @@ def first_run(muse_tiny_model_dir, muse_data_dir, tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_all_metrics_and_nan_privleak_without_reference(first_run):
     _, res = first_run
     values = {k.split(",")[0]: v for k, v in res["results"]["muse_news"].items() if "," in k and "stderr" not in k}
@@ -113,6 +114,7 @@ def test_all_metrics_and_nan_privleak_without_reference(first_run):
     assert all(0 <= values[m] <= 1 for m in METRICS - {"privleak"})
 
 
+@pytest.mark.slow
 def test_results_file_carries_the_reference_record(first_run):
     out, res = first_run
     (results_file,) = list(out.rglob("results_*.json"))
@@ -121,6 +123,7 @@ def test_results_file_carries_the_reference_record(first_run):
     assert record["mia_auc"]["mia_min_k_auc"] == pytest.approx(res["results"]["muse_news"]["mia_min_k_auc,none"])
 
 
+@pytest.mark.slow
 def test_a_model_against_its_own_run_has_privleak_zero(first_run, muse_tiny_model_dir, muse_data_dir, tmp_path):
     ref_dir, _ = first_run
     res = run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path,
