@@ -134,3 +134,23 @@ def test_a_model_against_its_own_run_has_privleak_zero(first_run, muse_tiny_mode
     auc = res["results"]["muse_news_privleak"]["mia_min_k_auc,none"]
     expected = ((1 - auc) - 0.4772) / 0.4772 * 100
     assert res["results"]["muse_news_privleak"]["privleak,none"] == pytest.approx(expected)
+
+
+def test_unlearn_data_dir_environment_holds_one_folder_per_hub_id(muse_data_dir, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(muse_data_dir, tmp_path / "muse-bench" / "MUSE-Books")
+    monkeypatch.setenv("UNLEARN_DATA_DIR", str(tmp_path))
+    docs = build_docs(MuseOptions(corpus="books", parts=["verbmem"]))
+    assert len(docs) == 4 and docs[0]["prompt"].startswith("The town of Arlow")
+
+
+def test_chat_turns_only_for_knowmem(muse_data_dir):
+    task = _load("muse_news", data_dir=str(muse_data_dir))
+    docs = list(task.test_docs())
+    knowmem = next(d for d in docs if d["set"] == "knowmem_forget")
+    assert task.chat_messages(knowmem) == [
+        {"role": "user", "content": "Who is the mayor of Arlow?"}, {"role": "assistant", "content": "Ada Quill"},
+        {"role": "user", "content": "Who is the mayor of Brenmoor?"},
+    ]
+    assert all(task.chat_messages(d) is None for d in docs if d["set"] in ("verbmem_forget", "privleak_forget"))
