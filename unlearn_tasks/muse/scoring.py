@@ -23,12 +23,9 @@ def part_of(doc: dict) -> str:
 
 
 def passage_scores(response: dict, text: str, k: float) -> dict[str, float]:
-    """MIA scores of a passage from the ``unlearn_answer_logprobs`` response of ``("", text)``.
-
-    The request type appends EOS (TOFU scores answers with it); MUSE scores the passage's own tokens only, so
-    the last position is dropped.
-    """
-    lps = list(response["logprobs"])[:-1]
+    """MIA scores of a passage from the ``unlearn_answer_logprobs`` response of ``("", text)`` without EOS (the
+    passage's own tokens after BOS, as MUSE scores them)."""
+    lps = list(response["logprobs"])
     if not lps:
         return {f"mia_{a}": NAN for a in ("loss", "zlib", "min_k", "min_k_plus_plus")}
     mean, var = response.get("vocab_mean"), response.get("vocab_var")
@@ -36,7 +33,7 @@ def passage_scores(response: dict, text: str, k: float) -> dict[str, float]:
         "mia_loss": mia.loss_score(lps),
         "mia_zlib": mia.zlib_score(lps, text),
         "mia_min_k": mia.min_k_score(lps, k),
-        "mia_min_k_plus_plus": mia.min_k_plus_plus_score(lps, mean[:-1], var[:-1], k) if mean is not None else NAN,
+        "mia_min_k_plus_plus": mia.min_k_plus_plus_score(lps, mean, var, k) if mean is not None else NAN,
     }
 
 

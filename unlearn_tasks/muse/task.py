@@ -96,7 +96,9 @@ class MuseTask(UnlearningTask):
         kwargs.pop("chat_template", None)
         part = part_of(doc)
         if part == "privleak":
-            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=("", doc["text"]), idx=0, **kwargs)]
+            # the passage's own tokens after BOS, no EOS appended: what MUSE scores
+            args = ("", doc["text"], {"append_eos": False})
+            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
         if part == "verbmem":
             gen = {"until": [], "max_gen_toks": self.options.verbmem_max_tokens}
         else:

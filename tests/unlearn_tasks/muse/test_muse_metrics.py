@@ -60,16 +60,16 @@ def test_verbmem_reference_is_the_first_tokens(muse_tiny_model_dir):
     assert truncate_reference(tok, text, 1000) == text
 
 
-def test_passage_scores_drop_the_appended_eos():
+def test_passage_scores_by_hand():
     text = "The town of Arlow."
-    response = {"logprobs": [-1.0, -2.0, -3.0, -4.0, -9.0], "vocab_mean": [-1.0] * 5, "vocab_var": [4.0] * 5}
+    response = {"logprobs": [-1.0, -2.0, -3.0, -4.0], "vocab_mean": [-1.0] * 4, "vocab_var": [4.0] * 4}
     s = passage_scores(response, text, k=0.4)
-    assert s["mia_loss"] == pytest.approx(2.5)  # mean NLL of the 4 passage tokens; EOS (-9) not scored
+    assert s["mia_loss"] == pytest.approx(2.5)  # mean NLL of the 4 passage tokens
     assert s["mia_zlib"] == pytest.approx(2.5 / len(zlib.compress(text.encode())))
     assert s["mia_min_k"] == pytest.approx(4.0)  # int(0.4 * 4) = 1 lowest log-prob: -4
     assert s["mia_min_k_plus_plus"] == pytest.approx(1.5)  # z = (-4 - -1) / 2
     no_stats = passage_scores({"logprobs": [-1.0, -2.0], "vocab_mean": None, "vocab_var": None}, text, 0.4)
-    assert math.isnan(no_stats["mia_min_k_plus_plus"]) and no_stats["mia_loss"] == pytest.approx(1.0)
+    assert math.isnan(no_stats["mia_min_k_plus_plus"]) and no_stats["mia_loss"] == pytest.approx(1.5)
 
 
 def _records():

@@ -79,6 +79,7 @@ def test_requests_per_document(muse_data_dir):
     assert knowmem.args[1]["until"] == ["\n\n", "\nQuestion", "Question:"] and knowmem.args[1]["max_gen_toks"] == 32
     passage = by_set["privleak_holdout"][0]
     assert passage.request_type == "unlearn_answer_logprobs" and passage.args[0] == ""
+    assert passage.args[2] == {"append_eos": False}
     assert passage.args[1].startswith("The town of Kettering Vale")
 
 
@@ -154,3 +155,24 @@ def test_chat_turns_only_for_knowmem(muse_data_dir):
         {"role": "user", "content": "Who is the mayor of Brenmoor?"},
     ]
     assert all(task.chat_messages(d) is None for d in docs if d["set"] in ("verbmem_forget", "privleak_forget"))
+
+
+def test_passage_scores_are_computed_on_the_tokens_muse_scores(muse_data_dir, muse_tiny_model_dir):
+    """Through lm-eval's hf backend: the log-probs of every token after BOS (none for EOS), the same numbers as a
+    direct forward pass; LOSS equals the model's own language-model loss (MUSE's "PPL" statistic)."""
+    import torch
+    from lm_eval.models.huggingface import HFLM
+
+    from unlearn_tasks.muse.scoring import passage_scores
+
+    task = _load("muse_news_privleak", data_dir=str(muse_data_dir))
+    task.build_all_requests(rank=0, world_size=1, limit=2)
+    lm = HFLM(pretrained=str(muse_tiny_model_dir), device="cpu", batch_size=2, dtype="float32")
+    responses = lm.unlearn_answer_logprobs(task.instances)
+    for inst, response in zip(task.instances, responses, strict=True):
+        ids = torch.tensor([[lm.tokenizer.bos_token_id, *lm.tokenizer.encode(inst.doc["text"], add_special_tokens=False)]])
+        with torch.no_grad():
+            out = lm.model(ids, labels=ids)
+        expected = torch.log_softmax(out.logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
+        assert response["logprobs"] == pytest.approx(expected.tolist(), abs=1e-5)
+        assert passage_scores(response, inst.doc["text"], 0.4)["mia_loss"] == pytest.approx(float(out.loss), abs=1e-5)
