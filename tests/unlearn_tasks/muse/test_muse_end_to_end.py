@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from fixtures.commands import run_command
+from fixtures.muse import memorise
 from harness_ext.evaluate import run_lm_eval
 
 pytestmark = pytest.mark.slow
@@ -25,38 +26,8 @@ def test_lm_eval_command_runs_muse_news_offline(muse_tiny_model_dir, muse_data_d
     assert "no reference given, so privleak is reported as NaN" in proc.stderr + proc.stdout
 
 
-def _memorise(model_dir, out, epochs: float = 60):
-    """Fine-tune the tiny model on the fixture's raw passages and on its KnowMem prompts with their answers (token
-    for token as the task prompts them), so the target knows both."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainingArguments
-
-    from fixtures.muse import corpus
-    from unlearn_methods.finetune import QACollator
-    from unlearn_tasks.muse.prompts import knowmem_prompt
-    from unlearn_tasks.prompts import encode_text
-
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir)
-    data = corpus()
-    rows = [{"input_ids": i, "labels": lab} for r in data["raw"]["forget"] + data["raw"]["retain1"]
-            for i, lab in encode_text(tok, r["text"], 256)]
-    for s in ("forget", "retain"):
-        icl = [(r["question"], r["answer"]) for r in data["knowmem"][f"{s}_qa_icl"]]
-        for r in data["knowmem"][f"{s}_qa"]:
-            ids = tok.encode(knowmem_prompt(r["question"], icl)) + tok.encode(r["answer"] + "\n\n")
-            rows.append({"input_ids": ids, "labels": ids})
-    args = TrainingArguments(output_dir=str(out / "checkpoints"), num_train_epochs=epochs, learning_rate=3e-3,
-                             per_device_train_batch_size=8, lr_scheduler_type="cosine", warmup_steps=5,
-                             save_strategy="no", report_to=[], use_cpu=True, disable_tqdm=True, seed=0)
-    Trainer(model=model, args=args, train_dataset=Dataset.from_list(rows), data_collator=QACollator(tok.pad_token_id)).train()
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
-
-
 def test_unlearning_lowers_verbmem_on_forget_more_than_knowmem_on_retain(muse_tiny_model_dir, muse_data_dir, tmp_path):
-    target = _memorise(muse_tiny_model_dir, tmp_path / "target")
+    target = memorise(muse_tiny_model_dir, tmp_path / "target")
     proc = run_command(["unlearn", "run", "--method", "npo", "--model", str(target), "--data", "muse_news",
                         "--data-dir", str(muse_data_dir), "--forget", "forget", "--full", "--epochs", "10",
                         "--lr", "5e-4", "--batch-size", "4", "--out", str(tmp_path / "npo"), "--quiet"])
