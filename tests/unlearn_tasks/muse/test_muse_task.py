@@ -176,3 +176,12 @@ def test_passage_scores_are_computed_on_the_tokens_muse_scores(muse_data_dir, mu
         expected = torch.log_softmax(out.logits[0, :-1].float(), -1).gather(-1, ids[0, 1:, None]).squeeze(-1)
         assert response["logprobs"] == pytest.approx(expected.tolist(), abs=1e-5)
         assert passage_scores(response, inst.doc["text"], 0.4)["mia_loss"] == pytest.approx(float(out.loss), abs=1e-5)
+
+
+def test_hub_parquet_wins_over_an_older_json_beside_it(muse_data_dir, tmp_path):
+    import shutil
+
+    folder = shutil.copytree(muse_data_dir, tmp_path / "hub")
+    (folder / "verbmem" / "forget.json").write_text(json.dumps([{"text": "an older schema"}]))
+    docs = build_docs(MuseOptions(data_dir=str(folder), parts=["verbmem"]))
+    assert docs[0]["prompt"] == "The town of Arlow opened a new library in January."
