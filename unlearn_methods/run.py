@@ -51,6 +51,7 @@ class UnlearnRun:
     forget: list[dict] = field(default_factory=list)
     retain: list[dict] = field(default_factory=list)
     out: Path = Path(".")
+    alternates: list[list[str]] | None = None  # alternate answers per forget item (AltPO sets them in prepare)
 
     # ------------------------------------------------------------------ helpers used by methods
     def base_model_for_arithmetic(self):
@@ -137,9 +138,9 @@ class TrainedCheckpoint:
 def train(cfg: RunConfig) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
     cfg.validate()
+    method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
     out = Path(cfg.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
-    method = get_method(cfg.method, cfg.method_params)
     if cfg.text_data:
         if method.name in QA_ONLY_METHODS:
             raise UnlearningFailed(
@@ -151,7 +152,7 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
     cfg.retain = cfg.retain or retain_split(cfg.forget)
-    cfg.method_params = dict(method.params)
+    cfg.method_params = method.params.to_dict()
     cfg.save(out / CONFIG_FILE)
 
     torch.manual_seed(cfg.seed)
@@ -175,7 +176,7 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
             dataset = TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=cfg.seed, max_length=cfg.max_length)
         else:
             dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                          seed=cfg.seed, max_length=cfg.max_length)
+                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
