@@ -136,14 +136,15 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
     p.add_argument("--out", help="Output folder for the checkpoint.")
     p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
-                   "JSON folder) or a Hub id in TOFU's schema.")
+                   "JSON folder), 'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default "
+                   "retain1; QA-only methods idk, dpo, llmu, altpo do not apply) or a Hub id in TOFU's schema.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
-    p.add_argument("--forget", help="Forget split (default forget10).")
+    p.add_argument("--forget", help="Forget split (default forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2).")
     p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
                    help="With --data evaldu: the relationship fact id to unlearn (e.g. 272).")
     p.add_argument("--minimal-set", dest="minimal_set", action="store_true",
                    help="With --data evaldu: unlearn a whole minimal deep-unlearning set of the target (white-box).")
-    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.).")
+    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.; MUSE: retain1).")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")
     g.add_argument("--full", dest="lora", action="store_false", help="Full fine-tuning of all weights.")
@@ -154,7 +155,7 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--lr", type=float, help="Learning rate (default 1e-4).")
     p.add_argument("--batch-size", dest="batch_size", type=int, help="Per-device batch size (default 8).")
     p.add_argument("--grad-accum", dest="grad_accum", type=int, help="Gradient accumulation steps (default 1).")
-    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair (default 256).")
+    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair or raw-text chunk (default 256; MUSE used 2048).")
     p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
     p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as the "

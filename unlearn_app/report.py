@@ -1,4 +1,5 @@
-"""Side-by-side tables of several models' TOFU numbers, as Markdown, plain text and JSON."""
+"""Side-by-side tables of several models' numbers (TOFU, MUSE, WMDP, any lm-eval task), as Markdown, plain text
+and JSON."""
 
 from __future__ import annotations
 
@@ -28,6 +29,30 @@ TOFU_ROWS = [
 ]
 
 
+#: MUSE's rows (``muse_news``, ``muse_books`` and their parts), in the paper's order (C1 - C4).
+MUSE_ROWS = [
+    ("forget_verbmem", "VerbMem on forget (ROUGE-L F1)"),
+    ("forget_knowmem", "KnowMem on forget (ROUGE-L F1)"),
+    ("privleak", "PrivLeak (%, vs retrained)"),
+    ("retain_knowmem", "KnowMem on retain (utility, ROUGE-L F1)"),
+    ("mia_min_k_auc", "MIA Min-K% AUROC (forget vs holdout)"),
+    ("mia_min_k_plus_plus_auc", "MIA Min-K%++ AUROC"),
+    ("mia_loss_auc", "MIA LOSS AUROC"),
+    ("mia_zlib_auc", "MIA zlib AUROC"),
+]
+
+#: lm-eval's own WMDP tasks (``wmdp`` group, ``wmdp_bio``, ``wmdp_chem``, ``wmdp_cyber``).
+WMDP_ROWS = [("acc", "Accuracy (4 options, chance 0.25; lower = more hazardous knowledge removed)")]
+
+#: Task-name prefix -> the rows of its table, in order; other tasks get the TOFU order, then alphabetical.
+KNOWN_TASKS = {"tofu": TOFU_ROWS, "muse": MUSE_ROWS, "wmdp": WMDP_ROWS}
+
+
+def rows_for_task(task: str) -> list[tuple[str, str]]:
+    """The ordered, labelled rows of a known task family (TOFU's for unknown tasks)."""
+    return next((rows for prefix, rows in KNOWN_TASKS.items() if task.startswith(prefix)), TOFU_ROWS)
+
+
 def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -46,11 +71,13 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
     return "\n".join(lines)
 
 
-def generic_rows(models: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
-    """Rows for any task: the TOFU order for TOFU metrics, then every other metric alphabetically."""
-    known = {k for k, _ in TOFU_ROWS}
+def generic_rows(models: dict[str, dict[str, float]], task: str = "") -> list[tuple[str, str]]:
+    """Rows for any task: its family's known metrics in order (:data:`KNOWN_TASKS`), then every other metric
+    alphabetically."""
+    rows = rows_for_task(task)
+    known = {k for k, _ in rows}
     present = {k for m in models.values() for k in m}
-    return [r for r in TOFU_ROWS if r[0] in present] + [(k, k) for k in sorted(present - known)]
+    return [r for r in rows if r[0] in present] + [(k, k) for k in sorted(present - known)]
 
 
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
@@ -59,7 +86,7 @@ def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
     parts = []
     for task in tasks:
         models = {name: r.get(task, {}) for name, r in runs.items()}
-        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models))}\n")
+        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models, task))}\n")
     return "\n".join(parts)
 
 

@@ -9,6 +9,8 @@ from typing import Any
 
 import yaml
 
+from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
+from unlearn_tasks.muse.corpora import corpus_of
 from unlearn_tasks.tofu.splits import HUB_ID
 
 
@@ -17,7 +19,8 @@ class RunConfig:
     method: str = "npo"
     model: str = ""
     out: str = ""
-    data: str = "tofu"  # "tofu" (= locuslab/TOFU), "demo" (embedded corpus), "evaldu" (data_dir = an Eval-DU folder) or a Hub id
+    data: str = "tofu"  # "tofu" (= locuslab/TOFU), "demo" (embedded corpus), "evaldu" (data_dir = an Eval-DU folder),
+    # "muse_news" / "muse_books" (MUSE's raw text corpora) or a Hub id
     evaldu_target: int | None = None  # with data="evaldu": the relationship fact to unlearn
     evaldu_minimal_set: bool = False  # with data="evaldu": unlearn a whole minimal deep-unlearning set (white-box)
     data_dir: str | None = None
@@ -50,7 +53,15 @@ class RunConfig:
 
     @property
     def dataset(self) -> str:
-        return HUB_ID if self.data == "tofu" else self.data
+        if self.data == "tofu":
+            return HUB_ID
+        corpus = corpus_of(self.data)
+        return MUSE_HUB_IDS[corpus] if corpus else self.data
+
+    @property
+    def text_data(self) -> bool:
+        """Whether the forget / retain data are raw text corpora (MUSE) rather than QA pairs."""
+        return corpus_of(self.data) is not None
 
     def validate(self) -> None:
         missing = [k for k in ("model", "out") if not getattr(self, k)]

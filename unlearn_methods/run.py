@@ -20,13 +20,17 @@ from unlearn_methods import get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig
 from unlearn_methods.data import (
+    QA_ONLY_METHODS,
     ForgetRetainDataset,
     PairCollator,
+    TextForgetRetainDataset,
     evaldu_forget_retain,
     load_qa,
+    load_texts,
 )
 from unlearn_methods.finetune import finetune
 from unlearn_methods.idk import load_idk_answers
+from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
 from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
@@ -137,6 +141,13 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
     out = Path(cfg.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if cfg.text_data:
+        if method.name in QA_ONLY_METHODS:
+            raise UnlearningFailed(
+                f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
+                f"answers to them). Methods for raw text: every method except {', '.join(QA_ONLY_METHODS)}."
+            )
+        cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
     if cfg.data == "evaldu":
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
@@ -149,6 +160,8 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     data_dir = _data_dir(cfg, out)
     if cfg.data == "evaldu":
         forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+    elif cfg.text_data:
+        forget, retain = load_texts(cfg.forget, cfg.dataset, data_dir), load_texts(cfg.retain, cfg.dataset, data_dir)
     else:
         forget, retain = load_qa(cfg.forget, cfg.dataset, data_dir), load_qa(cfg.retain, cfg.dataset, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
@@ -159,8 +172,11 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
-        dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                      seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
+        if cfg.text_data:
+            dataset = TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=cfg.seed, max_length=cfg.max_length)
+        else:
+            dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None

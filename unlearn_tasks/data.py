@@ -35,6 +35,8 @@ def _read_json_records(path: Path) -> list[dict]:
         return []
     if text[0] == "[":
         records = json.loads(text)
+        if records and all(isinstance(r, str) for r in records):  # a JSON array of texts (MUSE's release files)
+            records = [{"text": r} for r in records]
     else:
         records = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -152,24 +154,25 @@ def load_config(
     return validate_columns(ds, required, f"{repo_id} config {config!r}")
 
 
-def split_files(folder: Path, config: str, splits: Sequence[str]) -> list[Path]:
+def split_files(folder: Path, config: str, splits: Sequence[str], prefer_parquet: bool = False) -> list[Path]:
     """Local file(s) of ``config``/``split`` (the first of ``splits`` found) in a Hub-like folder: ``<config>/<split>.json``
-    or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``)."""
+    or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``). JSON wins
+    unless ``prefer_parquet`` (for Hub repositories that also keep older JSON files beside the parquet ones)."""
     for name in splits:
         for base in (folder / config, folder / "data" / config):
             if not base.is_dir():
                 continue
             found = local_config_file(base, name)
+            parquet = sorted(base.glob(f"{name}-*.parquet")) + sorted(base.glob(f"{name}.parquet"))
+            if parquet and (prefer_parquet or found is None):
+                return parquet
             if found is not None:
                 return [found]
-            parquet = sorted(base.glob(f"{name}-*.parquet")) + sorted(base.glob(f"{name}.parquet"))
-            if parquet:
-                return parquet
     return []
 
 
 def load_split(repo_id: str, config: str, splits: Sequence[str], required: Iterable[str] = (),
-               data_dir: str | os.PathLike | None = None) -> list[dict]:
+               data_dir: str | os.PathLike | None = None, prefer_parquet: bool = False) -> list[dict]:
     """Records of one split of a config with several splits (first existing name of ``splits``), as plain dicts,
     from a local Hub-like folder (:func:`split_files`) or the Hub; checked for ``required`` columns."""
     required = list(required)
@@ -177,7 +180,7 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
     if folder is None:
         table = load_from_hub(repo_id, config, splits=splits)
         return validate_columns(table, required, f"{repo_id} {config}/{splits[0]}").to_list()
-    files = split_files(folder, config, splits)
+    files = split_files(folder, config, splits, prefer_parquet)
     if not files:
         raise DataError(
             f"No file for {repo_id} config {config!r}, split {splits[0]!r} in {folder}: expected "

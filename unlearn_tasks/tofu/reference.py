@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from unlearn_tasks.metrics.tofu import truth_ratio
+from unlearn_tasks.reference_logs import ReferenceLogError, find_records, is_benchmark
 from unlearn_tasks.tofu.aggregate import ReferenceData
 from unlearn_tasks.tofu.scoring import question_key
 from unlearn_tasks.tofu.splits import FORGET_SIZES, LEGACY_CAP, forget_split_of_size
@@ -30,8 +31,8 @@ HOW_TO_MAKE = (
 )
 
 
-class ReferenceLogError(ValueError):
-    """A reference log that cannot serve this evaluation; the message says why and what to pass instead."""
+#: Benchmarks whose reference records share results files with TOFU's and are never TOFU references.
+OTHER_BENCHMARKS = ("muse",)
 
 
 def _legacy(data: dict, source: str, truth_ratio_mean: str) -> ReferenceData:
@@ -86,17 +87,7 @@ def _ours(entries: list[dict], source: str, forget_split: str) -> ReferenceData:
 
 
 def _our_entries(path: Path) -> list[tuple[dict, str]]:
-    files = [path] if path.is_file() else sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    entries = []
-    for f in files:
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
-            continue
-        for cfg in (data.get("configs") or {}).values():
-            if isinstance(cfg, dict) and isinstance(cfg.get("unlearning_reference"), dict):
-                entries.append((cfg["unlearning_reference"], str(f)))
-    return entries
+    return find_records(path, lambda record: not any(is_benchmark(record, b) for b in OTHER_BENCHMARKS))
 
 
 def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric") -> ReferenceData:
