@@ -50,12 +50,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
         "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
         "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
-        "progress": False if args.quiet else None,
+        "progress": False if args.quiet else None, "overwrite": args.overwrite or None,
     }
     try:
-        cfg = load_run_config(args.config, **overrides)
-        if params:
-            cfg.method_params = {**cfg.method_params, **params}
+        cfg = load_run_config(args.config, params=params, **overrides)
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
         return error(str(e))
@@ -146,7 +144,10 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable).")
     p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
     p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
-    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
+    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints (only when "
+                   "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    p.add_argument("--overwrite", action="store_true", help="Allow writing into a non-empty OUT (its files are replaced). "
+                   "OUT may never be the --model folder or inside it.")
     p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
     p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
     p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
