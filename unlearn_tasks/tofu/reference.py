@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from harness_ext.results import results_files
-
 from unlearn_tasks.metrics.tofu import truth_ratio
 from unlearn_tasks.tofu.aggregate import ReferenceData
 from unlearn_tasks.tofu.scoring import question_key
