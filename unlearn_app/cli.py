@@ -83,18 +83,17 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from harness_ext.results import json_safe, load_results
+    from harness_ext.results import ResultsFileError, json_safe, read_results_file, task_metrics
     from unlearn_app.plots import forget_quality_vs_utility
-    from unlearn_app.report import compare_runs
+    from unlearn_app.report import collect_runs, compare_runs
 
-    names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
-    if len(names) != len(args.runs):
-        return error(f"{len(names)} names for {len(args.runs)} runs")
     try:
-        runs = {name: load_results(d) for name, d in zip(names, args.runs)}
-    except FileNotFoundError as e:
+        sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
+        runs = {name: task_metrics(read_results_file(file)) for name, file in sources}
+    except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
-    text = compare_runs(runs)
+    listing = "\n".join(f"- {name}: {file}" for name, file in sources)
+    text = compare_runs(runs) + f"\nRuns read:\n\n{listing}\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
@@ -184,10 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(sub)
 
     p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
-                       description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
-                       "print one table per task with a column per run.")
+                       description="Read each RUN (an lm_eval --output_path folder or a results_*.json file) and print "
+                       "one table per task with a column per run, then the results file read for each column. A folder "
+                       "holding several models' runs gives one column per model folder (its newest results file).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
-    p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
+    p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
     p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")

@@ -15,6 +15,8 @@ from typing import Any
 
 #: Keys every task YAML may carry, and the options of each benchmark (``--metadata`` reaches every task of a run).
 COMMON_KEYS = {"version", "data_dir", "dataset_path", "max_items_per_split", "parts", "sets", "config", "benchmark"}
+#: Keys lm-eval itself adds to every task's metadata.
+LM_EVAL_KEYS = {"config_source", "_metadata"}
 RELU_KEYS = {"relu_format", "relu_splits", "relu_pair", "relu_options", "relu_mode", "relu_data_dir", "relu_dataset_path"}
 DEEP_UNLEARNING_KEYS = {"mquake_path", "target", "fix_rule_typos"}
 
@@ -53,7 +55,7 @@ def benchmark_keys() -> set[str]:
     from unlearn_tasks.tofu.options import TofuOptions
     from unlearn_tasks.waterdrum.options import WaterDrumOptions
 
-    return (COMMON_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS | {f.name for f in fields(TofuOptions)}
+    return (COMMON_KEYS | LM_EVAL_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS | {f.name for f in fields(TofuOptions)}
             | {f.name for f in fields(WaterDrumOptions)})
 
 
