@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from harness_ext.lm_eval_compat import install_request_types
+from harness_ext.lm_eval_compat import install_input_error_hook, install_request_types
 
 
 class UnlearningTask(ConfigurableTask):
@@ -33,6 +33,7 @@ class UnlearningTask(ConfigurableTask):
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
+        install_input_error_hook()
         config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
         self.setup(config)
         super().__init__(config=config, **kwargs)
@@ -96,6 +97,15 @@ class UnlearningTask(ConfigurableTask):
             return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
         system = [{"role": "system", "content": system_instruction}] if system_instruction else []
         return chat_template(system + messages, add_generation_prompt=True)
+
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Our tasks build their documents with a ``custom_dataset`` function fed by the metadata; call it directly,
+        without lm-eval's generic "Custom kwargs can be passed to --metadata" warning (our options are checked
+        and documented, and an unknown key is an error)."""
+        if callable(self.config.custom_dataset):
+            self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+        else:
+            super().download(dataset_kwargs, **kwargs)
 
     def dump_config(self) -> dict:
         config = super().dump_config()

@@ -13,6 +13,7 @@ import torch
 from unlearn_tasks.deep_unlearning.torch_pickle import TorchFileError, load_torch_file
 
 _STORAGE = object()
+_FOUR_FLOATS = np.arange(4, dtype="<f4").tobytes()
 
 
 class _Tensor:
@@ -30,7 +31,7 @@ class _Pickler(pickle.Pickler):
         return ("storage", torch.FloatStorage, "0", "cpu", 4) if obj is _STORAGE else None
 
 
-def _pt(tmp_path, obj, storage=np.arange(4, dtype="<f4").tobytes(), name="crafted.pt"):
+def _pt(tmp_path, obj, storage=_FOUR_FLOATS, name="crafted.pt"):
     buf = io.BytesIO()
     _Pickler(buf, protocol=2).dump(obj)
     path = tmp_path / name
