@@ -55,3 +55,27 @@ def test_bad_run_options_name_the_option(overrides, message):
 def test_missing_config_file_is_one_line(tmp_path):
     with pytest.raises(ValueError, match=r"Config file .*nope.yaml does not exist"):
         load_run_config(tmp_path / "nope.yaml", **BASE)
+
+
+def test_a_method_with_a_hyperparameter_dataclass_is_parsed_by_its_types(monkeypatch):
+    from dataclasses import dataclass
+
+    from unlearn_methods import all_methods
+    from unlearn_methods.config import coerce_method_params
+
+    @dataclass
+    class Params:
+        beta: float = 0.1
+        steps: int = 2
+        note: str | None = None
+
+    class Typed:
+        params_class = Params
+
+    monkeypatch.setitem(all_methods(), "typed_test", Typed)
+    assert coerce_method_params("typed_test", {"beta": "5e-2", "steps": "3", "note": "x"}) == \
+        {"beta": 0.05, "steps": 3, "note": "x"}
+    with pytest.raises(ValueError, match="--param steps must be an integer"):
+        coerce_method_params("typed_test", {"steps": "many"})
+    with pytest.raises(ValueError, match=r"has no parameter\(s\) \['gamma'\]"):
+        coerce_method_params("typed_test", {"gamma": 1.0})
