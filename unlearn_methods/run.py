@@ -214,10 +214,12 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     cfg.method_params = dict(method.params)
     if cfg.resume:
         check_resume(cfg, out)
-    elif (out / "checkpoints").is_dir():  # --overwrite: old checkpoints must not be resumed later by mistake
+    else:  # --overwrite: the old run's checkpoints, evaluations and last good weights must not be mistaken for this run's
         import shutil
 
-        shutil.rmtree(out / "checkpoints")
+        for stale in ("checkpoints", "eval", "last_good"):
+            if (out / stale).is_dir():
+                shutil.rmtree(out / stale)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
     torch.manual_seed(cfg.seed)
