@@ -46,3 +46,13 @@ def test_other_benchmarks_check_their_keys_too():
         ReluOptions.from_metadata({"relu_format": "mcqa", "relu_mod": "x"})
     with pytest.raises(ValueError, match="max_items_per_split must be a whole number"):
         WaterDrumOptions.from_metadata({"max_items_per_split": -1})
+
+
+def test_the_key_lists_cover_every_options_field():
+    from dataclasses import fields
+
+    from unlearn_tasks.metadata import benchmark_keys
+    from unlearn_tasks.waterdrum.options import WaterDrumOptions
+
+    for cls in (TofuOptions, WaterDrumOptions):
+        assert {f.name for f in fields(cls)} - {"model_tokenizer"} <= benchmark_keys(), cls
