@@ -129,11 +129,12 @@ def model_identity(model_args: dict[str, Any] | str | None) -> dict[str, Any]:
 
 
 def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True if two identities name the same weights (by fingerprint when both have one, else by name/revision)."""
+    """True if two identities name the same model: the same weights (content fingerprint), or the same model
+    arguments (``pretrained``, ``peft``, ``revision``; a model retrained in place counts as the same model)."""
     if not a or not b:
         return False
-    if a.get("fingerprint") and b.get("fingerprint"):
-        return a["fingerprint"] == b["fingerprint"]
+    if a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"):
+        return True
     return all(a.get(k) == b.get(k) for k in IDENTITY_KEYS)
 
 
@@ -172,7 +173,7 @@ def _our_entries(path: Path, forget_split: str, evaluated: dict[str, Any] | None
             log.warning("reference: ignoring %s, produced by the model being evaluated", file)
     models = []
     for _, file, ident in matching:
-        if not any(same_model(ident, m) or ident == m for m, _ in models):
+        if not any(same_model(ident, m) for m, _ in models):
             models.append((ident, file))
     if len(models) > 1:
         raise ReferenceLogError(

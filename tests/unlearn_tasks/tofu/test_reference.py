@@ -139,6 +139,8 @@ def test_model_identity_fingerprints_local_weights(tmp_path):
     assert model_identity(f"pretrained={a},dtype=float32") == ida
     assert same_model(model_identity({"pretrained": "org/m"}), model_identity("pretrained=org/m"))
     assert not same_model(model_identity({"pretrained": "org/m"}), model_identity("pretrained=org/m,revision=v2"))
+    retrained = dict(ida, fingerprint="other")  # the same folder with new weights: still that model
+    assert same_model(ida, retrained)
 
 
 def test_unusable_references(tmp_path):
@@ -152,3 +154,15 @@ def test_unusable_references(tmp_path):
         load_reference(tmp_path / "y.json", "forget10")
     with pytest.raises(ReferenceLogError, match="neither our lm-eval output"):
         load_reference(tmp_path, "forget10")
+
+
+def test_a_retain_model_retrained_and_re_evaluated_into_the_same_folder_uses_the_newest_run(tmp_path):
+    for name, ratios, fingerprint in (("results_2026-01-01T00-00-00.json", [0.1, 0.2], "old"),
+                                      ("results_2026-02-01T00-00-00.json", [0.3, 0.4], "new")):
+        path = _results(tmp_path, name, ratios, ["x", "y"], "retain")
+        data = json.loads(path.read_text())
+        data["configs"]["tofu_forget01"]["unlearning_reference"]["model"] = {"pretrained": "retain",
+                                                                             "fingerprint": fingerprint}
+        path.write_text(json.dumps(data))
+    ref = load_reference(tmp_path, "forget01", evaluated_model={"pretrained": "target", "fingerprint": "t"})
+    assert ref.forget_truth_ratios == [0.3, 0.4]
