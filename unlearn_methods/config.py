@@ -165,54 +165,16 @@ def coerce(value: Any, annotation: Any, name: str) -> Any:
     return _scalar(value, annotation, name)
 
 
-#: Ranges of method hyperparameters by name (the methods divide by ``beta``; counts and epochs must be positive).
-#: A method that declares its own typed hyperparameters (a dataclass) validates them itself as well.
-PARAM_RANGES: dict[str, tuple[str, float]] = {
-    "beta": (">", 0.0), "max_every": (">", 0), "reinforce_epochs": (">", 0.0), "reinforce_lr": (">", 0.0),
-    "max_fraction": (">", 0.0), "steering_coeff": (">=", 0.0),
-}
-
-
-def declared_param_types(method_cls: type) -> dict[str, Any] | None:
-    """A method's hyperparameter types: from its hyperparameter dataclass if it has one (a class attribute holding a
-    dataclass type), else from its ``defaults`` (a float default takes numbers, an int default integers, a ``None``
-    default a number or nothing); None if the method declares neither."""
-    for attr in ("Params", "params_class", "params_type", "hyperparameters", *vars(method_cls)):
-        declared = getattr(method_cls, attr, None)
-        if isinstance(declared, type) and dataclasses.is_dataclass(declared):
-            return typing.get_type_hints(declared)
-    defaults = getattr(method_cls, "defaults", None)
-    if not isinstance(defaults, dict):
-        return None
-    return {key: float | None if default is None else type(default) for key, default in defaults.items()}
-
-
 def coerce_method_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
-    """``params`` converted to the method's declared types and checked against :data:`PARAM_RANGES`."""
+    """``params`` parsed and checked by the method's declared hyperparameters (its ``Params`` dataclass, see
+    :mod:`unlearn_methods.params`), defaults filled in; raises ValueError naming the parameter."""
     from unlearn_methods import all_methods
 
     methods = all_methods()
     cls = methods.get(method.lower().replace("-", "_"))
     if cls is None:
         raise ValueError(f"Unknown method {method!r}; available: {', '.join(sorted(methods))}.")
-    declared = declared_param_types(cls)
-    if declared is None:  # the method validates its own parameters
-        return dict(params)
-    unknown = sorted(set(params) - set(declared))
-    if unknown:
-        raise ValueError(f"Method {method!r} has no parameter(s) {unknown}; it takes {sorted(declared)}.")
-    out = {}
-    for key, value in params.items():
-        name = f"--param {key}"
-        v = coerce(value, declared[key], name)
-        if isinstance(v, float) and not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number, got {value!r}.")
-        if key in PARAM_RANGES and isinstance(v, (int, float)) and not isinstance(v, bool):
-            op, bound = PARAM_RANGES[key]
-            if not (v > bound if op == ">" else v >= bound):
-                raise ValueError(f"{name} must be {op} {bound}, got {value!r} (method {method}).")
-        out[key] = v
-    return out
+    return cls.Params.from_dict(params, cls.name).to_dict()
 
 
 def load_run_config(path: str | Path | None = None, params: dict[str, Any] | None = None,

@@ -49,6 +49,7 @@ class UnlearnRun:
     forget: list[dict] = field(default_factory=list)
     retain: list[dict] = field(default_factory=list)
     out: Path = Path(".")
+    alternates: list[list[str]] | None = None  # alternate answers per forget item (AltPO sets them in prepare)
 
     # ------------------------------------------------------------------ helpers used by methods
     def base_model_for_arithmetic(self):
@@ -205,13 +206,13 @@ class TrainedCheckpoint:
 def train(cfg: RunConfig) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
     cfg.validate()
+    method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
     out = check_output_folder(cfg)
-    method = get_method(cfg.method, cfg.method_params)
     if cfg.data == "evaldu":
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
     cfg.retain = cfg.retain or retain_split(cfg.forget)
-    cfg.method_params = dict(method.params)
+    cfg.method_params = method.params.to_dict()
     if cfg.resume:
         check_resume(cfg, out)
     else:  # --overwrite: the old run's checkpoints, evaluations and last good weights must not be mistaken for this run's
@@ -238,7 +239,7 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
         dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                      seed=cfg.seed, max_length=cfg.max_length)
+                                      seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None

@@ -68,7 +68,7 @@ def test_missing_config_and_bad_param_from_the_command_line(tmp_path):
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
     proc = run_command(["unlearn", "run", "--model", "m", "--out", str(tmp_path / "o"), "--method", "npo",
                         "--param", "beta=0"])
-    assert proc.returncode == 2 and "--param beta must be > 0" in proc.stderr
+    assert proc.returncode == 2 and "parameter beta=0.0 is not allowed; expected float > 0" in proc.stderr
 
 
 # ------------------------------------------------------------------ item 2: --resume only with the same settings
