@@ -17,7 +17,9 @@ from typing import Any
 COMMON_KEYS = {"version", "data_dir", "dataset_path", "max_items_per_split", "parts", "sets", "config", "benchmark"}
 #: Keys lm-eval itself adds to every task's metadata.
 LM_EVAL_KEYS = {"config_source", "_metadata"}
-TOFU_KEYS = {"forget_split", "reference", "answer_scoring", "truth_ratio_mean", "mia_k"}
+TOFU_KEYS = {"forget_split", "reference", "answer_scoring", "truth_ratio_mean", "mia_k", "generation_prompt"}
+MARGINS_KEYS = {"data_file", "prompt_field", "target_field", "text_field", "split_field", "reduction", "include_eos",
+                "keep_token_margins"}
 WATERDRUM_KEYS = {"waterdrum_data_dir", "splits", "duplicate_owner", "owners", "generations", "prompt_tokens",
                   "prompt_tokenizer", "verify_tokenizer", "verify_vocab_size", "ids", "k_p", "workers",
                   "knowmem_split", "knowmem_max_tokens", "mia_k"}
@@ -54,7 +56,7 @@ def _backend_params() -> set[str]:
 
 def benchmark_keys() -> set[str]:
     """Every option key of every benchmark of this package (tests check these sets against the options classes)."""
-    return COMMON_KEYS | LM_EVAL_KEYS | TOFU_KEYS | WATERDRUM_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS
+    return COMMON_KEYS | LM_EVAL_KEYS | TOFU_KEYS | WATERDRUM_KEYS | MARGINS_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS
 
 
 def check_metadata_keys(metadata: dict[str, Any] | None, own_keys: Iterable[str], where: str) -> None:

@@ -51,8 +51,9 @@ def test_other_benchmarks_check_their_keys_too():
 def test_the_key_lists_cover_every_options_field():
     from dataclasses import fields
 
+    from unlearn_tasks.margins.task import MarginOptions
     from unlearn_tasks.metadata import benchmark_keys
     from unlearn_tasks.waterdrum.options import WaterDrumOptions
 
-    for cls in (TofuOptions, WaterDrumOptions):
+    for cls in (TofuOptions, WaterDrumOptions, MarginOptions):
         assert {f.name for f in fields(cls)} - {"model_tokenizer"} <= benchmark_keys(), cls
