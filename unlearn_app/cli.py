@@ -52,12 +52,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
         "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
         "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
-        "progress": False if args.quiet else None,
+        "progress": False if args.quiet else None, "overwrite": args.overwrite or None,
     }
     try:
-        cfg = load_run_config(args.config, **overrides)
-        if params:
-            cfg.method_params = {**cfg.method_params, **params}
+        cfg = load_run_config(args.config, params=params, **overrides)
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
         return error(str(e))
@@ -88,25 +86,25 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from harness_ext.results import json_safe
+    from harness_ext.results import ResultsFileError, json_safe
     from unlearn_app.plots import forget_quality_vs_utility
-    from unlearn_app.report import compare_runs
+    from unlearn_app.report import collect_runs, compare_runs
     from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
 
-    names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
-    if len(names) != len(args.runs):
-        return error(f"{len(names)} names for {len(args.runs)} runs")
     try:
-        loaded = [load_run(d, name) for name, d in zip(names, args.runs)]
-    except (FileNotFoundError, json.JSONDecodeError) as e:
+        sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
+        loaded = [load_run(file, name) for name, file in sources]
+    except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
     runs = {r.name: r.metrics for r in loaded}
     warnings = provenance_differences(loaded)
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
+    listing = "\n".join(f"- {name}: {file}" for name, file in sources)
     text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
     if warnings:
         text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
+    text += f"\nRuns read:\n\n{listing}\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
@@ -163,7 +161,10 @@ def _add_run_parser(sub) -> None:
                    "each method's parameters.")
     p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
     p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
-    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
+    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints (only when "
+                   "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    p.add_argument("--overwrite", action="store_true", help="Allow writing into a non-empty OUT (its files are replaced). "
+                   "OUT may never be the --model folder or inside it.")
     p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
     p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
     p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
@@ -207,11 +208,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(sub)
 
     p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
-                       description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
-                       "print one table per task with a column per run; warn when the runs' provenance (package version, data, metric "
-                       "modes, reference run) differs.")
+                       description="Read each RUN (an lm_eval --output_path folder, a results_*.json file or an `unlearn ci` "
+                       "output folder) and print one table per task with a column per run, then the results file read for each "
+                       "column; warn when the runs' provenance (package version, data, metric modes, reference run) differs. A "
+                       "folder holding several models' runs gives one column per model folder (its newest results file).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
-    p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
+    p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
     p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")

@@ -4,6 +4,7 @@ and JSON."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 #: The TOFU table's rows, in the order the literature reports them.
 TOFU_ROWS = [
@@ -78,6 +79,42 @@ def generic_rows(models: dict[str, dict[str, float]], task: str = "") -> list[tu
     known = {k for k, _ in rows}
     present = {k for m in models.values() for k in m}
     return [r for r in rows if r[0] in present] + [(k, k) for k in sorted(present - known)]
+
+
+def unique_names(paths: list[str]) -> list[str]:
+    """Column names from paths: the shortest trailing parts that tell them apart (``ckA/eval``, ``ckB/eval``)."""
+    parts = [Path(p).resolve().parts for p in paths]
+    for n in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-n:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    dup = sorted({p for p in paths if paths.count(p) > 1} or set(paths))
+    raise ValueError(f"The same run is given more than once ({', '.join(dup)}).")
+
+
+def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple[str, Path]]:
+    """``(column name, results file)`` for every run read: each RUN path is a results file or a folder; a folder with
+    several runs (lm-eval writes one sub-folder per model) gives one column per sub-folder, named
+    ``<name>/<sub-folder>``, each its newest results file by lm-eval's file-name timestamp. Names are unique."""
+    from harness_ext.results import newest_per_folder
+
+    if names is not None:
+        if len(names) != len(paths):
+            raise ValueError(f"{len(names)} names for {len(paths)} runs.")
+        if len(set(names)) != len(names):
+            raise ValueError(f"--names must be unique, got {', '.join(names)}.")
+    names = names or unique_names(paths)
+    runs: list[tuple[str, Path]] = []
+    for name, path in zip(names, paths):
+        files = newest_per_folder(path)
+        if len(files) == 1:
+            runs.append((name, files[0]))
+        else:
+            runs += [(f"{name}/{f.parent.relative_to(path).as_posix()}", f) for f in files]
+    seen = [n for n, _ in runs]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"Run names collide ({', '.join(seen)}); pass --names.")
+    return runs
 
 
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:

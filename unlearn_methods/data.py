@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from unlearn_tasks.data import load_config, load_split
+from unlearn_tasks.data import check_rows, load_config, load_split, source_name
 from unlearn_tasks.prompts import encode_qa, encode_text
 from unlearn_tasks.tofu.splits import HUB_ID
 
@@ -30,7 +30,9 @@ QA_ONLY_METHODS = ("idk", "dpo", "llmu", "altpo")
 
 def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:
     """QA records of one config (``question``, ``answer``) through the shared loader."""
-    return load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
+    rows = load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
+    check_rows(rows, ("question", "answer"), source_name(dataset, split, data_dir))
+    return rows
 
 
 def evaldu_forget_retain(kb_dir: str, target: int, minimal_set: bool = False) -> tuple[list[dict], list[dict]]:

@@ -35,6 +35,7 @@ class ReferenceData:
     question_keys: list[str] | None = None
     answer_scoring: str | None = None
     source: str = ""
+    path: str | None = None  # the file read (recorded in the results as ``reference_file``)
 
 
 def metric_names(parts: list[str]) -> list[str]:
