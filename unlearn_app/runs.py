@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import latest_results_file, task_metrics
+from harness_ext.results import latest_results_file, read_results_file, task_metrics
 
 #: Provenance fields compared across runs, with the words a warning uses.
 COMPARED = {
@@ -43,7 +43,7 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
         except json.JSONDecodeError:
             checks = []
     file = latest_results_file(path)
-    raw = json.loads(file.read_text())
+    raw = read_results_file(file)
     configs = raw.get("configs") or {}
     prov = {t: c["provenance"] for t, c in configs.items() if isinstance(c, dict) and isinstance(c.get("provenance"), dict)}
     return Run(name or path.name, str(path), task_metrics(raw), prov, checks, str(file))
