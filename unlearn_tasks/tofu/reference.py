@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from unlearn_tasks.metrics.tofu import truth_ratio
-from unlearn_tasks.tofu.aggregate import ReferenceData
+from unlearn_tasks.tofu.aggregate import REFERENCE_FORMAT, ReferenceData
 from unlearn_tasks.tofu.scoring import question_key
 from unlearn_tasks.tofu.splits import FORGET_SIZES, LEGACY_CAP, forget_split_of_size
 
@@ -99,12 +99,24 @@ def _our_entries(path: Path) -> list[tuple[dict, str]]:
     return entries
 
 
-def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric") -> ReferenceData:
-    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable."""
+TOFU_RECORD_FORMAT = REFERENCE_FORMAT
+
+
+def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric",
+                   record_format: str = TOFU_RECORD_FORMAT) -> ReferenceData:
+    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable.
+
+    Our own results files are matched on ``record_format`` (another benchmark's reference reuses this mechanism with
+    its own format, e.g. CLEAR's); only TOFU references may also be legacy or open-unlearning logs."""
     path = Path(path).expanduser()
     if not path.exists():
         raise ReferenceLogError(f"Reference {path} does not exist.")
-    ours = _our_entries(path)
+    ours = [(e, f) for e, f in _our_entries(path) if e.get("format", TOFU_RECORD_FORMAT) == record_format]
+    if not ours and record_format != TOFU_RECORD_FORMAT:
+        raise ReferenceLogError(
+            f"Reference {path} holds no results of this benchmark ({record_format}); pass the output folder of the "
+            f"same task run on the retain (gold) model."
+        )
     if ours:
         ref = _ours([e for e, _ in ours], ours[0][1], forget_split)
     else:

@@ -1,0 +1,117 @@
+"""The lm-eval task class behind ``clear_forgetXX_image``, ``clear_real_faces`` and ``clear_real_world``: per
+document (one image), a greedy generation (ROUGE-L recall) and image-conditioned per-token answer log-probabilities
+(probability, Truth Ratio); corpus metrics (Forget Quality against a gold run, Model Utility, domain summaries) in
+the aggregation. Runs on lm-eval's ``hf-multimodal`` (and ``vllm-vlm``) backends.
+"""
+
+from __future__ import annotations
+
+import logging
+from copy import deepcopy
+from typing import Any
+
+from lm_eval.api.instance import Instance
+
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
+from unlearn_tasks.clear import scoring
+from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt
+from unlearn_tasks.clear.options import ClearOptions
+from unlearn_tasks.prompts import ANSWER_DELIMITER
+from unlearn_tasks.tofu import reference
+
+log = logging.getLogger(__name__)
+
+LOWER_IS_BETTER = {f"{s}_{m}" for s in scoring.FORGET_SETS for m in scoring.METRICS} | {"forget_score"}
+HOW_TO_MAKE = (
+    "Produce one by evaluating the gold model (trained on the matching retain set only) with the same task: "
+    "`lm_eval --model hf-multimodal --model_args pretrained=GOLD_MODEL --tasks {task} --output_path REF_DIR`, then "
+    "pass `--metadata '{{\"reference\": \"REF_DIR\"}}'`."
+)
+
+
+class ClearTask(UnlearningTask):
+    """One CLEAR visual evaluation of a forget size (options: :class:`ClearOptions`)."""
+
+    RESULTS_KEY = "unlearning_reference"
+    MULTIMODAL = True
+
+    def setup(self, config: dict) -> None:
+        self.options = ClearOptions.from_metadata(config.get("metadata"))
+        self._reference_out: dict | None = None
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        self.MULTIMODAL = True
+        self.reference = self._load_reference()
+
+    def metric_names(self) -> list[str]:
+        return scoring.metric_names(self.options.parts, self.options.sets)
+
+    def lower_is_better(self) -> set[str]:
+        return LOWER_IS_BETTER
+
+    def _load_reference(self):
+        if "likelihood" not in self.options.parts or "forget_caption" not in self.options.sets:
+            return None
+        path = self.options.reference_for_split()
+        if not path:
+            log.warning("%s: no reference (gold model) run given, so forget_quality is NaN. %s",
+                        self.config.task, HOW_TO_MAKE.format(task=self.config.task))
+            return None
+        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean,
+                                       record_format=scoring.REFERENCE_FORMAT)
+        log.info("%s: reference %s", self.config.task, reference.describe(ref))
+        return ref
+
+    # ------------------------------------------------------------------ prompts and requests
+    def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
+        return image_prompt(doc["question"])
+
+    def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
+        return doc["answer"]
+
+    def doc_to_image(self, doc: dict, doc_to_image: Any = None) -> list:
+        return [doc["image"]]
+
+    def chat_messages(self, doc: dict) -> list[dict[str, str]]:
+        """With ``--apply_chat_template``: one user turn, the image placeholder first (the backend's processor
+        template puts its own image token there)."""
+        return [{"role": "user", "content": IMAGE_PLACEHOLDER + doc["question"].strip()}]
+
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+        chat = bool(kwargs.pop("apply_chat_template", False))
+        kwargs.pop("chat_template", None)
+        visual = {"visual": self.doc_to_image(doc)}
+        requests = []
+        if "generation" in self.options.parts:
+            args = (ctx, deepcopy(self.config.generation_kwargs), visual)
+            requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
+        if "likelihood" in self.options.parts:
+            delimiter = "" if chat else ANSWER_DELIMITER
+            for text in scoring.answer_texts(doc):
+                args = (ctx, delimiter + text.strip(), visual)
+                requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests),
+                                         **kwargs))
+        return requests
+
+    # ------------------------------------------------------------------ scoring
+    def score_document(self, doc: dict, results: list) -> dict:
+        generation = next((r for r in results if isinstance(r, str)), None)
+        responses = [r for r in results if isinstance(r, dict)]
+        return scoring.score_document(doc, generation, responses, self.options.answer_scoring,
+                                      self.options.truth_ratio_mean)
+
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
+        metrics = scoring.compute_metrics(records, self.options.mode, self.reference)
+        if "likelihood" in self.options.parts and "forget_caption" in self.options.sets:
+            self._reference_out = scoring.reference_record(
+                records, self.options.forget_split,
+                {"mode": self.options.mode, "answer_scoring": self.options.answer_scoring,
+                 "truth_ratio_mean": self.options.truth_ratio_mean},
+            )
+        return metrics
+
+    def results_record(self) -> dict | None:
+        """The forget-caption truth ratios another run needs to use this one as its gold reference."""
+        return self._reference_out
