@@ -43,6 +43,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         params[key.strip()] = _parse_value(value)
     overrides = {
         "method": args.method, "model": args.model, "out": args.out, "data": args.data, "data_dir": args.data_dir,
+        "modality": args.modality,
         "forget": args.forget, "retain": args.retain, "lora": args.lora, "merge": args.merge or None,
         "lora_r": args.lora_r, "l1_lora": args.l1_lora, "epochs": args.epochs, "lr": args.lr,
         "batch_size": args.batch_size, "grad_accum": args.grad_accum, "max_length": args.max_length,
@@ -122,7 +123,11 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
     p.add_argument("--out", help="Output folder for the checkpoint.")
     p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
-                   "JSON folder) or a Hub id in TOFU's schema.")
+                   "JSON folder), 'clear' (therem/CLEAR, text and images: --model is a LLaVA-style vision-language "
+                   "model) or a Hub id in TOFU's schema.")
+    p.add_argument("--modality", choices=["text", "image", "both"],
+                   help="With --data clear: unlearn from the people's text rows, their image-caption rows, or both "
+                   "(default both).")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
     p.add_argument("--forget", help="Forget split (default forget10).")
     p.add_argument("--evaldu-target", dest="evaldu_target", type=int,

@@ -31,6 +31,8 @@ from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
+#: Methods that fine-tune a reinforced text-only copy (not available for vision-language models yet).
+NOT_FOR_VISION = ("task_vector", "whp")
 METRICS_FILE = "train_metrics.json"
 
 
@@ -65,6 +67,16 @@ class UnlearnRun:
 
 def _load(cfg: RunConfig):
     dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
+    if cfg.data == "clear":
+        from unlearn_methods.vlm import load_vision_model
+
+        try:
+            return load_vision_model(cfg.model, dtype)
+        except (OSError, ValueError) as e:
+            raise UnlearningFailed(
+                f"Could not load {cfg.model!r} as a vision-language model with its processor ({e}). --data clear needs "
+                f"a LLaVA-style checkpoint (AutoModelForImageTextToText + AutoProcessor), local or on the Hub."
+            ) from e
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
@@ -143,11 +155,20 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     cfg.method_params = dict(method.params)
     cfg.save(out / CONFIG_FILE)
 
+    vision = cfg.data == "clear"
+    if vision and method.name in NOT_FOR_VISION:
+        raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model and is not available "
+                               f"with --data clear; use one of ga, graddiff, kl, npo, simnpo, idk, dpo, rmu, scrub, llmu.")
     torch.manual_seed(cfg.seed)
-    tokenizer, model = _load(cfg)
+    tokenizer, model = _load(cfg)  # with --data clear: the processor (it saves with the checkpoint) and the VLM
     data_dir = _data_dir(cfg, out)
     if cfg.data == "evaldu":
         forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+    elif vision:
+        from unlearn_methods.vlm import clear_records
+
+        forget = clear_records(cfg.forget, cfg.modality, data_dir, cfg.dataset, cfg.seed)
+        retain = clear_records(cfg.retain, cfg.modality, data_dir, cfg.dataset, cfg.seed)
     else:
         forget, retain = load_qa(cfg.forget, cfg.dataset, data_dir), load_qa(cfg.retain, cfg.dataset, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
@@ -158,10 +179,18 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
-        dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                      seed=cfg.seed, max_length=cfg.max_length)
+        if vision:
+            from unlearn_methods.vlm import VisionForgetRetainDataset, VisionPairCollator
+
+            dataset = VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                                seed=cfg.seed, max_length=cfg.max_length)
+            collator = VisionPairCollator(tokenizer.tokenizer.pad_token_id)
+        else:
+            dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                          seed=cfg.seed, max_length=cfg.max_length)
+            collator = PairCollator(tokenizer.pad_token_id)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
-                                 data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
+                                 data_collator=collator, method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
         if cfg.resume and resume is None:
             log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
