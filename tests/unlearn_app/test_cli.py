@@ -17,6 +17,7 @@ def _run(args, env=None, timeout=600):
     return run_command(args, env=env, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_bare_lm_eval_finds_and_runs_our_task(tiny_model_dir, demo_data_dir, tmp_path):
     out = tmp_path / "out"
     proc = _run(["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",

@@ -25,6 +25,7 @@ def _cfg(tmp_path, model_dir, data_dir, name="run", **kw):
     return load_run_config(None, **base)
 
 
+@pytest.mark.slow
 def test_adapter_checkpoint_runs_in_lm_eval_cli(tmp_path, tiny_model_dir, demo_data_dir):
     out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True))
     assert (out / "adapter_config.json").is_file() and (out / "tokenizer.json").is_file()
@@ -36,6 +37,7 @@ def test_adapter_checkpoint_runs_in_lm_eval_cli(tmp_path, tiny_model_dir, demo_d
     assert "forget_prob" in proc.stdout
 
 
+@pytest.mark.slow
 def test_merged_checkpoint_with_self_evaluation_in_model_card(tmp_path, tiny_model_dir, demo_data_dir):
     cfg = _cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=True, merge=True, eval_tasks=["tofu_forget01_likelihood"])
     out = run_unlearning(cfg)

@@ -90,6 +90,7 @@ def test_watermark_command(tiny_model_dir, tmp_path):
                  "--out", str(out)]) == 2
 
 
+@pytest.mark.slow
 def test_waterdrum_report(waterdrum_data, tiny_model_dir, tmp_path):
     trained, _ = wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
     untrained, _ = wf.lm_eval_run(str(tiny_model_dir), str(waterdrum_data["data"]), ("waterdrum_ax",))
@@ -108,6 +109,7 @@ def test_waterdrum_report(waterdrum_data, tiny_model_dir, tmp_path):
     assert (tmp_path / "rep" / "waterdrum_report.png").read_bytes()[:4] == b"\x89PNG"
 
 
+@pytest.mark.slow
 def test_report_input_errors(waterdrum_data, tmp_path, capsys):
     trained, _ = wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
     assert main(["waterdrum", "report", str(trained), "--original", "x"]) == 2

@@ -65,6 +65,7 @@ def test_missing_knowledge_base_says_what_to_pass(monkeypatch):
         _load("mquake_du")
 
 
+@pytest.mark.slow
 def test_end_to_end_all_targets_from_one_run(tiny_model_dir, small_kb_dir, tmp_path):
     results = run_lm_eval(tiny_model_dir, ["evaldu"], tmp_path / "run", metadata={"data_dir": str(small_kb_dir)},
                           batch_size=32)

@@ -113,6 +113,7 @@ def test_gated_dataset_error_says_what_to_do(monkeypatch):
         _manager().load(["tofu_mcqa_forget01"])
 
 
+@pytest.mark.slow
 def test_tiny_model_end_to_end_on_the_demo_formats(tiny_model_dir, relu_demo_dir, tmp_path):
     """The default tasks run on the hf backend; the letter choice equals an argmax over the letter tokens' logits
     at the prompt's last position (the release's rule), and comprehension QA gets the answer's token budget."""

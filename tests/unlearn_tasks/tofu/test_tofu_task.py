@@ -73,6 +73,7 @@ def first_run(tiny_model_dir, demo_data_dir, tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_all_metrics_reported_and_nan_without_reference(first_run):
     _, res = first_run
     values = {k.split(",")[0]: v for k, v in res["results"]["tofu_forget01"].items() if "," in k and "stderr" not in k}
@@ -83,6 +84,7 @@ def test_all_metrics_reported_and_nan_without_reference(first_run):
     assert 0 <= values["forget_prob"] <= 1 and 0 <= values["mia_min_k_auc"] <= 1
 
 
+@pytest.mark.slow
 def test_results_file_carries_the_reference_record(first_run):
     out, _ = first_run
     (results_file,) = list(out.rglob("results_*.json"))
@@ -91,6 +93,7 @@ def test_results_file_carries_the_reference_record(first_run):
     assert entry["answer_scoring"] == "all"
 
 
+@pytest.mark.slow
 def test_a_model_against_its_own_reference_has_forget_quality_one(first_run, tiny_model_dir, demo_data_dir, tmp_path):
     ref_dir, _ = first_run
     res = run_lm_eval(tiny_model_dir, ["tofu_forget01_likelihood"], tmp_path,
@@ -106,6 +109,7 @@ CHAT_TEMPLATE = (
 )
 
 
+@pytest.mark.slow
 def test_chat_template_puts_the_question_in_the_user_turn(tiny_model_dir, demo_data_dir, tmp_path):
     import shutil
 

@@ -77,6 +77,7 @@ def trained_run(waterdrum_data):
     return wf.lm_eval_run(str(waterdrum_data["model"]), str(waterdrum_data["data"]), ("waterdrum_ax", "waterdrum_tofu"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("task", ["waterdrum_ax", "waterdrum_tofu"])
 def test_end_to_end_strengths(trained_run, task):
     out, res = trained_run
@@ -106,6 +107,7 @@ def test_end_to_end_strengths(trained_run, task):
         assert not math.isnan(values["forget_knowmem"])
 
 
+@pytest.mark.slow
 def test_untrained_model_shows_no_watermark(waterdrum_data, tiny_model_dir, trained_run):
     _, res = wf.lm_eval_run(str(tiny_model_dir), str(waterdrum_data["data"]), ("waterdrum_ax",))
     values = res["results"]["waterdrum_ax"]
