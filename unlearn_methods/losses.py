@@ -9,7 +9,6 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-
 TEXT_KEYS = ("input_ids", "attention_mask", "labels")
 
 

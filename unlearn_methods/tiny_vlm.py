@@ -31,7 +31,13 @@ def build_tiny_llava(texts: Iterable[str], out_dir: str | Path | None = None, se
     ``image_size / patch_size`` squared image tokens per image (16 for 32x32 images with 8x8 patches).
     """
     import torch
-    from transformers import CLIPImageProcessorPil, CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+    from transformers import (
+        CLIPImageProcessorPil,
+        CLIPVisionConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
 
     tokenizer = train_tokenizer(texts, vocab_size)
     tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN]})

@@ -67,6 +67,7 @@ def test_encoding_matches_the_evaluated_split_and_carries_pixels(tiny_llava_dir,
     assert batch["pixel_values"].shape == (1, 3, 32, 32) and batch["input_ids"].shape[0] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("modality", ["text", "image", "both"])
 def test_unlearning_moves_forget_more_than_retain(modality, memorised_llava, clear_data_dir, tmp_path):
     before = _probs(memorised_llava, clear_data_dir, modality)

@@ -60,6 +60,7 @@ def first_run(tiny_llava_dir, clear_data_dir, tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_every_metric_reported_and_forget_quality_nan_without_reference(first_run):
     _, res = first_run
     values = {k.split(",")[0]: v for k, v in res["results"]["clear_forget10_image"].items()
@@ -71,6 +72,7 @@ def test_every_metric_reported_and_forget_quality_nan_without_reference(first_ru
     assert 0 < values["forget_caption_prob"] < 1 and 0 <= values["real_faces_prob"] <= 1
 
 
+@pytest.mark.slow
 def test_a_model_against_its_own_run_has_forget_quality_one(first_run, tiny_llava_dir, clear_data_dir, tmp_path):
     ref_dir, _ = first_run
     (results_file,) = list(ref_dir.rglob("results_*.json"))
