@@ -3,9 +3,15 @@
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
    as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++). lm-eval dispatches a request by
-   calling ``getattr(lm, request_type)``; we add that method to the ``LM`` base class. It is implemented for
-   ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
+   the model's next-token distribution at each position (for Min-K%++). An optional third argument (a dict)
+   lets a task give the token ids itself (``context_ids`` / ``continuation_ids``: a release's own tokenisation)
+   and switch the EOS off (``append_eos: False``).
+3. The request type ``unlearn_generate_tokens``: greedy generation of exactly the document's token budget under
+   the model's *own* generation config (no lm-eval stop sequences, so a model whose generation config does not
+   stop at the tokenizer's EOS runs past it), decoded with special tokens kept: how benchmark releases that call
+   ``model.generate`` + ``tokenizer.decode`` generate.
+lm-eval dispatches a request by calling ``getattr(lm, request_type)``; we add these methods to the ``LM`` base
+class. They are implemented for ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from harness_ext import tasks_dir
 log = logging.getLogger(__name__)
 
 ANSWER_LOGPROBS = "unlearn_answer_logprobs"
+GENERATE_TOKENS = "unlearn_generate_tokens"
 
 
 # --------------------------------------------------------------------------- task discovery
@@ -59,6 +66,24 @@ def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[i
     return lm._encode_pair(context, continuation)
 
 
+def _request_options(req: Any) -> dict:
+    return req.args[2] if len(req.args) > 2 and isinstance(req.args[2], dict) else {}
+
+
+def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
+    """(context ids, scored ids) of an ``unlearn_answer_logprobs`` request: lm-eval's own split of the two strings,
+    or the ids the task gave (``context_ids`` / ``continuation_ids``); EOS appended unless ``append_eos`` is False."""
+    options = _request_options(req)
+    if "continuation_ids" in options:
+        ctx_enc = list(options.get("context_ids") or []) or [lm.prefix_token_id]
+        cont_enc = list(options["continuation_ids"])
+    else:
+        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
+    if options.get("append_eos", True):
+        cont_enc = list(cont_enc) + [lm.eot_token_id]
+    return list(ctx_enc), list(cont_enc)
+
+
 def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
     import torch.nn.functional as F
@@ -66,10 +91,7 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
 
     if getattr(lm, "backend", "causal") != "causal":
         raise NotImplementedError("TOFU answer scoring supports causal language models only.")
-    encoded = []
-    for req in requests:
-        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
-        encoded.append((ctx_enc, list(cont_enc) + [lm.eot_token_id]))
+    encoded = [encode_request(lm, req) for req in requests]
     order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
     batch_size = lm.batch_size if isinstance(lm.batch_size, int) else int(getattr(lm, "max_batch_size", 16) or 16)
     results: list[dict | None] = [None] * len(encoded)
@@ -105,8 +127,7 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     max_ctx = lm.max_length - 1
     inputs, n_conts = [], []
     for req in requests:
-        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
-        cont_enc = list(cont_enc) + [lm.eot_token_id]
+        ctx_enc, cont_enc = encode_request(lm, req)
         full = (ctx_enc + cont_enc)[-max_ctx:]
         inputs.append(full)
         n_conts.append(min(len(cont_enc), len(full) - 1))
@@ -160,14 +181,85 @@ def patch_multimodal_generation() -> None:
         HFMultimodalLM.generate_until = generate_until_split(HFMultimodalLM.generate_until, HFLM.generate_until)
 
 
+# --------------------------------------------------------------------------- generation to a token budget
+def _budget_request(lm: Any, req: Any) -> tuple[list[int], int]:
+    """(context ids, number of new tokens): ``context_ids`` if the task tokenised the prompt, else lm-eval's."""
+    options = _request_options(req) or (req.args[1] if len(req.args) > 1 and isinstance(req.args[1], dict) else {})
+    ids = list(options.get("context_ids") or []) or lm.tok_encode(req.args[0])
+    return ids, int(options["max_new_tokens"])
+
+
+def _stop_ids(generation_config: Any) -> set[int]:
+    eos = getattr(generation_config, "eos_token_id", None)
+    return set(eos if isinstance(eos, (list, tuple)) else [] if eos is None else [eos])
+
+
+def _hf_generate_tokens(lm: Any, requests: list) -> list[str]:
+    import torch
+    from tqdm import tqdm
+
+    if getattr(lm, "backend", "causal") != "causal":
+        raise NotImplementedError("Token-budget generation supports causal language models only.")
+    encoded = [_budget_request(lm, req) for req in requests]
+    stops = _stop_ids(lm.model.generation_config)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else lm.eot_token_id
+    batch_size = lm.batch_size if isinstance(lm.batch_size, int) else int(getattr(lm, "max_batch_size", 16) or 16)
+    results: list[str] = [""] * len(encoded)
+    for start in tqdm(range(0, len(encoded), batch_size), desc="Generating to token budgets", disable=lm.rank != 0):
+        idx = list(range(start, min(start + batch_size, len(encoded))))
+        width = max(len(encoded[i][0]) for i in idx)
+        ids = torch.full((len(idx), width), pad, dtype=torch.long, device=lm.device)
+        mask = torch.zeros((len(idx), width), dtype=torch.long, device=lm.device)
+        for r, i in enumerate(idx):  # left padding, as generation needs
+            row = encoded[i][0]
+            ids[r, width - len(row):] = torch.tensor(row, dtype=torch.long)
+            mask[r, width - len(row):] = 1
+        with torch.no_grad():
+            out = lm.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, pad_token_id=pad,
+                                    max_new_tokens=max(encoded[i][1] for i in idx))
+        for r, i in enumerate(idx):
+            new = out[r, width:].tolist()[: encoded[i][1]]
+            end = next((k + 1 for k, t in enumerate(new) if t in stops), len(new))  # a stopped row is then padded
+            results[i] = lm.tokenizer.decode(new[:end], skip_special_tokens=False)
+    return results
+
+
+def _vllm_generate_tokens(lm: Any, requests: list) -> list[str]:
+    from transformers import GenerationConfig
+    from vllm import SamplingParams
+
+    try:  # stop where the model's own generation config stops (as transformers' generate), not at the tokenizer's EOS
+        stops = _stop_ids(GenerationConfig.from_pretrained(lm.model_args["model"]))
+    except Exception:  # noqa: BLE001 - no generation config: the tokenizer's EOS, as transformers would use
+        stops = {lm.eot_token_id}
+    encoded = [_budget_request(lm, req) for req in requests]
+    params = [SamplingParams(temperature=0, max_tokens=n, ignore_eos=True, stop_token_ids=sorted(stops),
+                             skip_special_tokens=False) for _, n in encoded]
+    outputs = lm._model_generate(requests=[ids for ids, _ in encoded], generate=True, sampling_params=params)
+    return [lm.tokenizer.decode(list(out.outputs[0].token_ids), skip_special_tokens=False) for out in outputs]
+
+
+def generate_tokens(self: Any, requests: list) -> list[str]:
+    """``LM.unlearn_generate_tokens``: greedy generation of ``max_new_tokens`` per request (see the module doc)."""
+    if _is_backend(self, "HFLM", "lm_eval.models.huggingface"):
+        return _hf_generate_tokens(self, requests)
+    if _is_backend(self, "VLLM", "lm_eval.models.vllm"):
+        return _vllm_generate_tokens(self, requests)
+    raise NotImplementedError(
+        f"Generation to a release's token budget (parity mode) is implemented for the 'hf' and 'vllm' backends "
+        f"(and their subclasses); {type(self).__name__} is neither. Run with --model hf or --model vllm."
+    )
+
+
 def install_request_types() -> None:
-    """Add our request type to lm-eval's ``LM`` base class (idempotent)."""
+    """Add our request types to lm-eval's ``LM`` base class (idempotent)."""
     from lm_eval.api.model import LM
 
-    if not hasattr(LM, ANSWER_LOGPROBS):
-        setattr(LM, ANSWER_LOGPROBS, answer_logprobs)
+    for name, method in ((ANSWER_LOGPROBS, answer_logprobs), (GENERATE_TOKENS, generate_tokens)):
+        if not hasattr(LM, name):
+            setattr(LM, name, method)
     patch_multimodal_generation()
 
 
 
-__all__ = ["ANSWER_LOGPROBS", "install_request_types", "patch_task_manager_class"]
+__all__ = ["ANSWER_LOGPROBS", "GENERATE_TOKENS", "encode_request", "install_request_types", "patch_task_manager_class"]

@@ -7,7 +7,7 @@ log-likelihoods with images and ``vllm-vlm`` has none. The ``unlearn_answer_logp
 ``<image>`` placeholder per image (replaced by the model's image token, as lm-eval does for generation; with
 ``--apply_chat_template`` the processor's template already put its own image token there). The result per
 request equals a direct forward pass ``model(**processor(text=context + continuation, images=images))`` over the
-continuation tokens plus EOS (tested), with the vocabulary mean/variance of log p at each position (Min-K%++).
+continuation tokens plus EOS (tested; ``append_eos: False`` in the request's dict drops the EOS), with the vocabulary mean/variance of log p at each position (Min-K%++).
 
 Requests without images take the text path (the same numbers the ``hf`` backend gives).
 """
@@ -81,7 +81,8 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
         n_cont = _continuation_length(tokenizer, context, whole)
         if n_cont <= 0:
             raise ValueError(f"Empty continuation after tokenisation: {continuation!r}")
-        prepared.append((i, whole, n_cont))
+        append_eos = requests[i].args[2].get("append_eos", True)
+        prepared.append((i, whole, n_cont, append_eos))
     prepared.sort(key=lambda p: -len(p[1]))
     batch_size = lm.batch_size if isinstance(lm.batch_size, int) else 1
     flatten = getattr(lm.config, "model_type", "") == "llava"
@@ -91,9 +92,9 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
         for start in tqdm(range(0, len(prepared), batch_size), desc="Scoring answer tokens (text + image)",
                           disable=lm.rank != 0):
             chunk = prepared[start : start + batch_size]
-            images = [_prepare_images(lm, visuals_of(requests[i])) for i, _, _ in chunk]
+            images = [_prepare_images(lm, visuals_of(requests[i])) for i, _, _, _ in chunk]
             encoding = lm.processor(
-                text=[w for _, w, _ in chunk],
+                text=[w for _, w, _, _ in chunk],
                 images=[img for group in images for img in group] if flatten else images,
                 padding="longest",
                 return_tensors="pt",
@@ -112,11 +113,11 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
             with torch.no_grad():
                 logits = lm.model(input_ids=ids, attention_mask=mask, **pixels).logits
             logp = F.log_softmax(logits.float(), dim=-1)
-            for row, (i, _, n_cont) in enumerate(chunk):
+            for row, (i, _, n_cont, append_eos) in enumerate(chunk):
                 end = int(lengths[row])
-                targets = torch.cat([ids[row, end - n_cont : end],
-                                     torch.tensor([lm.eot_token_id], device=ids.device)])
-                lp = logp[row, end - n_cont - 1 : end]
+                eos = [lm.eot_token_id] if append_eos else []
+                targets = torch.cat([ids[row, end - n_cont : end], torch.tensor(eos, dtype=ids.dtype, device=ids.device)])
+                lp = logp[row, end - n_cont - 1 : end - 1 + len(eos)]
                 p = lp.exp()
                 mean = (p * lp).sum(-1)
                 var = (p * lp * lp).sum(-1) - mean * mean

@@ -16,6 +16,11 @@ def _cmd_tasks_dir(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.benchmark == "clear":
+        from unlearn_app.demo_clear import run_clear_demo
+
+        run_clear_demo(Path(args.workdir), seed=args.seed, quiet=args.quiet)
+        return 0
     from unlearn_app.demo import DemoConfig, run_demo
 
     run_demo(DemoConfig(workdir=Path(args.workdir), forget_split=args.forget, epochs=args.epochs, lr=args.lr,
@@ -183,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
+    p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],
+                   help="'tofu' (default) or 'clear': a tiny LLaVA memorises synthetic people (faces, captions, "
+                   "text facts) and forgets ten percent of them by text, by image and by both (hf-multimodal).")
     p.set_defaults(func=_cmd_demo)
 
     _add_run_parser(sub)

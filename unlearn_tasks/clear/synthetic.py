@@ -43,7 +43,7 @@ def caption(name: str, look: dict[str, str]) -> str:
 
 
 def paraphrase(name: str, look: dict[str, str]) -> str:
-    return f"This is {name}, with a {look['shape']} face, {look['eyes']} eyes and {look['hair']} hair."
+    return f"{name} has {look['eyes']} eyes, {look['hair']} hair and a {look['shape']} face."
 
 
 def qa_pairs(name: str, look: dict[str, str]) -> list[tuple[str, str]]:

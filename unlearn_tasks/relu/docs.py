@@ -67,10 +67,19 @@ def _mc_items(fmt: Format, records: list[dict]) -> list[tuple[str | None, str, l
 
 
 def _doc(split: str, role: str, index: int, prompt: str, target: str = "", choices: list[str] | None = None,
-         gold: int = -1, options: list[str] | None = None, max_gen_toks: int = 0) -> dict[str, Any]:
+         gold: int = -1, options: list[str] | None = None, max_gen_toks: int = 0,
+         context_ids: list[int] | None = None, target_ids: list[int] | None = None) -> dict[str, Any]:
+    """One document. ``context_ids`` / ``target_ids``: the prompt and target as the release tokenises them (each
+    on its own, with the tokenizer's special tokens), set in parity mode for cloze and comprehension QA."""
     return {"id": f"{split}/{index}", "split": split, "role": role, "index": index, "prompt": prompt,
             "target": target, "choices": choices or [], "gold": gold, "options": options or [],
-            "max_gen_toks": max_gen_toks}
+            "max_gen_toks": max_gen_toks, "context_ids": context_ids or [], "target_ids": target_ids or []}
+
+
+def release_ids(tokenizer: Any, text: str) -> list[int]:
+    """``tokenizer(text).input_ids``: the release tokenises prompt and label each on its own, special tokens
+    included (BOS on Llama-style tokenizers, nothing on GPT-2-style ones)."""
+    return list(tokenizer(text)["input_ids"])
 
 
 def _mc_docs(opts: ReluOptions, split: str, role: str, records: list[dict]) -> list[dict]:
@@ -91,13 +100,16 @@ def _mc_docs(opts: ReluOptions, split: str, role: str, records: list[dict]) -> l
     return docs
 
 
-def _cloze_docs(split: str, role: str, records: list[dict]) -> list[dict]:
+def _cloze_docs(split: str, role: str, records: list[dict], tokenizer: Any = None) -> list[dict]:
     docs = []
     for r in records:
         blanks = [r["blanks"]] if isinstance(r["blanks"], str) else list(r["blanks"] or [])
         if str(r["mask"]).count(prompts.MASK) != 1 or not blanks:  # the release drops these
             continue
-        docs.append(_doc(split, role, len(docs), prompts.cloze_prompt(r["question"], r["mask"]), str(blanks[0])))
+        prompt, target = prompts.cloze_prompt(r["question"], r["mask"]), str(blanks[0])
+        ids = {} if tokenizer is None else {"context_ids": release_ids(tokenizer, prompt),
+                                           "target_ids": release_ids(tokenizer, target)}
+        docs.append(_doc(split, role, len(docs), prompt, target, **ids))
     if len(docs) < len(records):
         log.info("cloze %s: dropped %d record(s) without exactly one [MASK] (as the release does).",
                  split, len(records) - len(docs))
@@ -112,11 +124,13 @@ def _generation_docs(opts: ReluOptions, split: str, role: str, records: list[dic
             if correct is not None:
                 docs.append(_doc(split, role, len(docs), prompts.qa_prompt(r["question"]), r[LETTERS[correct]]))
         return docs
+    parity = opts.mode == "parity" and tokenizer is not None
     for r in records:
         for qa in r["QA"] or []:
             budget = generation_budget(tokenizer, qa["answer"], opts.mode) if tokenizer is not None else 0
             prompt = prompts.comprehension_qa_prompt(r["prompt"], qa["question"])
-            docs.append(_doc(split, role, len(docs), prompt, qa["answer"], max_gen_toks=budget))
+            ids = release_ids(tokenizer, prompt) if parity else None
+            docs.append(_doc(split, role, len(docs), prompt, qa["answer"], max_gen_toks=budget, context_ids=ids))
     return docs
 
 
@@ -126,8 +140,14 @@ def generation_budget(tokenizer: Any, answer: str, mode: str) -> int:
     return max(1, len(tokenizer(answer, add_special_tokens=(mode == "parity"))["input_ids"]))
 
 
+def needs_tokenizer(opts: ReluOptions) -> bool:
+    """Comprehension QA (its token budget) and, in parity mode, cloze (the release's own tokenisation)."""
+    return opts.format == "comprehension_qa" or (opts.mode == "parity" and opts.format == "cloze")
+
+
 def load_tokenizer(opts: ReluOptions) -> Any:
-    """The model's tokenizer (model args ``tokenizer`` or ``pretrained``), or None with a warning."""
+    """The model's tokenizer (model args ``tokenizer`` or ``pretrained``), or None with a warning. Parity mode
+    cannot reproduce the release without it: a ``ValueError`` says what to pass."""
     if opts.tokenizer:
         try:
             from transformers import AutoTokenizer
@@ -135,6 +155,11 @@ def load_tokenizer(opts: ReluOptions) -> Any:
             return AutoTokenizer.from_pretrained(opts.tokenizer, **opts.tokenizer_kwargs)
         except Exception as e:  # noqa: BLE001 - any failure falls back to the task's fixed budget
             log.warning("Could not load tokenizer %r (%s).", opts.tokenizer, e)
+    if opts.mode == "parity":
+        raise ValueError(
+            f"ReLU {opts.format} in parity mode tokenises prompts and targets as the release does and needs the model's "
+            "tokenizer: pass --metadata '{\"tokenizer\": \"NAME_OR_DIR\"}' (lm_eval passes pretrained= from --model_args)."
+        )
     log.warning(
         "%s: no tokenizer, so answers are generated up to the task's max_gen_toks instead of the answer's token "
         "count (the release's budget). Pass --metadata '{\"tokenizer\": \"NAME_OR_DIR\"}' (lm_eval passes "
@@ -150,7 +175,7 @@ def split_docs(opts: ReluOptions, split: str, role: str, tokenizer: Any = None) 
     if fmt.family == "mc":
         docs = _mc_docs(opts, split, role, records)
     elif fmt.family == "cloze":
-        docs = _cloze_docs(split, role, records)
+        docs = _cloze_docs(split, role, records, tokenizer if opts.mode == "parity" else None)
     else:
         docs = _generation_docs(opts, split, role, records, tokenizer)
     return docs[: opts.max_items_per_split] if opts.max_items_per_split else docs
@@ -158,7 +183,7 @@ def split_docs(opts: ReluOptions, split: str, role: str, tokenizer: Any = None) 
 
 def build_docs(opts: ReluOptions) -> list[dict]:
     """All documents of a task; the splits of a pair task interleaved."""
-    tokenizer = load_tokenizer(opts) if opts.format == "comprehension_qa" else None
+    tokenizer = load_tokenizer(opts) if needs_tokenizer(opts) else None
     per_split = [split_docs(opts, split, role, tokenizer) for role, split in opts.roles()]
     return [d for group in itertools.zip_longest(*per_split) for d in group if d is not None]
 

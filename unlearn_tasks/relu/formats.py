@@ -41,7 +41,7 @@ FORMATS: dict[str, Format] = {
         Format("cloze", "cloze", "cloze", "prob", "Cloze"),
         Format("analogy_mcqa", "analogy", "mc", "acc", "Analogy MCQA", (4, 3, 2)),
         Format("analogy_qa", "analogy", "generation", "rougeL_recall", "Analogy QA"),
-        Format("odd_one_out", "odd-one-out", "mc", "acc", "Odd-one-out", (4, 3)),
+        Format("odd_one_out", "odd-one-out", "mc", "acc", "Odd-one-out", (4, 3, 2)),
         Format("comprehension_qa", "comprehension", "generation", "rouge_f1", "Comprehension QA", (),
                SPLITS + ("full",)),
         Format("comprehension_mcqa", "comprehension", "mc", "acc", "Comprehension MCQA", (4, 3, 2), SPLITS + ("full",)),

@@ -4,6 +4,11 @@ Requests: letter formats use lm-eval's own ``multiple_choice`` (one log-likeliho
 formats ``generate_until`` (comprehension QA with a per-document token budget); cloze needs the blank's token
 count for its length normalisation, so it asks for per-token log-probabilities (``unlearn_answer_logprobs``,
 implemented for ``hf`` and ``vllm``) and drops the EOS that request appends.
+
+Parity mode (``relu_mode: parity``) reproduces the release where lm-eval's own requests cannot: the cloze blank is
+scored as the release tokenises it (prompt and blank each tokenised on their own, special tokens included, no EOS),
+and comprehension QA generates exactly the release's budget with ``unlearn_generate_tokens`` (the model's own
+generation config decides whether EOS stops it; special tokens kept in the decoded text).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, GENERATE_TOKENS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.relu import aggregate, scoring
 from unlearn_tasks.relu.formats import GAP, pair_metric_names
@@ -45,10 +50,17 @@ class ReluTask(UnlearningTask):
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance] | Instance:
         family = self.options.fmt.family
-        if family == "cloze":
+        if family == "cloze" or doc["context_ids"]:
             kwargs.pop("apply_chat_template", None)
             kwargs.pop("chat_template", None)
-            return Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=(ctx, doc["target"]), idx=0, **kwargs)
+        if family == "cloze":
+            args: tuple = (ctx, doc["target"])
+            if doc["target_ids"]:  # parity: the release's separate tokenisation, no EOS
+                args += ({"context_ids": doc["context_ids"], "continuation_ids": doc["target_ids"], "append_eos": False},)
+            return Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)
+        if doc["context_ids"]:  # parity comprehension QA: the release's budget, past EOS, special tokens kept
+            options = {"max_new_tokens": doc["max_gen_toks"], "context_ids": doc["context_ids"]}
+            return Instance(request_type=GENERATE_TOKENS, doc=doc, arguments=(ctx, options), idx=0, **kwargs)
         requests = super().construct_requests(doc, ctx, **kwargs)
         if family == "generation" and doc["max_gen_toks"] > 0:
             requests.arguments[1]["max_gen_toks"] = doc["max_gen_toks"]  # the release's per-answer budget
@@ -60,7 +72,8 @@ class ReluTask(UnlearningTask):
         if family == "mc":
             return scoring.letter_accuracy([ll for ll, _ in results], doc["gold"])
         if family == "cloze":
-            return scoring.cloze_probability(results[0]["logprobs"][:-1])  # without the appended EOS
+            logprobs = results[0]["logprobs"]
+            return scoring.cloze_probability(logprobs if doc["target_ids"] else logprobs[:-1])  # no appended EOS
         generation = results[0]
         if name == "comprehension_qa":
             return scoring.rouge_f1_mean(doc["target"], generation)

@@ -4,8 +4,8 @@ import json
 
 import datasets
 import pytest
-from test_relu_helpers import write_fixture
 
+from fixtures.relu import write_fixture
 from unlearn_tasks.data import DATA_DIR_ENV, DataError
 from unlearn_tasks.relu.data import load_split
 from unlearn_tasks.relu.demo_formats import authors, build_formats, write_formats
@@ -52,7 +52,7 @@ def test_missing_field_names_the_file_and_the_fields(tmp_path):
 
 def test_invalid_options_are_refused():
     with pytest.raises(ValueError, match="relu_options must be one of"):
-        ReluOptions.from_metadata({"relu_format": "odd_one_out", "relu_splits": ["forget01"], "relu_options": 2})
+        ReluOptions.from_metadata({"relu_format": "odd_one_out", "relu_splits": ["forget01"], "relu_options": 5})
     with pytest.raises(ValueError, match="relu_mode must be one of"):
         ReluOptions.from_metadata({"relu_format": "cloze", "relu_splits": ["forget01"], "relu_mode": "paper"})
 

@@ -5,8 +5,8 @@ import math
 import pytest
 from lm_eval import simple_evaluate
 from lm_eval.tasks import TaskManager
-from test_relu_helpers import EXPECTED, PARITY_ZERO, ScriptedLM, write_fixture
 
+from fixtures.relu import EXPECTED, PARITY_ZERO, ScriptedLM, write_fixture
 from harness_ext import tasks_dir
 from harness_ext.results import task_metrics
 from unlearn_app.report import relu_metrics, relu_table
@@ -33,7 +33,7 @@ def _manager(**metadata):
 def test_every_name_is_indexed_and_the_yamls_are_current():
     """lm-eval silently skips a YAML it cannot parse: every task and group must be in the index."""
     names = set(all_task_names()) | set(group_names())
-    assert len(all_task_names()) == 102
+    assert len(all_task_names()) == 109
     assert names <= set(_manager().all_tasks)
     for rel, text in yamls.render().items():
         assert (tasks_dir() / "relu" / rel).read_text() == text, f"{rel} is stale: python -m unlearn_tasks.relu.yamls"
@@ -51,8 +51,12 @@ def _run(fixture_dir, tasks, **metadata):
 
 
 @pytest.mark.parametrize("mode", ["default", "parity"])
-def test_pair_tasks_hand_computed(fixture_dir, mode):
-    res, _ = _run(fixture_dir, list(EXPECTED), relu_mode=mode)
+def test_pair_tasks_hand_computed(fixture_dir, mode, tiny_model_dir):
+    res, lm = _run(fixture_dir, list(EXPECTED), relu_mode=mode, tokenizer=str(tiny_model_dir))
+    if mode == "parity":  # the release's own tokenisation and generation: token ids in the requests, no EOS
+        assert len(lm.requests["unlearn_generate_tokens"]) == 3  # comprehension QA; analogy QA is not in the release
+        assert all(ctx.startswith("Question: ") for ctx, _ in lm.requests["generate_until"])
+        assert all(args[2]["append_eos"] is False for args in lm.requests["unlearn_answer_logprobs"])
     for task, (forget, retain) in EXPECTED.items():
         if mode == "parity" and task in PARITY_ZERO:
             forget, retain = 0.0, 0.0
