@@ -102,3 +102,12 @@ def test_other_backends_refuse_image_requests():
 
     with pytest.raises(NotImplementedError, match="hf-multimodal"):
         answer_logprobs(Other(), [_request("<image>x", " y", [draw_face(0)])])
+
+
+def test_append_eos_false_drops_only_the_eos(lm):
+    ctx, cont, images = "<image>\nQuestion: Who is this?\nAnswer:", " Amira Okafor", [draw_face(0)]
+    with_eos = getattr(lm, ANSWER_LOGPROBS)([_request(ctx, cont, images)])[0]["logprobs"]
+    req = Instance(request_type=ANSWER_LOGPROBS, doc={}, idx=0,
+                   arguments=(ctx, cont, {"visual": images, "append_eos": False}))
+    without = getattr(lm, ANSWER_LOGPROBS)([req])[0]["logprobs"]
+    assert without == pytest.approx(with_eos[:-1], abs=1e-5)
