@@ -132,3 +132,22 @@ def test_forward_and_the_reference_pass_the_image_tensors():
     MethodContext(trainer=None, reference=model).reference_outputs(batch)
     assert seen == [["attention_mask", "input_ids", "output_hidden_states", "pixel_values"],
                     ["attention_mask", "input_ids", "pixel_values"]]
+
+
+@pytest.mark.slow
+def test_unlearn_run_command_with_clear_evaluates_on_hf_multimodal(tiny_llava_dir, clear_data_dir, tmp_path):
+    import yaml
+
+    from fixtures.commands import run_command
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({"eval_metadata": {"max_items_per_split": 1, "parts": ["likelihood"]}}))
+    out = tmp_path / "ckpt"
+    proc = run_command(["unlearn", "run", "--config", str(config), "--data", "clear", "--data-dir", str(clear_data_dir),
+                        "--model", str(tiny_llava_dir), "--forget", "forget10", "--modality", "image",
+                        "--method", "graddiff", "--full", "--epochs", "1", "--batch-size", "4", "--quiet",
+                        "--eval-tasks", "clear_forget10_image", "--out", str(out)], timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (out / "model.safetensors").is_file() and (out / "processor_config.json").is_file()
+    card = (out / "README.md").read_text()
+    assert "clear_forget10_image" in card and "forget_caption_prob" in card

@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -15,6 +12,7 @@ pytest.importorskip("PIL")
 
 from lm_eval.tasks import TaskManager  # noqa: E402
 
+from fixtures.commands import run_command  # noqa: E402
 from harness_ext import tasks_dir  # noqa: E402
 from harness_ext.evaluate import run_lm_eval  # noqa: E402
 from unlearn_tasks.clear import scoring  # noqa: E402
@@ -97,12 +95,11 @@ def test_a_tofu_run_is_not_taken_as_a_clear_reference(clear_data_dir, tmp_path):
 def test_lm_eval_command_runs_clear_forget10_on_hf_multimodal(tiny_llava_dir, clear_data_dir, demo_data_dir, tmp_path):
     """The issue's 'done when': a bare lm_eval on a CLEAR-layout folder reports every metric (image and text part)."""
     metadata = {"data_dir": str(clear_data_dir), "tofu_data_dir": str(demo_data_dir), "max_items_per_split": 2}
-    cmd = [sys.executable, "-m", "lm_eval", "--model", "hf-multimodal", "--model_args",
+    cmd = ["lm_eval", "--model", "hf-multimodal", "--model_args",
            f"pretrained={tiny_llava_dir},dtype=float32", "--device", "cpu", "--batch_size", "4",
            "--tasks", "clear_forget10", "--metadata", json.dumps(metadata), "--gen_kwargs", "max_gen_toks=6",
            "--output_path", str(tmp_path / "out")]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    proc = run_command(cmd, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (results_file,) = list((tmp_path / "out").rglob("results_*.json"))
     results = json.loads(results_file.read_text())["results"]
