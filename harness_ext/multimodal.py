@@ -170,17 +170,13 @@ def generate_until_split(original: Callable, text_generate: Callable) -> Callabl
 
     def generate_until(self: Any, requests: list, disable_tqdm: bool = False) -> list[str]:
         text = [i for i, r in enumerate(requests) if not visuals_of(r)]
-        if not text or len(text) == len(requests):
-            if text and any(len(requests[i].args) >= 3 for i in text):
-                return text_generate(self, [_text_only(requests[i]) for i in text], disable_tqdm=disable_tqdm)
+        images = [i for i, r in enumerate(requests) if visuals_of(r)]
+        if not text:
             return original(self, requests, disable_tqdm=disable_tqdm)
-        images = [i for i in range(len(requests)) if i not in set(text)]
         out: list[str | None] = [None] * len(requests)
-        for idx, res in zip(text, text_generate(self, [_text_only(requests[i]) for i in text], disable_tqdm=disable_tqdm),
-                            strict=True):
-            out[idx] = res
-        for idx, res in zip(images, original(self, [requests[i] for i in images], disable_tqdm=disable_tqdm),
-                            strict=True):
+        text_out = text_generate(self, [_text_only(requests[i]) for i in text], disable_tqdm=disable_tqdm)
+        image_out = original(self, [requests[i] for i in images], disable_tqdm=disable_tqdm) if images else []
+        for idx, res in [*zip(text, text_out, strict=True), *zip(images, image_out, strict=True)]:
             out[idx] = res
         return out  # type: ignore[return-value]
 

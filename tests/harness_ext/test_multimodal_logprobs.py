@@ -111,3 +111,22 @@ def test_append_eos_false_drops_only_the_eos(lm):
                    arguments=(ctx, cont, {"visual": images, "append_eos": False}))
     without = getattr(lm, ANSWER_LOGPROBS)([req])[0]["logprobs"]
     assert without == pytest.approx(with_eos[:-1], abs=1e-5)
+
+
+def test_generation_of_a_mixed_batch_routes_each_request_to_its_path():
+    from harness_ext.multimodal import generate_until_split
+
+    def image_path(self, requests, disable_tqdm=False):
+        assert all(len(r.args) == 3 and r.args[2]["visual"] for r in requests)
+        return [f"image:{r.args[0]}" for r in requests]
+
+    def text_path(self, requests, disable_tqdm=False):
+        assert all(len(r.args) == 2 for r in requests)
+        return [f"text:{r.args[0]}" for r in requests]
+
+    gen = generate_until_split(image_path, text_path)
+    face = draw_face(0)
+    reqs = [Instance(request_type="generate_until", doc={}, idx=0, arguments=args) for args in
+            [("a", {}), ("b", {}, {"visual": [face]}), ("c", {}, {"visual": []}), ("d", {}, {"visual": [face]})]]
+    assert gen(None, reqs) == ["text:a", "image:b", "text:c", "image:d"]
+    assert gen(None, [reqs[1]]) == ["image:b"] and gen(None, [reqs[0]]) == ["text:a"]
