@@ -151,3 +151,4 @@ def test_unlearn_run_command_with_clear_evaluates_on_hf_multimodal(tiny_llava_di
     assert (out / "model.safetensors").is_file() and (out / "processor_config.json").is_file()
     card = (out / "README.md").read_text()
     assert "clear_forget10_image" in card and "forget_caption_prob" in card
+    assert "lm_eval --model hf-multimodal" in card and "| modality | image |" in card
