@@ -37,9 +37,9 @@ def _split_whitespace(context: str, continuation: str) -> tuple[str, str]:
 def _prepare_images(lm: Any, images: list) -> list:
     from lm_eval.models.utils import resize_image
 
-    images = [resize_image(img, lm.image_width, lm.image_height, lm.image_max_side) for img in images]
-    images = images[: lm.max_images]
-    return [img.convert("RGB") for img in images] if lm.rgb else images
+    size = (getattr(lm, "image_width", None), getattr(lm, "image_height", None), getattr(lm, "image_max_side", None))
+    images = [resize_image(img, *size) for img in images][: getattr(lm, "max_images", None) or len(images)]
+    return [img.convert("RGB") for img in images] if getattr(lm, "rgb", False) else images
 
 
 def _prompt_text(lm: Any, context: str) -> str:
@@ -150,7 +150,7 @@ def vllm_vlm_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, 
     for i in with_images:
         context, continuation = _split_whitespace(*requests[i].args[:2])
         n_conts.append(_continuation_length(tokenizer, context, context + continuation) + 1)
-        images = _prepare_images(lm, visuals_of(requests[i])) if hasattr(lm, "image_width") else visuals_of(requests[i])
+        images = _prepare_images(lm, visuals_of(requests[i]))
         prompts.append({"prompt": context + continuation + eos, "multi_modal_data": {"image": images}})
     params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1)
     outputs = lm.model.generate(prompts, sampling_params=params, use_tqdm=lm.rank == 0)

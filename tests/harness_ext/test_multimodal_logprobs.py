@@ -130,3 +130,46 @@ def test_generation_of_a_mixed_batch_routes_each_request_to_its_path():
             [("a", {}), ("b", {}, {"visual": [face]}), ("c", {}, {"visual": []}), ("d", {}, {"visual": [face]})]]
     assert gen(None, reqs) == ["text:a", "image:b", "text:c", "image:d"]
     assert gen(None, [reqs[1]]) == ["image:b"] and gen(None, [reqs[0]]) == ["text:a"]
+
+
+def test_vllm_vlm_path_reads_the_continuation_and_eos_prompt_logprobs(monkeypatch):
+    """The vllm-vlm code path with a stand-in engine (vLLM's CPU build cannot start a LLaVA here; see README)."""
+    import sys
+    import types
+
+    from harness_ext.multimodal import vllm_vlm_answer_logprobs
+
+    class Params:
+        def __init__(self, **kw):
+            self.kw = kw
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=Params))
+
+    class Tok:
+        def __call__(self, text):
+            return {"input_ids": text.replace("<image>", " <image> ").split()}
+
+        def decode(self, ids):
+            return " </s>"
+
+    seen = {}
+
+    class Engine:
+        def generate(self, prompts, sampling_params, use_tqdm):
+            seen["prompts"], seen["params"] = prompts, sampling_params.kw
+            outs = []
+            for p in prompts:
+                words = p["prompt"].replace("<image>", " <image> ").split()
+                ids = [hash(w) % 1000 for w in words]
+                outs.append(types.SimpleNamespace(prompt_token_ids=ids,
+                                                  prompt_logprobs=[None] + [{t: -0.1 * k} for k, t in enumerate(ids[1:], 1)]))
+            return outs
+
+    lm = types.SimpleNamespace(tokenizer=Tok(), eot_token_id=9, model=Engine(), rank=0)
+    req = _request("<image> Q: who?", " Ann Lee", [draw_face(0)])
+    out = vllm_vlm_answer_logprobs(lm, [req], lambda lm, reqs: [])
+    # words: <image> Q: who? Ann Lee </s> -> the last three are the continuation (2) + EOS (1)
+    assert out[0]["logprobs"] == pytest.approx([-0.3, -0.4, -0.5]) and out[0]["vocab_mean"] is None
+    assert seen["prompts"][0]["prompt"] == "<image> Q: who? Ann Lee </s>"
+    assert seen["prompts"][0]["multi_modal_data"]["image"][0].size == (32, 32)
+    assert seen["params"]["prompt_logprobs"] == 1 and seen["params"]["max_tokens"] == 1
