@@ -79,14 +79,18 @@ def main() -> None:
         print(f"{'method':12s} {'forget tok/s':>13s} {'time ratio vs plain':>20s}")
         print(f"{'plain FT':12s} {tokens / plain:13.0f} {1.0:20.2f}")
         pairs = ForgetRetainDataset(forget, retain, tokenizer, load_idk_answers(), seed=0)
+        # AltPO: one alternate per forget question (another forget item's answer stands in for a generated one)
+        alternates = [[forget[(i + 1) % len(forget)]["answer"]] for i in range(len(forget))]
+        altpo_pairs = ForgetRetainDataset(forget, retain, tokenizer, load_idk_answers(), seed=0, alternates=alternates)
         for name in sorted(METHODS):
             method = get_method(name)
             if not method.trains:
                 print(f"{name:12s} {'(weight arithmetic after a plain fine-tuning; no loss to time)':>34s}")
                 continue
             if name == "whp":
-                method.__dict__["_reinforced"] = model().eval()  # what prepare() would build, without its training
-            trainer = UnlearnTrainer(model=model(), args=_args(tmp, args.steps, args.batch_size), train_dataset=pairs,
+                method.reinforced = model().eval()  # what prepare() would build, without its training
+            trainer = UnlearnTrainer(model=model(), args=_args(tmp, args.steps, args.batch_size),
+                                     train_dataset=altpo_pairs if name == "altpo" else pairs,
                                      data_collator=PairCollator(tokenizer.pad_token_id), method=method)
             seconds = _timed(trainer)
             print(f"{name:12s} {tokens / seconds:13.0f} {seconds / plain:20.2f}")

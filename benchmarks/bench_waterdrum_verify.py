@@ -13,14 +13,30 @@ Texts are synthetic token streams (Zipf-distributed ids, like word frequencies; 
 
 Scores of the overlapping texts must agree (|diff| <= 1e-9). Run:
 ``PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py [--texts 200] [--naive-texts 3]``
+
+End to end against the Waterfall package (``--end-to-end 300 3000``): wall time of one process from start to
+exit, reading a JSONL file of English texts (demo-corpus answers joined, about 150 Llama-3 tokens each) and
+scoring every text under 3 owner ids with k_p = 1. Ours is ``unlearn verify`` (default Llama-3 tokenizer, from
+the llama-models package); Waterfall's is ``Watermarker(tokenizer=DIR).verify(texts, id=[0, 1, 2], k_p=[1])``
+with a Hugging Face tokenizer converted from the same ``tokenizer.model`` (tokenisations checked equal). Scores
+must agree to 1e-6 (Waterfall computes them in float32). Waterfall needs torch, transformers and
+sentence-transformers; install it apart from this package's pins:
+
+    python -m venv --system-site-packages /tmp/wf && /tmp/wf/bin/pip install waterfall
+    PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py --end-to-end 300 3000 --waterfall-python /tmp/wf/bin/python
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import platform
+import subprocess
 import sys
+import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +54,94 @@ def synthetic_texts(n_texts: int, length: int, vocab: int, zipf: float, seed: in
     return [np.minimum(rng.zipf(zipf, size=length) - 1, vocab - 1) for _ in range(n_texts)]
 
 
+WATERFALL_SCRIPT = """
+import json, sys
+from waterfall.WatermarkerBase import Watermarker
+tok, path, out, ids = sys.argv[1], sys.argv[2], sys.argv[3], [int(i) for i in sys.argv[4].split(",")]
+texts = [json.loads(line)["text"] for line in open(path, encoding="utf-8") if line.strip()]
+scores = Watermarker(tokenizer=tok).verify(texts, id=ids, k_p=[1])
+json.dump([[float(s) for s in row[:, 0]] for row in scores], open(out, "w"))
+"""
+
+
+def english_texts(n_texts: int) -> list[str]:
+    from unlearn_tasks.tofu.demo_corpus import build_corpus
+
+    rows = build_corpus()["full"]
+    return [" ".join(rows[(i * 7 + k) % len(rows)]["answer"] for k in range(12)) for i in range(n_texts)]
+
+
+def llama3_hf_tokenizer(out: Path) -> Path:
+    """The llama-models Llama-3 tokenizer as a Hugging Face tokenizer folder (for Waterfall)."""
+    import llama_models
+    from llama_models.llama3.tokenizer import Tokenizer
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    tok = Tokenizer.get_instance()
+    model_file = Path(llama_models.__file__).parent / "llama3" / "tokenizer.model"
+    specials = sorted(tok.special_tokens, key=tok.special_tokens.get)
+    conv = TikTokenConverter(vocab_file=str(model_file), pattern=tok.pat_str, extra_special_tokens=specials)
+    fast = PreTrainedTokenizerFast(tokenizer_object=conv.converted(), bos_token="<|begin_of_text|>",
+                                   eos_token="<|end_of_text|>")
+    for text in english_texts(50):
+        assert fast.encode(text, add_special_tokens=False) == tok.encode(text, bos=False, eos=False), text
+    fast.save_pretrained(out)
+    return out
+
+
+def _timed(cmd: list[str], env: dict) -> float:
+    start = time.perf_counter()
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"{cmd[0]} ... failed:\n{done.stderr[-3000:]}")
+    return seconds
+
+
+def end_to_end(sizes: list[int], waterfall_python: str | None, repeats: int) -> None:
+    """``unlearn verify`` vs the Waterfall package, each a fresh process, same texts, 3 ids."""
+    ids = [0, 1, 2]
+    print(f"end to end, {len(ids)} ids, k_p = 1; machine: {platform.node()} {platform.machine()}, "
+          f"{os.cpu_count()} CPUs; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; best of {repeats}")
+    if waterfall_python is None:
+        try:
+            import waterfall  # noqa: F401
+
+            waterfall_python = sys.executable
+        except ImportError:
+            print("Waterfall is not installed: only our side runs. See this script's docstring to install it "
+                  "in a throwaway environment and pass --waterfall-python.")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[1]),
+                                                        os.environ.get("PYTHONPATH", "")]),
+           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp_path = Path(tmp)
+        tok_dir = llama3_hf_tokenizer(tmp_path / "llama3_hf") if waterfall_python else None
+        for n in sizes:
+            data = tmp_path / f"texts{n}.jsonl"
+            data.write_text("".join(json.dumps({"text": t}) + "\n" for t in english_texts(n)))
+            ours_out, theirs_out = tmp_path / f"ours{n}.json", tmp_path / f"waterfall{n}.json"
+            ours_cmd = [sys.executable, "-m", "unlearn_app", "verify", "--ids", ",".join(map(str, ids)),
+                        "--in", str(data), "--out", str(ours_out)]
+            theirs_cmd = [waterfall_python or "", "-c", WATERFALL_SCRIPT, str(tok_dir), str(data), str(theirs_out),
+                          ",".join(map(str, ids))]
+            t_ours, t_theirs = [], []
+            for _ in range(repeats):  # interleaved, so both sides see the same machine load
+                t_ours.append(_timed(ours_cmd, env))
+                if waterfall_python:
+                    t_theirs.append(_timed(theirs_cmd, env))
+            ours = np.array([[t["scores"][str(i)] for i in ids] for t in json.loads(ours_out.read_text())["texts"]])
+            line = f"{n:>6} texts: unlearn verify {min(t_ours):7.2f} s"
+            if waterfall_python:
+                theirs = np.array(json.loads(theirs_out.read_text()))
+                diff = float(np.abs(ours - theirs).max())
+                assert diff <= 1e-6, f"scores differ by {diff}"
+                line += (f"   Waterfall {min(t_theirs):7.2f} s   speed-up {min(t_theirs) / min(t_ours):5.1f}x   "
+                         f"max |score diff| {diff:.1e}")
+            print(line)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--texts", type=int, default=200, help="batch size for the engine")
@@ -49,7 +153,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=None, help="engine processes (default: all cores)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--backend", choices=["auto", "numba", "numpy"], default="auto", help="engine kernel")
+    ap.add_argument("--end-to-end", type=int, nargs="+", metavar="TEXTS",
+                    help="instead: time `unlearn verify` end to end (vs Waterfall when installed) on these text counts")
+    ap.add_argument("--waterfall-python", help="python of an environment with the waterfall package")
+    ap.add_argument("--repeats", type=int, default=1, help="end-to-end runs per side (the best is reported)")
     args = ap.parse_args(argv)
+    if args.end_to_end:
+        end_to_end(args.end_to_end, args.waterfall_python, args.repeats)
+        return 0
     if args.naive_texts > args.texts:
         ap.error("--naive-texts must not exceed --texts")
 

@@ -20,10 +20,11 @@ def run_lm_eval(
     limit: int | None = None,
     extra_model_args: dict[str, Any] | None = None,
     gen_kwargs: str | None = None,
+    log_samples: bool = False,
 ) -> dict:
     """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
 
-    Returns lm-eval's results dictionary. Only this package's tasks are indexed (fast start).
+    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's tasks are indexed (fast start).
     """
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
@@ -47,7 +48,7 @@ def run_lm_eval(
         bootstrap_iters=0,
         limit=limit,
         gen_kwargs=gen_kwargs,
-        log_samples=False,
+        log_samples=log_samples,
         evaluation_tracker=tracker,
     )
     tracker.save_results_aggregated(results=results, samples=None)

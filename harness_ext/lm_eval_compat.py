@@ -2,8 +2,11 @@
 
 1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
-   as TOFU scores answers) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under
-   the model's next-token distribution at each position (for Min-K%++). An optional third argument (a dict)
+   as TOFU scores answers), the per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the
+   chosen-token log-prob as ``log p - log(1 - p)``), the scored ids without the first one decoded
+   (``decoded_tail``, for the zlib attack under TOFU's answer boundary) plus, on the ``hf`` backend, the mean and
+   variance of the log-probabilities under the model's next-token distribution at each position (for Min-K%++),
+   computed a few positions at a time by :mod:`harness_ext.token_scoring`. An optional third argument (a dict)
    lets a task give the token ids itself (``context_ids`` / ``continuation_ids``: a release's own tokenisation)
    and switch the EOS off (``append_eos: False``).
 3. The request type ``unlearn_generate_tokens``: greedy generation of exactly the document's token budget under
@@ -19,6 +22,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import math
 from typing import Any
 
 from harness_ext import tasks_dir
@@ -84,10 +88,17 @@ def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
     return list(ctx_enc), list(cont_enc)
 
 
+def _decoded_tail(lm: Any, cont_enc: list[int]) -> str:
+    """The scored ids without the first, decoded with special tokens skipped: the text open-unlearning's zlib attack
+    compresses under TOFU's answer boundary."""
+    return lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)
+
+
 def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     import torch
-    import torch.nn.functional as F
     from tqdm import tqdm
+
+    from harness_ext.token_scoring import score_sequences
 
     if getattr(lm, "backend", "causal") != "causal":
         raise NotImplementedError("TOFU answer scoring supports causal language models only.")
@@ -107,19 +118,14 @@ def _hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         batch = torch.zeros((len(rows), width), dtype=torch.long, device=lm.device)
         for r, row in enumerate(rows):
             batch[r, : len(row)] = torch.tensor(row, dtype=torch.long)
-        logp = F.log_softmax(lm._model_call(batch).float(), dim=-1)
-        for r, i in enumerate(idx):
-            n, end = n_conts[r], len(rows[r])
-            cont = torch.tensor(encoded[i][1][-n:], dtype=torch.long, device=lm.device)
-            lp = logp[r, end - n : end]
-            p = lp.exp()
-            mean = (p * lp).sum(-1)
-            var = (p * lp * lp).sum(-1) - mean * mean
-            results[i] = {
-                "logprobs": lp.gather(-1, cont[:, None]).squeeze(-1).tolist(),
-                "vocab_mean": mean.tolist(),
-                "vocab_var": var.clamp_min(0).tolist(),
-            }
+        spans = [(len(row) - n, len(row)) for row, n in zip(rows, n_conts, strict=True)]
+        targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
+        # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
+        # time, reading the model's logits in place: no [B, T, V] float32 tensor.
+        logits = lm._model_call(batch)
+        for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
+            results[i] = {**scores, "decoded_tail": _decoded_tail(lm, encoded[i][1])}
+        del logits
     return results  # type: ignore[return-value]
 
 
@@ -138,8 +144,11 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
-        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics.
-        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None})
+        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics;
+        # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
+        margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins,
+                        "decoded_tail": _decoded_tail(lm, full[-n:])})
     return results
 
 

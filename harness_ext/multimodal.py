@@ -60,8 +60,9 @@ def _continuation_length(tokenizer: Any, context: str, whole: str) -> int:
 def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, list], list[dict]]) -> list[dict]:
     """``unlearn_answer_logprobs`` on ``hf-multimodal``: one forward pass per batch of (images + text)."""
     import torch
-    import torch.nn.functional as F
     from tqdm import tqdm
+
+    from harness_ext.token_scoring import score_sequences
 
     results: list[dict | None] = [None] * len(requests)
     text_only = [i for i, r in enumerate(requests) if not visuals_of(r)]
@@ -112,20 +113,16 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
                       for k, v in encoding.items() if hasattr(v, "to")}
             with torch.no_grad():
                 logits = lm.model(input_ids=ids, attention_mask=mask, **pixels).logits
-            logp = F.log_softmax(logits.float(), dim=-1)
-            for row, (i, _, n_cont, append_eos) in enumerate(chunk):
+            spans, targets = [], []
+            for row, (_, _, n_cont, append_eos) in enumerate(chunk):
                 end = int(lengths[row])
                 eos = [lm.eot_token_id] if append_eos else []
-                targets = torch.cat([ids[row, end - n_cont : end], torch.tensor(eos, dtype=ids.dtype, device=ids.device)])
-                lp = logp[row, end - n_cont - 1 : end - 1 + len(eos)]
-                p = lp.exp()
-                mean = (p * lp).sum(-1)
-                var = (p * lp * lp).sum(-1) - mean * mean
-                results[i] = {
-                    "logprobs": lp.gather(-1, targets[:, None]).squeeze(-1).tolist(),
-                    "vocab_mean": mean.tolist(),
-                    "vocab_var": var.clamp_min(0).tolist(),
-                }
+                spans.append((end - n_cont - 1, end - 1 + len(eos)))
+                targets.append(ids[row, end - n_cont : end].tolist() + eos)
+            # float32 statistics for the scored positions only, a few at a time (harness_ext.token_scoring)
+            for (i, _, _, _), scores in zip(chunk, score_sequences(logits, spans, targets), strict=True):
+                results[i] = scores
+            del logits
     finally:
         tokenizer.padding_side = old_side
     return results  # type: ignore[return-value]

@@ -30,10 +30,13 @@ class UnlearningTask(ConfigurableTask):
 
     #: The key under ``configs.<task>`` of the results file that holds :meth:`results_record`.
     RESULTS_KEY: ClassVar[str] = ""
+    #: The key under ``configs.<task>`` that lists :attr:`run_warnings` (what a reader of the numbers must know).
+    WARNINGS_KEY: ClassVar[str] = "unlearning_warnings"
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
         config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
+        self.run_warnings: list[str] = []  # set in compute_metrics, written into the results file
         self.setup(config)
         super().__init__(config=config, **kwargs)
         self._computed: tuple[int, dict[str, float]] | None = None
@@ -102,6 +105,8 @@ class UnlearningTask(ConfigurableTask):
         record = self.results_record()
         if record is not None:
             config[self.RESULTS_KEY] = record
+        if self.run_warnings:
+            config[self.WARNINGS_KEY] = list(self.run_warnings)
         return config
 
     # ------------------------------------------------------------------ internals

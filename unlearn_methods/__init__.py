@@ -19,4 +19,22 @@ def get_method(name: str, params: dict[str, Any] | None = None):
     key = name.lower().replace("-", "_")
     if key not in METHODS:
         raise ValueError(f"Unknown method {name!r}; available: {', '.join(sorted(METHODS))}.")
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"method_params must be a mapping of parameter names to values, got {params!r}.")
     return METHODS[key](params=dict(params or {}))
+
+
+def describe_methods() -> str:
+    """Every method with its summary, paper and hyperparameters (type, default, range, help): `unlearn methods`."""
+    from unlearn_methods.params import describe
+
+    lines = []
+    for name, cls in sorted(all_methods().items()):
+        lines.append(f"{name}: {cls.summary}")
+        if cls.paper:
+            lines.append(f"    paper: {cls.paper}")
+        hints = cls.Params.types()
+        for f in cls.Params.fields():
+            lines.append(f"    --param {f.name}  {describe(f, hints[f.name])}, default {f.default}: {f.metadata['help']}")
+        lines.append("")
+    return "\n".join(lines).rstrip()

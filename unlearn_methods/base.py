@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from transformers import Trainer
 
 from unlearn_methods.losses import forward
+from unlearn_methods.params import MethodParams
 
 
 class NonFiniteLossError(RuntimeError):
@@ -43,35 +44,27 @@ class MethodContext:
         return self.trainer.state.global_step
 
 
-@dataclass
 class UnlearnMethod:
-    """Base class of every method. Subclasses set ``name``/flags and implement :meth:`loss`.
+    """Base class of every method. Subclasses set ``name``, ``summary``, ``paper`` and flags, declare their
+    hyperparameters as a nested ``Params`` dataclass (see :mod:`unlearn_methods.params`), and implement :meth:`loss`.
 
-    ``params`` holds the method's hyperparameters (e.g. ``beta``), overridable from the command line or config.
+    ``self.params`` is the parsed, validated ``Params`` instance; state a method keeps during a run lives in
+    attributes it sets in its own ``__init__``.
     """
 
-    params: dict[str, Any] = field(default_factory=dict)
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
+    paper: ClassVar[str] = ""  # the paper the loss comes from
     needs_reference: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {}
+    Params: ClassVar[type[MethodParams]] = MethodParams
 
-    def __post_init__(self) -> None:
-        unknown = set(self.params) - set(self.defaults)
-        if unknown:
-            raise ValueError(f"Method {self.name!r} has no parameter(s) {sorted(unknown)}; it takes {sorted(self.defaults)}.")
-        self.params = {**self.defaults, **self.params}
-
-    def __getattr__(self, key: str) -> Any:
-        params = self.__dict__.get("params", {})
-        if key in params:
-            return params[key]
-        raise AttributeError(key)
+    def __init__(self, params: MethodParams | dict[str, Any] | None = None) -> None:
+        self.params = params if isinstance(params, self.Params) else self.Params.from_dict(params, self.name)
 
     def loss(self, ctx: MethodContext, model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError
 
-    # Hooks for methods that are more than a loss (Task Vector, WHP).
+    # Hooks for methods that are more than a loss (Task Vector, WHP, AltPO).
     def prepare(self, run) -> None:
         """Called before training with the run (see :mod:`unlearn_methods.run`)."""
 

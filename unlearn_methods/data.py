@@ -1,8 +1,10 @@
 """Forget / retain pairing for unlearning, from any TOFU-schema source (Hub id, local folder, demo corpus).
 
-Each training example is anchored on one forget item and carries: the forget QA, a retain QA (cycled with a
-seeded permutation), the forget question with a refusal answer (IDK methods), and the forget question with
-another item's answer (LLMU's mismatch term). All are tokenised with :func:`unlearn_tasks.prompts.encode_qa`,
+Each training example is anchored on one forget item and carries: the forget QA (``forget``), a retain QA
+(``retain``, cycled with a seeded permutation), the forget question with a refusal answer (``forget_idk``, IDK
+methods), the forget question with a random retain item's answer (``forget_random``, LLMU's mismatch term), and,
+when alternate answers are given (AltPO), the forget question with a plausible alternate answer
+(``forget_alternate``; one example per alternate). All are tokenised with :func:`unlearn_tasks.prompts.encode_qa`,
 the token split the evaluation tasks score.
 """
 
@@ -18,7 +20,7 @@ from unlearn_tasks.data import load_config
 from unlearn_tasks.prompts import encode_qa
 from unlearn_tasks.tofu.splits import HUB_ID
 
-PARTS = ("forget", "retain", "forget_idk", "forget_alt")
+PARTS = ("forget", "retain", "forget_idk", "forget_random", "forget_alternate")
 
 
 def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:
@@ -46,10 +48,10 @@ def evaldu_forget_retain(kb_dir: str, target: int, minimal_set: bool = False) ->
 
 
 class ForgetRetainDataset(Dataset):
-    """One item per forget example; see the module docstring for what each item holds."""
+    """One item per forget example (per alternate answer of it, when given); see the module docstring."""
 
     def __init__(self, forget: list[dict], retain: list[dict], tokenizer, idk_answers: list[str],
-                 seed: int = 0, max_length: int = 256) -> None:
+                 seed: int = 0, max_length: int = 256, alternates: list[list[str]] | None = None) -> None:
         if not forget:
             raise ValueError("The forget set is empty.")
         if not retain:
@@ -61,23 +63,33 @@ class ForgetRetainDataset(Dataset):
         self.idk = [idk_answers[rng.randrange(len(idk_answers))] for _ in forget]
         self.alt = [retain[rng.randrange(len(retain))]["answer"] for _ in forget]
         self.max_length = max_length
+        if alternates is not None and len(alternates) != len(forget):
+            raise ValueError(f"{len(alternates)} lists of alternate answers for {len(forget)} forget items.")
+        self.alternates = alternates
+        # (forget index, alternate answer or None) per example
+        self.examples = ([(i, a) for i, alts in enumerate(alternates) for a in alts] if alternates is not None
+                         else [(i, None) for i in range(len(forget))])
 
     def __len__(self) -> int:
-        return len(self.forget)
+        return len(self.examples)
 
     def _enc(self, question: str, answer: str) -> dict[str, list[int]]:
         ids, labels = encode_qa(self.tokenizer, question, answer, self.max_length)
         return {"input_ids": ids, "labels": labels}
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        i, alternate = self.examples[k]
         f = self.forget[i]
-        r = self.retain[self.retain_order[i % len(self.retain)]]
-        return {
+        r = self.retain[self.retain_order[k % len(self.retain)]]
+        item = {
             "forget": self._enc(f["question"], f["answer"]),
             "retain": self._enc(r["question"], r["answer"]),
             "forget_idk": self._enc(f["question"], self.idk[i]),
-            "forget_alt": self._enc(f["question"], self.alt[i]),
+            "forget_random": self._enc(f["question"], self.alt[i]),
         }
+        if alternate is not None:
+            item["forget_alternate"] = self._enc(f["question"], alternate)
+        return item
 
 
 def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:
@@ -101,4 +113,4 @@ class PairCollator:
         self.pad_token_id = pad_token_id
 
     def __call__(self, features: list[dict]) -> dict[str, dict[str, torch.Tensor]]:
-        return {part: pad_batch([f[part] for f in features], self.pad_token_id) for part in PARTS}
+        return {part: pad_batch([f[part] for f in features], self.pad_token_id) for part in PARTS if part in features[0]}

@@ -46,3 +46,19 @@ def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torc
     ref_logp = F.log_softmax(ref_logits[:, :-1].float(), -1)
     kl = (ref_logp.exp() * (ref_logp - logp)).sum(-1)
     return (kl * mask).sum() / mask.sum().clamp_min(1)
+
+
+def answer_mask(labels: torch.Tensor) -> torch.Tensor:
+    """Positions of the next-token predictions that are scored (answer tokens), [B, T-1]."""
+    return labels[:, 1:] != -100
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is true (0 when there are none)."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp_min(1)
+
+
+def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the model's next-token distribution to a target distribution, per position."""
+    return -(target * F.log_softmax(logits.float(), -1)).sum(-1)

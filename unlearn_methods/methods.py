@@ -1,15 +1,28 @@
-"""The unlearning methods. Each is a loss over a batch ``{"forget", "retain", "forget_idk", "forget_alt"}``
-(see :mod:`unlearn_methods.data`) and one ``@register`` line. Weights: ``gamma`` on the forget term,
-``alpha`` on the retain term, unless a method says otherwise.
+"""The unlearning methods. Each is a loss over a batch ``{"forget", "retain", "forget_idk", "forget_random"[,
+"forget_alternate"]}`` (see :mod:`unlearn_methods.data`), a ``Params`` dataclass of its typed hyperparameters
+(:mod:`unlearn_methods.params`), and one ``@register`` line. Weights: ``gamma`` on the forget term, ``alpha`` on the
+retain term, unless a method says otherwise.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
 from unlearn_methods.base import MethodContext, UnlearnMethod
-from unlearn_methods.losses import forward, kl_to_reference, mean_nll, sequence_nll
+from unlearn_methods.losses import (
+    answer_mask,
+    forward,
+    kl_to_reference,
+    masked_mean,
+    mean_nll,
+    sequence_nll,
+    soft_cross_entropy,
+    token_nll,
+)
+from unlearn_methods.params import MethodParams, param
 from unlearn_methods.registry import register
 
 
@@ -22,10 +35,26 @@ def _nll(model, batch) -> torch.Tensor:
     return mean_nll(forward(model, batch).logits, batch["labels"])
 
 
+@dataclass
+class ForgetRetain(MethodParams):
+    """The forget / retain term weights most methods share."""
+
+    gamma: float = param(1.0, "weight of the forget term", ge=0)
+    alpha: float = param(1.0, "weight of the retain term", ge=0)
+
+
+@dataclass
+class Preference(ForgetRetain):
+    """Forget / retain weights plus the inverse temperature of a preference loss."""
+
+    beta: float = param(0.1, "inverse temperature of the preference loss (it divides the loss)", gt=0)
+
+
 @register
 class GradientAscent(UnlearnMethod):
     name = "ga"
     summary = "Gradient Ascent: maximise the NLL of the forget answers."
+    paper = "Jang et al., Knowledge Unlearning for Mitigating Privacy Risks in Language Models, ACL 2023"
 
     def loss(self, ctx, model, inputs):
         forget = _nll(model, inputs["forget"])
@@ -36,36 +65,42 @@ class GradientAscent(UnlearnMethod):
 class GradientDifference(UnlearnMethod):
     name = "graddiff"
     summary = "Gradient Difference: ascent on forget, descent on retain."
-    defaults = {"gamma": 1.0, "alpha": 1.0}
+    paper = "Liu et al., Continual Learning and Private Unlearning, CoLLAs 2022"
+    Params = ForgetRetain
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         forget, retain = _nll(model, inputs["forget"]), _nll(model, inputs["retain"])
-        return -self.gamma * forget + self.alpha * retain, {"forget_nll": _v(forget), "retain_nll": _v(retain)}
+        return -p.gamma * forget + p.alpha * retain, {"forget_nll": _v(forget), "retain_nll": _v(retain)}
 
 
 @register
 class KLMinimisation(UnlearnMethod):
     name = "kl"
     summary = "KL minimisation: ascent on forget, KL(original || model) on retain."
+    paper = "Maini et al., TOFU: A Task of Fictitious Unlearning for LLMs, 2024"
     needs_reference = True
-    defaults = {"gamma": 1.0, "alpha": 1.0}
+    Params = ForgetRetain
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         forget = _nll(model, inputs["forget"])
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
-        return -self.gamma * forget + self.alpha * kl, {"forget_nll": _v(forget), "retain_kl": _v(kl)}
+        return -p.gamma * forget + p.alpha * kl, {"forget_nll": _v(forget), "retain_kl": _v(kl)}
 
 
 @register
 class IDKFinetune(UnlearnMethod):
     name = "idk"
     summary = "IDK fine-tuning: learn refusals on forget questions, keep retain answers."
-    defaults = {"gamma": 1.0, "alpha": 1.0}
+    paper = "Maini et al., TOFU: A Task of Fictitious Unlearning for LLMs, 2024"
+    Params = ForgetRetain
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         idk, retain = _nll(model, inputs["forget_idk"]), _nll(model, inputs["retain"])
-        return self.gamma * idk + self.alpha * retain, {"idk_nll": _v(idk), "retain_nll": _v(retain)}
+        return p.gamma * idk + p.alpha * retain, {"idk_nll": _v(idk), "retain_nll": _v(retain)}
 
 
 def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -79,43 +114,54 @@ def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Te
 class DPO(UnlearnMethod):
     name = "dpo"
     summary = "DPO preferring a refusal (win) over the forget answer (lose), plus retain NLL."
+    paper = "Rafailov et al., Direct Preference Optimization, NeurIPS 2023 (refusal as winner: Maini et al., TOFU)"
     needs_reference = True
-    defaults = {"beta": 0.1, "gamma": 1.0, "alpha": 1.0}
+    Params = Preference
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         win, _ = _log_ratio(ctx, model, inputs["forget_idk"])
         lose, _ = _log_ratio(ctx, model, inputs["forget"])
-        dpo = (-2.0 / self.beta * F.logsigmoid(self.beta * (win - lose))).mean()
+        dpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * dpo + self.alpha * retain, {"dpo": _v(dpo), "retain_nll": _v(retain)}
+        return p.gamma * dpo + p.alpha * retain, {"dpo": _v(dpo), "retain_nll": _v(retain)}
 
 
 @register
 class NPO(UnlearnMethod):
     name = "npo"
     summary = "Negative Preference Optimisation: -2/beta * logsigmoid(beta * (NLL - NLL_ref)) on forget, plus retain NLL."
+    paper = "Zhang et al., Negative Preference Optimization, COLM 2024"
     needs_reference = True
-    defaults = {"beta": 0.1, "gamma": 1.0, "alpha": 1.0}
+    Params = Preference
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         log_ratio, nll = _log_ratio(ctx, model, inputs["forget"])
-        npo = (-2.0 / self.beta * F.logsigmoid(-self.beta * log_ratio)).mean()
+        npo = (-2.0 / p.beta * F.logsigmoid(-p.beta * log_ratio)).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * npo + self.alpha * retain, {"npo": _v(npo), "forget_seq_nll": _v(nll.mean()), "retain_nll": _v(retain)}
+        return p.gamma * npo + p.alpha * retain, {"npo": _v(npo), "forget_seq_nll": _v(nll.mean()), "retain_nll": _v(retain)}
 
 
 @register
 class SimNPO(UnlearnMethod):
     name = "simnpo"
     summary = "SimNPO: reference-free NPO on the length-normalised NLL, -2/beta * logsigmoid(beta * (avgNLL - delta))."
-    defaults = {"beta": 4.5, "delta": 0.0, "gamma": 0.125, "alpha": 1.0}
+    paper = "Fan et al., Simplicity Prevails: Rethinking Negative Preference Optimization for LLM Unlearning, 2024"
+
+    @dataclass
+    class Params(Preference):
+        gamma: float = param(0.125, "weight of the forget term", ge=0)
+        beta: float = param(4.5, "inverse temperature (it divides the loss)", gt=0)
+        delta: float = param(0.0, "reward margin subtracted from the mean-token NLL")
 
     def loss(self, ctx, model, inputs):
+        p = self.params
         f = inputs["forget"]
         nll, n = sequence_nll(forward(model, f).logits, f["labels"])
-        simnpo = (-2.0 / self.beta * F.logsigmoid(self.beta * (nll / n - self.delta))).mean()
+        simnpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (nll / n - p.delta))).mean()
         retain = _nll(model, inputs["retain"])
-        return self.gamma * simnpo + self.alpha * retain, {"simnpo": _v(simnpo), "retain_nll": _v(retain)}
+        return p.gamma * simnpo + p.alpha * retain, {"simnpo": _v(simnpo), "retain_nll": _v(retain)}
 
 
 @register
@@ -123,23 +169,28 @@ class SCRUB(UnlearnMethod):
     name = "scrub"
     summary = ("SCRUB: the original model is a teacher; 'max' steps push the student away from it on forget, "
                "'min' steps keep it close (KL) and accurate (NLL) on retain.")
+    paper = "Kurmanji et al., Towards Unbounded Machine Unlearning, NeurIPS 2023"
     needs_reference = True
-    defaults = {"max_every": 2, "max_fraction": 0.5, "gamma": 1.0, "alpha": 1.0}
+
+    @dataclass
+    class Params(ForgetRetain):
+        max_every: int = param(2, "a 'max' (forget) step every this many steps", ge=1)
+        max_fraction: float = param(0.5, "max steps only in this first fraction of training", ge=0, le=1)
 
     def is_max_step(self, ctx: MethodContext) -> bool:
         total = max(1, ctx.trainer.state.max_steps or 1)
-        return ctx.step < self.max_fraction * total and ctx.step % self.max_every == 0
+        return ctx.step < self.params.max_fraction * total and ctx.step % self.params.max_every == 0
 
     def loss(self, ctx, model, inputs):
         if self.is_max_step(ctx):
             f = inputs["forget"]
             kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"])
-            return -self.gamma * kl, {"forget_kl": _v(kl)}
+            return -self.params.gamma * kl, {"forget_kl": _v(kl)}
         r = inputs["retain"]
         logits = forward(model, r).logits
         kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"])
         nll = mean_nll(logits, r["labels"])
-        return kl + self.alpha * nll, {"retain_kl": _v(kl), "retain_nll": _v(nll)}
+        return kl + self.params.alpha * nll, {"retain_kl": _v(kl), "retain_nll": _v(nll)}
 
 
 @register
@@ -147,14 +198,21 @@ class LLMU(UnlearnMethod):
     name = "llmu"
     summary = ("LLMU (Yao et al.): ascent on forget, descent on forget questions paired with random answers, "
                "KL(original || model) on retain.")
+    paper = "Yao et al., Large Language Model Unlearning, NeurIPS 2024"
     needs_reference = True
-    defaults = {"eps_forget": 1.0, "eps_random": 1.0, "eps_retain": 1.0}
+
+    @dataclass
+    class Params(MethodParams):
+        eps_forget: float = param(1.0, "weight of the forget ascent term", ge=0)
+        eps_random: float = param(1.0, "weight of the random-answer descent term", ge=0)
+        eps_retain: float = param(1.0, "weight of the retain KL term", ge=0)
 
     def loss(self, ctx, model, inputs):
-        forget, mismatch = _nll(model, inputs["forget"]), _nll(model, inputs["forget_alt"])
+        p = self.params
+        forget, mismatch = _nll(model, inputs["forget"]), _nll(model, inputs["forget_random"])
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
-        total = -self.eps_forget * forget + self.eps_random * mismatch + self.eps_retain * kl
+        total = -p.eps_forget * forget + p.eps_random * mismatch + p.eps_retain * kl
         return total, {"forget_nll": _v(forget), "random_nll": _v(mismatch), "retain_kl": _v(kl)}
 
 
@@ -163,11 +221,22 @@ class RMU(UnlearnMethod):
     name = "rmu"
     summary = ("RMU: steer the chosen layer's activations on forget text toward a fixed random vector; keep them "
                "equal to the original model's on retain text.")
+    paper = "Li et al., The WMDP Benchmark: Measuring and Reducing Malicious Use With Unlearning, ICML 2024"
     needs_reference = True
-    defaults = {"layer": -1, "steering_coeff": 2.0, "alpha": 1.0, "seed": 0}
+
+    @dataclass
+    class Params(MethodParams):
+        layer: int = param(-1, "the layer whose activations are steered (-1: the middle one)", ge=-1)
+        steering_coeff: float = param(2.0, "length of the random target vector", ge=0)
+        alpha: float = param(1.0, "weight of the retain term", ge=0)
+        seed: int = param(0, "seed of the random direction")
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.direction: torch.Tensor | None = None  # the fixed random unit vector, drawn at the first step
 
     def _hidden(self, out, n_layers: int) -> torch.Tensor:
-        layer = self.layer if self.layer >= 0 else n_layers // 2
+        layer = self.params.layer if self.params.layer >= 0 else n_layers // 2
         return out.hidden_states[layer + 1]  # hidden_states[0] is the embedding output
 
     def loss(self, ctx, model, inputs):
@@ -175,24 +244,25 @@ class RMU(UnlearnMethod):
         out_f = forward(model, f, output_hidden_states=True)
         n_layers = len(out_f.hidden_states) - 1
         h_f = self._hidden(out_f, n_layers)
-        if "_u" not in self.__dict__:
-            g = torch.Generator().manual_seed(int(self.seed))
+        if self.direction is None:
+            g = torch.Generator().manual_seed(int(self.params.seed))
             u = torch.rand(h_f.shape[-1], generator=g)
-            self.__dict__["_u"] = u / u.norm()
-        target = (self.steering_coeff * self.__dict__["_u"]).to(h_f.device, h_f.dtype)
+            self.direction = u / u.norm()
+        target = (self.params.steering_coeff * self.direction).to(h_f.device, h_f.dtype)
         mask_f = f["attention_mask"].unsqueeze(-1).to(h_f.dtype)
         forget = (((h_f - target) ** 2) * mask_f).sum() / (mask_f.sum() * h_f.shape[-1])
         h_r = self._hidden(forward(model, r, output_hidden_states=True), n_layers)
         h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True), n_layers)
         mask_r = r["attention_mask"].unsqueeze(-1).to(h_r.dtype)
         retain = (((h_r - h_ref) ** 2) * mask_r).sum() / (mask_r.sum() * h_r.shape[-1])
-        return forget + self.alpha * retain, {"forget_mse": _v(forget), "retain_mse": _v(retain)}
+        return forget + self.params.alpha * retain, {"forget_mse": _v(forget), "retain_mse": _v(retain)}
 
 
 @register
 class RetainFinetune(UnlearnMethod):
     name = "retain_ft"
     summary = "Retain fine-tuning: keep training on the retain set only (a baseline)."
+    paper = "Maini et al., TOFU: A Task of Fictitious Unlearning for LLMs, 2024"
 
     def loss(self, ctx, model, inputs):
         retain = _nll(model, inputs["retain"])
@@ -204,21 +274,31 @@ class TaskVector(UnlearnMethod):
     name = "task_vector"
     summary = ("Task Vector negation: fine-tune a copy on the forget set, then subtract alpha times the weight "
                "change from the original model.")
-    defaults = {"alpha": 1.0, "reinforce_epochs": 5.0, "reinforce_lr": None}
+    paper = "Ilharco et al., Editing Models with Task Arithmetic, ICLR 2023"
+
+    @dataclass
+    class Params(MethodParams):
+        alpha: float = param(1.0, "scale of the subtracted task vector", ge=0)
+        reinforce_epochs: float = param(5.0, "epochs of fine-tuning the reinforced copy on forget", gt=0)
+        reinforce_lr: float | None = param(None, "learning rate of that fine-tuning (default: --lr)", gt=0)
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.reinforced = None  # the copy fine-tuned on forget, built by prepare()
 
     @property
     def trains(self) -> bool:
         return False
 
     def prepare(self, run) -> None:
-        self.__dict__["_reinforced"] = run.reinforced_model(self.reinforce_epochs, self.reinforce_lr)
+        self.reinforced = run.reinforced_model(self.params.reinforce_epochs, self.params.reinforce_lr)
 
     def finalize(self, run, model):
-        reinforced = self.__dict__.pop("_reinforced").state_dict()
+        reinforced, self.reinforced = self.reinforced.state_dict(), None
         with torch.no_grad():
-            for name, param in run.base_model_for_arithmetic().state_dict().items():
-                if name in reinforced and param.dtype.is_floating_point:
-                    param.sub_(self.alpha * (reinforced[name].to(param.device) - param))
+            for name, weight in run.base_model_for_arithmetic().state_dict().items():
+                if name in reinforced and weight.dtype.is_floating_point:
+                    weight.sub_(self.params.alpha * (reinforced[name].to(weight.device) - weight))
         return run.base_model_for_arithmetic()
 
 
@@ -228,28 +308,262 @@ class WhosHarryPotter(UnlearnMethod):
     summary = ("Who's Harry Potter: fine-tune a reinforced copy on the forget set; train the model toward the "
                "generic prediction softmax(v_base - alpha * relu(v_reinforced - v_base)) on forget text. "
                "The logit combination is distilled into the weights, so the result is an ordinary checkpoint.")
+    paper = "Eldan & Russinovich, Who's Harry Potter? Approximate Unlearning in LLMs, 2023"
     needs_reference = True
-    defaults = {"alpha": 1.0, "reinforce_epochs": 5.0, "reinforce_lr": None, "retain_weight": 0.0}
+
+    @dataclass
+    class Params(MethodParams):
+        alpha: float = param(1.0, "how far the generic logits move away from the reinforced model's", ge=0)
+        reinforce_epochs: float = param(5.0, "epochs of fine-tuning the reinforced copy on forget", gt=0)
+        reinforce_lr: float | None = param(None, "learning rate of that fine-tuning (default: --lr)", gt=0)
+        retain_weight: float = param(0.0, "weight of an optional retain NLL term", ge=0)
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.reinforced = None  # the frozen copy fine-tuned on forget, built by prepare()
 
     def prepare(self, run) -> None:
-        reinforced = run.reinforced_model(self.reinforce_epochs, self.reinforce_lr).eval()
-        for p in reinforced.parameters():
-            p.requires_grad_(False)
-        self.__dict__["_reinforced"] = reinforced
+        reinforced = run.reinforced_model(self.params.reinforce_epochs, self.params.reinforce_lr).eval()
+        for weight in reinforced.parameters():
+            weight.requires_grad_(False)
+        self.reinforced = reinforced
 
     def loss(self, ctx, model, inputs):
         f = inputs["forget"]
         base = ctx.reference_outputs(f).logits.float()
-        reinforced_model = self.__dict__["_reinforced"].to(base.device)
+        reinforced_model = self.reinforced.to(base.device)
         with torch.no_grad():
             reinforced = forward(reinforced_model, f).logits.float()
-        generic = F.softmax(base - self.alpha * F.relu(reinforced - base), -1)[:, :-1]
+        generic = F.softmax(base - self.params.alpha * F.relu(reinforced - base), -1)[:, :-1]
         logp = F.log_softmax(forward(model, f).logits[:, :-1].float(), -1)
         mask = (f["labels"][:, 1:] != -100).float()
         distill = -((generic * logp).sum(-1) * mask).sum() / mask.sum().clamp_min(1)
         terms = {"generic_ce": _v(distill)}
-        if self.retain_weight:
+        if self.params.retain_weight:
             retain = _nll(model, inputs["retain"])
             terms["retain_nll"] = _v(retain)
-            distill = distill + self.retain_weight * retain
+            distill = distill + self.params.retain_weight * retain
         return distill, terms
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Methods open-unlearning ships (issue 21). Where its implementation differs from the paper, the paper is followed and
+# the difference is said in the docstring (and in the README's methods table).
+
+
+def _token_terms(model, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(per-token NLL [B, T-1], answer mask, logits) of ``model`` on ``batch``."""
+    logits = forward(model, batch).logits
+    nll, mask = token_nll(logits, batch["labels"])
+    return nll, mask, logits
+
+
+@register
+class UNDIAL(UnlearnMethod):
+    """Self-distillation toward the original model's next-token distribution with the logit of the answer token
+    lowered by ``beta``: CE(softmax(z_original - beta * onehot(y)), p_model) over the forget answer tokens.
+
+    The paper distils on forget data only (``alpha`` = 0, its default). open-unlearning's version averages the
+    distillation over every position of the sequence (prompt and padding included, where it lowers an arbitrary
+    vocabulary entry); here only answer tokens are distilled, as in the paper.
+    """
+
+    name = "undial"
+    summary = ("UNDIAL: self-distillation toward the original model's distribution with the answer token's logit "
+               "lowered by beta.")
+    paper = "Dong et al., UNDIAL: Self-Distillation with Adjusted Logits for Robust Unlearning in LLMs, NAACL 2025"
+    needs_reference = True
+
+    @dataclass
+    class Params(ForgetRetain):
+        alpha: float = param(0.0, "weight of a retain NLL term (the paper uses none)", ge=0)
+        beta: float = param(10.0, "how much the teacher's logit of the answer token is lowered", ge=0)
+
+    def loss(self, ctx, model, inputs):
+        p, f = self.params, inputs["forget"]
+        nll, mask, logits = _token_terms(model, f)
+        teacher = ctx.reference_outputs(f).logits[:, :-1].float()
+        answer = f["labels"][:, 1:].clamp_min(0).unsqueeze(-1)
+        target = F.softmax(teacher.scatter_add(-1, answer, torch.full_like(answer, -p.beta, dtype=teacher.dtype)), -1)
+        undial = masked_mean(soft_cross_entropy(logits[:, :-1], target), mask)
+        terms = {"undial_ce": _v(undial), "forget_nll": _v(masked_mean(nll, mask))}
+        loss = p.gamma * undial
+        if p.alpha:
+            retain = _nll(model, inputs["retain"])
+            terms["retain_nll"] = _v(retain)
+            loss = loss + p.alpha * retain
+        return loss, terms
+
+
+def _weighted_ascent(model, batch, weight) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean over answer tokens of weight(p) * log p, with the weight not differentiated; mean token NLL)."""
+    nll, mask, _ = _token_terms(model, batch)
+    prob = torch.exp(-nll.detach())
+    return masked_mean(-weight(prob) * nll, mask), masked_mean(nll, mask)
+
+
+@register
+class WGA(UnlearnMethod):
+    """Weighted Gradient Ascent: gradient ascent on each forget answer token weighted by its probability p^beta
+    (not differentiated), so tokens already unlikely stop driving the update. Same formula as open-unlearning."""
+
+    name = "wga"
+    summary = "WGA: gradient ascent with each forget token weighted by p^beta, plus retain NLL."
+    paper = "Wang et al., Rethinking LLM Unlearning Objectives: A Gradient Perspective and Go Beyond, ICLR 2025"
+
+    @dataclass
+    class Params(ForgetRetain):
+        beta: float = param(1.0, "exponent of the token-probability weight p^beta", ge=0)
+
+    def loss(self, ctx, model, inputs):
+        p = self.params
+        wga, forget_nll = _weighted_ascent(model, inputs["forget"], lambda prob: prob ** p.beta)
+        retain = _nll(model, inputs["retain"])
+        return p.gamma * wga + p.alpha * retain, {"wga": _v(wga), "forget_nll": _v(forget_nll), "retain_nll": _v(retain)}
+
+
+@register
+class SatImp(UnlearnMethod):
+    """SatImp: gradient ascent with each forget answer token weighted by p^beta1 * (1 - p)^beta2 (not
+    differentiated): saturation (p^beta1) and importance ((1 - p)^beta2) reweighting. Defaults are the authors'
+    (forget + 0.1 * retain NLL); open-unlearning's SatImp config swaps the weights (gamma 0.1, alpha 1.0)."""
+
+    name = "satimp"
+    summary = "SatImp: gradient ascent with each forget token weighted by p^beta1 (1-p)^beta2, plus retain NLL."
+    paper = "Yang et al., Exploring Criteria of Loss Reweighting to Enhance LLM Unlearning, ICML 2025"
+
+    @dataclass
+    class Params(ForgetRetain):
+        alpha: float = param(0.1, "weight of the retain term", ge=0)
+        beta1: float = param(5.0, "saturation exponent (weight p^beta1)", ge=0)
+        beta2: float = param(1.0, "importance exponent (weight (1 - p)^beta2)", ge=0)
+
+    def loss(self, ctx, model, inputs):
+        p = self.params
+        satimp, forget_nll = _weighted_ascent(model, inputs["forget"],
+                                              lambda prob: prob ** p.beta1 * (1 - prob) ** p.beta2)
+        retain = _nll(model, inputs["retain"])
+        return (p.gamma * satimp + p.alpha * retain,
+                {"satimp": _v(satimp), "forget_nll": _v(forget_nll), "retain_nll": _v(retain)})
+
+
+@register
+class CEU(UnlearnMethod):
+    """Cross-entropy unlearning: the target at each forget answer token is the model's own next-token distribution
+    (not differentiated) with the true token's logit set to -inf; the loss is the cross-entropy to that target.
+    The first ``ignore_first_n`` answer tokens are left out (the paper's footnote). No reference model, no retain
+    data, as in the paper and open-unlearning."""
+
+    name = "ceu"
+    summary = "CE-U: cross-entropy to the model's own distribution with the true token excluded from the softmax."
+    paper = "Yang, CE-U: Cross Entropy Unlearning, 2025 (arXiv:2503.01224)"
+
+    @dataclass
+    class Params(MethodParams):
+        ignore_first_n: int = param(1, "answer tokens at the start left out of the loss", ge=0)
+
+    def loss(self, ctx, model, inputs):
+        f = inputs["forget"]
+        nll, mask, logits = _token_terms(model, f)
+        logits = logits[:, :-1].float()
+        keep = mask & (mask.cumsum(-1) > self.params.ignore_first_n)
+        excluded = logits.detach().scatter(-1, f["labels"][:, 1:].clamp_min(0).unsqueeze(-1), float("-inf"))
+        ceu = masked_mean(soft_cross_entropy(logits, F.softmax(excluded, -1)), keep)
+        return ceu, {"ceu": _v(ceu), "forget_nll": _v(masked_mean(nll, mask))}
+
+
+@register
+class PDU(UnlearnMethod):
+    """Primal-dual unlearning: minimise the logit-margin flattening loss (max logit - mean logit)^2 on forget
+    subject to retain NLL <= ``retain_eps``, by gradient steps on the Lagrangian
+    ``gamma * margin + lambda * (retain NLL - retain_eps)`` and a dual ascent step per training step,
+    ``lambda <- max(0, lambda + dual_step_size * (retain NLL - retain_eps))`` once ``dual_warmup_epochs`` are done.
+    Defaults: the paper's TOFU settings (lambda starts at 100, eps 0.3, step 5, 5 warm-up epochs).
+
+    The margin is taken over the answer tokens; open-unlearning takes it over every position of the forget sequence
+    (prompt and padding included): ``all_positions=true``. lambda is not saved in checkpoints: ``--resume``
+    restarts it from ``alpha``.
+    """
+
+    name = "pdu"
+    summary = ("PDU: flatten forget logits ((max - mean logit)^2) subject to retain NLL <= eps, with a dual "
+               "variable as the retain weight.")
+    paper = "Entesari et al., Constrained Entropic Unlearning: A Primal-Dual Framework for LLMs, 2025 (arXiv:2506.05314)"
+
+    @dataclass
+    class Params(MethodParams):
+        gamma: float = param(1.0, "weight of the forget (margin) term", ge=0)
+        alpha: float = param(100.0, "initial dual variable lambda (the retain weight)", ge=0)
+        retain_eps: float = param(0.3, "the bound eps of the constraint retain NLL <= eps", ge=0)
+        dual_step_size: float = param(5.0, "step size of the dual ascent on lambda", ge=0)
+        dual_warmup_epochs: float = param(5.0, "epochs before lambda starts moving", ge=0)
+        all_positions: bool = param(False, "margin over every position, prompt and padding too (open-unlearning)")
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        self.dual = self.params.alpha  # lambda, updated after every training step
+
+    def loss(self, ctx, model, inputs):
+        p, f = self.params, inputs["forget"]
+        logits = forward(model, f).logits.float()
+        if p.all_positions:
+            margin = ((logits.max(-1).values - logits.mean(-1)) ** 2).mean()
+        else:
+            z = logits[:, :-1]
+            margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]))
+        retain = _nll(model, inputs["retain"])
+        loss = p.gamma * margin + self.dual * (retain - p.retain_eps)
+        terms = {"forget_margin": _v(margin), "retain_nll": _v(retain), "dual": self.dual}
+        if (ctx.trainer.state.epoch or 0.0) >= p.dual_warmup_epochs:
+            self.dual = max(0.0, self.dual + p.dual_step_size * (_v(retain) - p.retain_eps))
+        return loss, terms
+
+
+@register
+class AltPO(UnlearnMethod):
+    """Alternate Preference Optimization: DPO with a plausible alternate answer to the forget question as the
+    preferred response and the forget answer as the rejected one, ``-2/beta * logsigmoid(beta * (log-ratio(alternate)
+    - log-ratio(forget)))`` with log-ratios to the original model, plus ``alpha`` * retain NLL.
+
+    The alternates come from the model being unlearned (before unlearning), prompted with the question and its
+    answer to write a different, plausible answer (the paper's procedure; ``num_alternates`` sampled per question,
+    each one training example), or from ``alternates_file`` (JSONL rows with ``question`` and ``alternate``, or
+    ``sub_answer`` as in the authors' and open-unlearning's files). The alternates used are written to
+    ``OUT/altpo_alternates.jsonl``.
+    """
+
+    name = "altpo"
+    summary = ("AltPO: DPO preferring a plausible alternate answer (generated by the model itself, or from a file) "
+               "over the forget answer, plus retain NLL.")
+    paper = "Mekala et al., Alternate Preference Optimization for Unlearning Factual Knowledge in LLMs, COLING 2025"
+    needs_reference = True
+
+    @dataclass
+    class Params(Preference):
+        alternates_file: str | None = param(None, "JSONL of alternate answers (question + alternate); default: generate")
+        num_alternates: int = param(1, "alternates generated per forget question (one training example each)", ge=1)
+        max_new_tokens: int = param(64, "length limit of a generated alternate, in tokens", ge=1)
+        temperature: float = param(1.0, "sampling temperature of the generation", gt=0)
+        top_p: float = param(1.0, "nucleus sampling threshold of the generation", gt=0, le=1)
+
+    def prepare(self, run) -> None:
+        from unlearn_methods.alternates import ALTERNATES_FILE, generate_alternates, read_alternates, write_alternates
+
+        p = self.params
+        if p.alternates_file:
+            run.alternates = read_alternates(p.alternates_file, run.forget)
+        else:
+            run.alternates = generate_alternates(run.model, run.tokenizer, run.forget, n=p.num_alternates,
+                                                 max_new_tokens=p.max_new_tokens, temperature=p.temperature,
+                                                 top_p=p.top_p, seed=run.cfg.seed, progress=run.cfg.progress)
+        write_alternates(run.out / ALTERNATES_FILE, run.forget, run.alternates)
+
+    def loss(self, ctx, model, inputs):
+        p = self.params
+        win, alternate_nll = _log_ratio(ctx, model, inputs["forget_alternate"])
+        lose, forget_nll = _log_ratio(ctx, model, inputs["forget"])
+        altpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
+        retain = _nll(model, inputs["retain"])
+        return p.gamma * altpo + p.alpha * retain, {
+            "altpo": _v(altpo), "alternate_seq_nll": _v(alternate_nll.mean()), "forget_seq_nll": _v(forget_nll.mean()),
+            "retain_nll": _v(retain)}

@@ -31,8 +31,8 @@ from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
-#: Methods that fine-tune a reinforced text-only copy (not available for vision-language models yet).
-NOT_FOR_VISION = ("task_vector", "whp")
+#: Methods that fine-tune a text-only copy or generate text with the tokenizer (not for vision-language models yet).
+NOT_FOR_VISION = ("task_vector", "whp", "altpo")
 METRICS_FILE = "train_metrics.json"
 
 
@@ -49,6 +49,7 @@ class UnlearnRun:
     forget: list[dict] = field(default_factory=list)
     retain: list[dict] = field(default_factory=list)
     out: Path = Path(".")
+    alternates: list[list[str]] | None = None  # alternate answers per forget item (AltPO sets them in prepare)
 
     # ------------------------------------------------------------------ helpers used by methods
     def base_model_for_arithmetic(self):
@@ -145,20 +146,20 @@ class TrainedCheckpoint:
 def train(cfg: RunConfig) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
     cfg.validate()
+    method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
     out = Path(cfg.out).expanduser().resolve()
     out.mkdir(parents=True, exist_ok=True)
-    method = get_method(cfg.method, cfg.method_params)
     if cfg.data == "evaldu":
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
     cfg.retain = cfg.retain or retain_split(cfg.forget)
-    cfg.method_params = dict(method.params)
+    cfg.method_params = method.params.to_dict()
     cfg.save(out / CONFIG_FILE)
 
     vision = cfg.data == "clear"
     if vision and method.name in NOT_FOR_VISION:
-        raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model and is not available "
-                               f"with --data clear; use one of ga, graddiff, kl, npo, simnpo, idk, dpo, rmu, scrub, llmu.")
+        raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
+                               f"is not available with --data clear; use another method (`unlearn methods`).")
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # with --data clear: the processor (it saves with the checkpoint) and the VLM
     data_dir = _data_dir(cfg, out)
@@ -183,11 +184,11 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
             from unlearn_methods.vlm import VisionForgetRetainDataset, VisionPairCollator
 
             dataset = VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                                seed=cfg.seed, max_length=cfg.max_length)
+                                                seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
             collator = VisionPairCollator(tokenizer.tokenizer.pad_token_id)
         else:
             dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                          seed=cfg.seed, max_length=cfg.max_length)
+                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
             collator = PairCollator(tokenizer.pad_token_id)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora)

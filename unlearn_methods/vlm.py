@@ -100,22 +100,27 @@ def collate_vqa(items: list[dict[str, Any]], pad_token_id: int) -> dict[str, tor
 
 
 class VisionForgetRetainDataset(ForgetRetainDataset):
-    """:class:`ForgetRetainDataset` whose items carry their image (the refusal and mismatched answers keep the
-    forget item's image)."""
+    """:class:`ForgetRetainDataset` whose items carry their image (the refusal, random and alternate answers keep
+    the forget item's image)."""
 
-    def __init__(self, forget, retain, processor, idk_answers, seed: int = 0, max_length: int = 512) -> None:
-        super().__init__(forget, retain, processor.tokenizer, idk_answers, seed=seed, max_length=max_length)
+    def __init__(self, forget, retain, processor, idk_answers, seed: int = 0, max_length: int = 512,
+                 alternates: list[list[str]] | None = None) -> None:
+        super().__init__(forget, retain, processor.tokenizer, idk_answers, seed=seed, max_length=max_length,
+                         alternates=alternates)
         self.processor = processor
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def _encode(self, record: dict, answer: str) -> dict[str, Any]:
+        return encode_vqa(self.processor, record["question"], answer, record.get("image"), self.max_length)
+
+    def __getitem__(self, k: int) -> dict[str, Any]:
+        i, alternate = self.examples[k]
         f = self.forget[i]
-        r = self.retain[self.retain_order[i % len(self.retain)]]
-
-        def enc(rec, answer):
-            return encode_vqa(self.processor, rec["question"], answer, rec.get("image"), self.max_length)
-
-        return {"forget": enc(f, f["answer"]), "retain": enc(r, r["answer"]),
-                "forget_idk": enc(f, self.idk[i]), "forget_alt": enc(f, self.alt[i])}
+        r = self.retain[self.retain_order[k % len(self.retain)]]
+        item = {"forget": self._encode(f, f["answer"]), "retain": self._encode(r, r["answer"]),
+                "forget_idk": self._encode(f, self.idk[i]), "forget_random": self._encode(f, self.alt[i])}
+        if alternate is not None:
+            item["forget_alternate"] = self._encode(f, alternate)
+        return item
 
 
 class VisionPairCollator:
@@ -125,7 +130,7 @@ class VisionPairCollator:
         self.pad_token_id = pad_token_id
 
     def __call__(self, features: list[dict]) -> dict[str, dict[str, torch.Tensor]]:
-        return {part: collate_vqa([f[part] for f in features], self.pad_token_id) for part in PARTS}
+        return {part: collate_vqa([f[part] for f in features], self.pad_token_id) for part in PARTS if part in features[0]}
 
 
 def finetune_vlm(model, processor, records: list[dict], epochs: int = 30, lr: float = 3e-3, batch_size: int = 8,

@@ -17,6 +17,13 @@ def question_prompt(question: str) -> str:
     return QUESTION_TEMPLATE.format(question=question.strip())
 
 
+def tofu_generation_prompt(prompt: str) -> str:
+    """TOFU's exact generation prompt (``...\nAnswer: ``, open-unlearning's QA template): the plain prompt plus the
+    space that lm-eval's convention leaves to the answer. On byte-level BPE tokenizers that space is a token of its
+    own, so greedy generations differ from those after :func:`question_prompt`."""
+    return prompt + ANSWER_DELIMITER
+
+
 def answer_continuation(answer: str) -> str:
     """The text scored or trained after :func:`question_prompt`."""
     return ANSWER_DELIMITER + answer.strip()

@@ -1,11 +1,13 @@
 """Unlearning methods on the tiny model: every method trains with LoRA and full fine-tuning and its loss terms move
-the way the method says; GA and NPO forget a memorised forget set while keeping most of the retain set."""
+the way the method says; GA, NPO, WGA, SatImp, UNDIAL and AltPO forget a memorised forget set while keeping most of the
+retain set. Typed hyperparameters: parsed by their declared types, bad values refused with a message."""
 
 import json
 import math
 
 import pytest
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from unlearn_methods import all_methods, get_method
@@ -31,6 +33,20 @@ TRENDS = {
     "retain_ft": [("retain_nll", -1)],
     "whp": [("generic_ce", -1)],
     "task_vector": [],  # no training loop: checked on the weights below
+    "undial": [("undial_ce", -1), ("forget_nll", +1)],
+    "wga": [("forget_nll", +1)],
+    "satimp": [("forget_nll", +1)],
+    "ceu": [("ceu", -1), ("forget_nll", +1)],
+    "pdu": [("forget_margin", -1)],
+    "altpo": [("altpo", -1), ("alternate_seq_nll", -1)],
+}
+
+#: hyperparameters for the short runs on the tiny model (the papers' defaults otherwise)
+TEST_PARAMS = {
+    "task_vector": {"reinforce_epochs": 2},
+    "whp": {"reinforce_epochs": 2},
+    "pdu": {"dual_warmup_epochs": 0, "alpha": 1.0, "retain_eps": 0.5},
+    "altpo": {"max_new_tokens": 24},
 }
 
 
@@ -39,7 +55,7 @@ def test_every_registered_method_has_a_trend_check():
 
 
 def _run(tmp_path, model_dir, data_dir, method, lora, **kw):
-    params = {"reinforce_epochs": 2} if method in ("task_vector", "whp") else {}
+    params = kw.pop("method_params", TEST_PARAMS.get(method, {}))
     cfg = load_run_config(None, method=method, model=str(model_dir), out=str(tmp_path / f"{method}_{lora}"),
                       data_dir=str(data_dir), forget="forget05", lora=lora, epochs=kw.pop("epochs", 4), batch_size=4,
                       lr=kw.pop("lr", 5e-3 if lora else 5e-4), progress=False, method_params=params, **kw)
@@ -100,7 +116,8 @@ def test_task_vector_raises_forget_loss(tmp_path, tiny_model_dir, demo_data_dir)
     assert after < before
 
 
-@pytest.mark.parametrize(("method", "lr"), [("ga", 5e-4), ("npo", 5e-4)])
+@pytest.mark.parametrize(("method", "lr"), [("ga", 5e-4), ("npo", 5e-4), ("wga", 1.5e-3), ("satimp", 3e-3),
+                                           ("undial", 3e-4), ("altpo", 2e-3)])
 def test_forgetting_on_a_memorised_model(method, lr, tmp_path, memorised_dir, demo_data_dir):
     corpus = build_corpus()
     tok = AutoTokenizer.from_pretrained(memorised_dir)
@@ -108,7 +125,8 @@ def test_forgetting_on_a_memorised_model(method, lr, tmp_path, memorised_dir, de
     f0, r0 = _mean_prob(base, tok, corpus["forget10"]), _mean_prob(base, tok, corpus["retain_perturbed"])
     assert f0 > 0.7 and r0 > 0.7, "the fixture model should have memorised the corpus"
     cfg = load_run_config(None, method=method, model=str(memorised_dir), out=str(tmp_path / method), data_dir=str(demo_data_dir),
-                      forget="forget10", lora=False, epochs=3, batch_size=8, lr=lr, progress=False)
+                      forget="forget10", lora=False, epochs=3, batch_size=8, lr=lr, progress=False,
+                      method_params={"max_new_tokens": 24} if method == "altpo" else {})
     out = train(cfg).out
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     f1, r1 = _mean_prob(model, tok, corpus["forget10"]), _mean_prob(model, tok, corpus["retain_perturbed"])
@@ -121,3 +139,88 @@ def test_unknown_method_and_parameter_messages():
         get_method("nope")
     with pytest.raises(ValueError, match="has no parameter.*'bet'.*takes"):
         get_method("npo", {"bet": 1})
+
+
+def test_parameters_are_read_as_their_declared_types():
+    assert get_method("npo", yaml.safe_load("beta: 5e-2")).params.beta == 0.05  # PyYAML reads 5e-2 as a string
+    assert get_method("npo", {"beta": "5e-2"}).params.beta == 0.05  # --param beta=5e-2
+    assert get_method("npo", {"beta": 1}).params.beta == 1.0 and isinstance(get_method("npo", {"beta": 1}).params.beta, float)
+    assert get_method("scrub", {"max_every": "3"}).params.max_every == 3
+    assert get_method("scrub", {"max_every": 4.0}).params.max_every == 4
+    assert get_method("pdu", {"all_positions": "true"}).params.all_positions is True
+    assert get_method("task_vector", {"reinforce_lr": "none"}).params.reinforce_lr is None
+    assert get_method("altpo", {"alternates_file": "alts.jsonl"}).params.alternates_file == "alts.jsonl"
+
+
+@pytest.mark.parametrize(("method", "params", "message"), [
+    ("npo", {"beta": "abc"}, r"Method 'npo': parameter beta='abc' is not allowed; expected float\."),
+    ("npo", {"beta": 0}, r"parameter beta=0\.0 is not allowed; expected float > 0\."),
+    ("dpo", {"beta": "-1"}, r"parameter beta=-1\.0 is not allowed; expected float > 0\."),
+    ("npo", {"gamma": True}, r"parameter gamma=True is not allowed; expected float\."),
+    ("npo", {"beta": "inf"}, r"parameter beta=inf is not allowed; expected float > 0|a finite number"),
+    ("scrub", {"max_every": "2.5"}, r"parameter max_every='2\.5' is not allowed; expected int\."),
+    ("scrub", {"max_fraction": 1.5}, r"parameter max_fraction=1\.5 is not allowed; expected float >= 0, <= 1\."),
+    ("pdu", {"all_positions": "maybe"}, r"parameter all_positions='maybe' is not allowed; expected bool\."),
+    ("altpo", {"top_p": 0}, r"parameter top_p=0\.0 is not allowed; expected float > 0, <= 1\."),
+    ("wga", {"beta": [1]}, r"parameter beta=\[1\] is not allowed; expected float\."),
+])
+def test_bad_parameter_values_name_the_parameter_the_value_and_what_is_allowed(method, params, message):
+    with pytest.raises(ValueError, match=message):
+        get_method(method, params)
+
+
+def test_method_params_must_be_a_mapping():
+    with pytest.raises(ValueError, match="method_params must be a mapping"):
+        get_method("npo", ["beta", 1])
+
+
+def test_bad_parameter_is_refused_before_anything_is_written(tmp_path):
+    cfg = load_run_config(None, method="npo", model="no-such-model", out=str(tmp_path / "out"),
+                          method_params={"beta": 0})
+    with pytest.raises(ValueError, match="beta=0.0 is not allowed; expected float > 0"):
+        train(cfg)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cli_param_and_methods_listing(tmp_path):
+    from fixtures.commands import run_command
+
+    proc = run_command(["unlearn", "run", "--method", "npo", "--model", "m", "--out", str(tmp_path / "o"),
+                        "--param", "beta=abc"])
+    assert proc.returncode == 2 and "error: Method 'npo': parameter beta='abc' is not allowed; expected float." in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "o").exists()
+    listing = run_command(["unlearn", "methods"])
+    assert listing.returncode == 0
+    for name in METHODS:
+        assert f"\n{name}: " in "\n" + listing.stdout, name
+    assert "--param beta  float > 0, default 0.1" in listing.stdout
+    assert "paper: Mekala et al., Alternate Preference Optimization" in listing.stdout
+
+
+def test_altpo_alternates_file_round_trip(tmp_path):
+    from unlearn_methods.alternates import read_alternates, write_alternates
+
+    forget = [{"question": "Q1?", "answer": "A1."}, {"question": "Q2?", "answer": "A2."}]
+    path = tmp_path / "alts.jsonl"
+    path.write_text(json.dumps({"question": "Q1?", "sub_answer": "B1."}) + "\n"  # the authors' / open-unlearning key
+                    + json.dumps({"question": "Q1?", "alternate": "C1."}) + "\n\n"
+                    + json.dumps({"question": "Q2?", "alternate": "B2."}) + "\n")
+    assert read_alternates(path, forget) == [["B1.", "C1."], ["B2."]]
+    assert read_alternates(write_alternates(tmp_path / "copy.jsonl", forget, [["B1."], ["B2."]]), forget) == [["B1."], ["B2."]]
+    with pytest.raises(ValueError, match=r"no alternate answer for 1 of the 3 forget questions, e\.g\. 'Q3\?'"):
+        read_alternates(path, forget + [{"question": "Q3?", "answer": "A3."}])
+    path.write_text('{"question": "Q1?"}\n')
+    with pytest.raises(ValueError, match=r"alts\.jsonl, line 1: expected an object with 'question' and one of alternate"):
+        read_alternates(path, forget)
+
+
+def test_altpo_trains_on_alternates_from_a_file(tmp_path, memorised_dir, demo_data_dir):
+    forget = build_corpus()["forget05"]
+    alts = tmp_path / "alts.jsonl"
+    alts.write_text("".join(json.dumps({"question": r["question"], "alternate": f"It is not {r['answer']}"}) + "\n"
+                            for r in forget))
+    out = _run(tmp_path, memorised_dir, demo_data_dir, "altpo", True, epochs=2,
+               method_params={"alternates_file": str(alts)})
+    used = [json.loads(line) for line in (out / "altpo_alternates.jsonl").read_text().splitlines()]
+    assert [u["alternate"] for u in used] == [f"It is not {r['answer']}" for r in forget]
+    assert len(_series(out, "altpo")) >= 2

@@ -36,13 +36,19 @@ def min_k_score(token_logprobs: Sequence[float], k: float = 0.4) -> float:
 
 
 def min_k_plus_plus_score(
-    token_logprobs: Sequence[float], vocab_mean: Sequence[float], vocab_var: Sequence[float], k: float = 0.4
+    token_logprobs: Sequence[float],
+    vocab_mean: Sequence[float],
+    vocab_var: Sequence[float],
+    k: float = 0.4,
+    var_floor: float = 0.0,
 ) -> float:
     """Min-K%++ (Zhang et al. 2024): per-token z-scores ``(log p - mu) / sigma`` under the model's own next-token
-    distribution (``mu = E[log p]``, ``sigma^2 = Var[log p]``), then minus the mean of the lowest ``k`` fraction."""
+    distribution (``mu = E[log p]``, ``sigma^2 = Var[log p]``), then minus the mean of the lowest ``k`` fraction.
+
+    ``var_floor`` clamps ``sigma^2`` from below (open-unlearning uses 1e-6); 0 keeps the exact variance."""
     lp = np.asarray(token_logprobs, dtype=np.float64)
     mu = np.asarray(vocab_mean, dtype=np.float64)
-    sd = np.sqrt(np.maximum(np.asarray(vocab_var, dtype=np.float64), 0.0))
+    sd = np.sqrt(np.maximum(np.asarray(vocab_var, dtype=np.float64), var_floor))
     z = (lp - mu) / np.where(sd > 0, sd, 1e-12)
     return -_lowest_k_mean(z, k)
 

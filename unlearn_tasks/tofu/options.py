@@ -11,6 +11,10 @@ from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
 #: ``all``: score every answer token (lm-eval's convention; the default).
 #: ``tofu``: skip the first answer token, as legacy TOFU and open-unlearning do with byte-level BPE tokenizers.
 ANSWER_SCORINGS = ("all", "tofu")
+#: ``lm_eval``: generate after ``Question: q\nAnswer:`` (lm-eval's convention: no trailing whitespace).
+#: ``tofu``: generate after ``Question: q\nAnswer: `` (trailing space, TOFU's QA template), as open-unlearning does.
+#: Default (None): ``tofu`` when ``answer_scoring`` is ``tofu``, else ``lm_eval``.
+GENERATION_PROMPTS = ("lm_eval", "tofu")
 PARTS = ("generation", "likelihood")
 
 
@@ -21,6 +25,7 @@ class TofuOptions:
     data_dir: str | None = None
     reference: str | dict[str, str] | None = None
     answer_scoring: str = "all"
+    generation_prompt: str | None = None
     truth_ratio_mean: str = "geometric"
     max_items_per_split: int | None = None
     parts: list[str] = field(default_factory=lambda: list(PARTS))
@@ -30,6 +35,8 @@ class TofuOptions:
     def from_metadata(cls, metadata: dict[str, Any] | None) -> TofuOptions:
         known = {f.name for f in fields(cls)}
         opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
+        if opts.generation_prompt is None:
+            opts.generation_prompt = "tofu" if opts.answer_scoring == "tofu" else "lm_eval"
         opts.validate()
         return opts
 
@@ -37,6 +44,7 @@ class TofuOptions:
         checks = [
             (self.forget_split in FORGET_SPLITS, f"forget_split must be one of {FORGET_SPLITS}"),
             (self.answer_scoring in ANSWER_SCORINGS, f"answer_scoring must be one of {ANSWER_SCORINGS}"),
+            (self.generation_prompt in (None, *GENERATION_PROMPTS), f"generation_prompt must be one of {GENERATION_PROMPTS}"),
             (self.truth_ratio_mean in TRUTH_RATIO_MEANS, f"truth_ratio_mean must be one of {TRUTH_RATIO_MEANS}"),
             (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
             (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),

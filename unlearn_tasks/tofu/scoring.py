@@ -9,6 +9,7 @@ import hashlib
 import math
 from typing import Any
 
+from unlearn_tasks.generation_check import is_empty
 from unlearn_tasks.metrics import mia
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 from unlearn_tasks.metrics.tofu import mean_logprob, option_normalised_prob, truth_ratio
@@ -31,14 +32,36 @@ def scored_tokens(response: dict, answer_scoring: str) -> list[float]:
     return lps[1:] if answer_scoring == "tofu" and len(lps) > 1 else lps
 
 
-def _scored_stats(response: dict, answer_scoring: str) -> tuple[list[float], list | None, list | None]:
-    start = 1 if answer_scoring == "tofu" and len(response["logprobs"]) > 1 else 0
+#: open-unlearning clamps the vocabulary variance of Min-K%++ at this value.
+OU_VAR_FLOOR = 1e-6
+
+
+def mia_token_stats(response: dict, answer_scoring: str) -> tuple[list[float], list | None, list | None]:
+    """(log-probs, vocab means, vocab variances) of the tokens that Min-K% and Min-K%++ score.
+
+    ``all``: every answer token, EOS included (the tokens every other metric scores). ``tofu``: as open-unlearning,
+    whose per-token MIA statistics drop the last labelled token (the EOS) after TOFU's boundary rule; so a one-token
+    answer leaves nothing (scored 0, as open-unlearning does). LOSS and zlib use :func:`scored_tokens` in both modes:
+    open-unlearning computes them from the average loss over all labelled tokens, EOS included.
+    """
+    n = len(response["logprobs"])
+    start = 1 if answer_scoring == "tofu" and n > 1 else 0
+    stop = n - 1 if answer_scoring == "tofu" else n
     mean, var = response.get("vocab_mean"), response.get("vocab_var")
     return (
-        list(response["logprobs"][start:]),
-        None if mean is None else list(mean[start:]),
-        None if var is None else list(var[start:]),
+        list(response["logprobs"][start:stop]),
+        None if mean is None else list(mean[start:stop]),
+        None if var is None else list(var[start:stop]),
     )
+
+
+def zlib_text(doc: dict, response: dict, answer_scoring: str) -> str:
+    """The text whose compressed size normalises the zlib attack: the answer; in the ``tofu`` mode, the scored
+    tokens decoded as open-unlearning decodes its labels (the answer without its first token), when the backend
+    reported it."""
+    if answer_scoring == "tofu" and response.get("decoded_tail") is not None:
+        return response["decoded_tail"]
+    return doc["answer"]
 
 
 def answer_texts(doc: dict) -> list[str]:
@@ -58,6 +81,8 @@ def score_document(doc: dict, generation: str | None, responses: list[dict], opt
     if split == "forget":
         record["qkey"] = question_key(doc["question"])
     record["rougeL_recall"] = rouge_l_recall(doc["answer"], generation) if generation is not None else NAN
+    if generation is not None:
+        record["empty_generation"] = is_empty(generation)
     if not responses:
         return record
 
@@ -72,11 +97,17 @@ def score_document(doc: dict, generation: str | None, responses: list[dict], opt
     if split in PARAPHRASED_SETS:
         record["truth_ratio"] = truth_ratio(mean_lps[1], mean_lps[2:], opts.truth_ratio_mean)
     if split in MIA_SETS:
-        lps, vmean, vvar = _scored_stats(responses[0], opts.answer_scoring)
-        record["mia_loss"] = mia.loss_score(lps)
-        record["mia_zlib"] = mia.zlib_score(lps, doc["answer"])
-        record["mia_min_k"] = mia.min_k_score(lps, opts.mia_k)
-        record["mia_min_k_plus_plus"] = (
-            mia.min_k_plus_plus_score(lps, vmean, vvar, opts.mia_k) if vmean is not None else NAN
-        )
+        scoring = opts.answer_scoring
+        loss_lps = scored_tokens(responses[0], scoring)
+        record["mia_loss"] = mia.loss_score(loss_lps)
+        record["mia_zlib"] = mia.zlib_score(loss_lps, zlib_text(doc, responses[0], scoring))
+        lps, vmean, vvar = mia_token_stats(responses[0], scoring)
+        if not lps:
+            record["mia_min_k"] = record["mia_min_k_plus_plus"] = 0.0
+        else:
+            record["mia_min_k"] = mia.min_k_score(lps, opts.mia_k)
+            floor = OU_VAR_FLOOR if scoring == "tofu" else 0.0
+            record["mia_min_k_plus_plus"] = (
+                mia.min_k_plus_plus_score(lps, vmean, vvar, opts.mia_k, var_floor=floor) if vmean is not None else NAN
+            )
     return record

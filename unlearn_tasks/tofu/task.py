@@ -15,7 +15,8 @@ from lm_eval.api.instance import Instance
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
-from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
+from unlearn_tasks.generation_check import empty_generation_warning
+from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.options import TofuOptions
 from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
@@ -36,6 +37,7 @@ class TofuTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = TofuOptions.from_metadata(config.get("metadata"))
+        self._chat = False
         self._reference_out: dict | None = None
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
@@ -85,10 +87,12 @@ class TofuTask(UnlearningTask):
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
         chat = bool(kwargs.pop("apply_chat_template", False))
+        self._chat = chat
         kwargs.pop("chat_template", None)
         requests = []
         if "generation" in self.options.parts and doc["split"] in GENERATED_SETS:
-            args = (ctx, deepcopy(self.config.generation_kwargs))
+            gen_ctx = tofu_generation_prompt(ctx) if self.options.generation_prompt == "tofu" and not chat else ctx
+            args = (gen_ctx, deepcopy(self.config.generation_kwargs))
             requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
         if "likelihood" in self.options.parts:
             delimiter = "" if chat else ANSWER_DELIMITER
@@ -107,12 +111,25 @@ class TofuTask(UnlearningTask):
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         metrics = aggregate.compute_metrics(records, self.reference)
+        self._check_generations(records)
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,
                 {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
             )
         return metrics
+
+    def _check_generations(self, records: list[dict]) -> None:
+        """Warn (log and results file) when most generations are empty, saying what to change."""
+        hint = "" if self.options.generation_prompt == "tofu" or self._chat else (
+            "Or generate from TOFU's prompt 'Answer: ' (trailing space): "
+            "--metadata '{\"generation_prompt\": \"tofu\"}' (implied by answer_scoring tofu)."
+        )
+        flags = [r["empty_generation"] for r in records if "empty_generation" in r]
+        warning = empty_generation_warning(self.config.task, flags, hint, chat_template_applied=self._chat)
+        self.run_warnings = [warning] if warning else []
+        if warning:
+            log.warning(warning)
 
     def results_record(self) -> dict | None:
         """The data another run needs to use this one as its reference (see :mod:`unlearn_tasks.tofu.reference`)."""

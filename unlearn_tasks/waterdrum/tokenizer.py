@@ -80,6 +80,16 @@ def _hf_tokenizer(name: str, local_only: bool) -> Any:
     return AutoTokenizer.from_pretrained(name, local_files_only=local_only)
 
 
+def _in_hf_cache(repo_id: str) -> bool:
+    """Whether the Hugging Face cache holds ``repo_id``'s tokenizer: checked without importing transformers
+    (which pulls in torch, seconds of start-up that verification does not need otherwise)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover - huggingface_hub comes with lm-eval
+        return False
+    return any(isinstance(try_to_load_from_cache(repo_id, f), str) for f in ("tokenizer.json", "tokenizer_config.json"))
+
+
 def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
 
@@ -92,10 +102,11 @@ def load_tokenizer(name: str | None = None, allow_download: bool = True) -> Text
     Anything else: a Hugging Face tokenizer name or local directory. Raises :class:`TokenizerUnavailable`.
     """
     if name is None or name.lower() in {LLAMA3, "llama-3", "llama_3"}:
-        try:
-            return HFEncoder(_hf_tokenizer(LLAMA3_HUB_ID, local_only=True), LLAMA3_HUB_ID)
-        except Exception:  # noqa: BLE001 - not cached: fall through to the package
-            pass
+        if _in_hf_cache(LLAMA3_HUB_ID):
+            try:
+                return HFEncoder(_hf_tokenizer(LLAMA3_HUB_ID, local_only=True), LLAMA3_HUB_ID)
+            except Exception:  # noqa: BLE001 - incomplete cache: fall through to the package
+                pass
         try:
             return TiktokenLlama3Encoder()
         except TokenizerUnavailable as package_error:

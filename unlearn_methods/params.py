@@ -1,0 +1,157 @@
+"""Typed method hyperparameters: each method declares a small dataclass of them (type, default, allowed range, one
+line of help), the way TRL's trainer configs do. Values from ``--param KEY=VALUE`` (strings) and from YAML (whatever
+PyYAML made of them, e.g. ``5e-2`` is a string there) are converted to the declared type and checked against the
+declared range before training starts; a bad value raises :class:`ParamError` naming the parameter, the value and
+what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+TRUE, FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+class ParamError(ValueError):
+    """A method hyperparameter is unknown, of the wrong type or out of its range."""
+
+
+def param(default: Any, help: str, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+          le: float | None = None, choices: tuple | None = None) -> Any:
+    """A hyperparameter field: its default, one line of help, and the allowed range (bounds or choices)."""
+    bounds = {k: v for k, v in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le)) if v is not None}
+    return dataclasses.field(default=default, metadata={"help": help, "bounds": bounds, "choices": choices})
+
+
+_OPS = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b),
+        "lt": ("<", lambda v, b: v < b), "le": ("<=", lambda v, b: v <= b)}
+
+
+@dataclass
+class MethodParams:
+    """Base of every method's hyperparameter dataclass (a method without hyperparameters uses it as it is)."""
+
+    @classmethod
+    def fields(cls) -> list[dataclasses.Field]:
+        return list(dataclasses.fields(cls))
+
+    @classmethod
+    def types(cls) -> dict[str, Any]:
+        return typing.get_type_hints(cls)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None, method: str = "") -> MethodParams:
+        """Parse and validate ``values`` for ``method`` (missing keys take their defaults); raise
+        :class:`ParamError` if one is unknown, of the wrong type or out of range."""
+        values = dict(values or {})
+        names = [f.name for f in cls.fields()]
+        unknown = sorted(set(values) - set(names))
+        if unknown:
+            raise ParamError(f"Method {method!r} has no parameter(s) {unknown}; it takes {names or 'none'} "
+                             f"(`unlearn methods` lists them).")
+        hints = cls.types()
+        parsed = {name: _convert(method, name, value, hints[name]) for name, value in values.items()}
+        params = cls(**parsed)
+        params.validate(method)
+        return params
+
+    def validate(self, method: str = "") -> None:
+        """Check every value against its declared type and range."""
+        hints = self.types()
+        for f in self.fields():
+            value = getattr(self, f.name)
+            if value is None:
+                if not _allows_none(hints[f.name]):
+                    raise ParamError(_bad(method, f.name, value, describe(f, hints[f.name])))
+                continue
+            choices = f.metadata.get("choices")
+            if choices and value not in choices:
+                raise ParamError(_bad(method, f.name, value, f"one of {', '.join(map(str, choices))}"))
+            for key, bound in f.metadata.get("bounds", {}).items():
+                if not _OPS[key][1](value, bound):
+                    raise ParamError(_bad(method, f.name, value, describe(f, hints[f.name])))
+            if isinstance(value, float) and not math.isfinite(value):
+                raise ParamError(_bad(method, f.name, value, "a finite number"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _bad(method: str, name: str, value: Any, what: str) -> str:
+    return f"Method {method!r}: parameter {name}={value!r} is not allowed; expected {what}."
+
+
+def allowed(f: dataclasses.Field) -> str:
+    """The declared range of a field in words, e.g. ``> 0`` or ``>= 0, <= 1`` or ``one of step, epoch``."""
+    if f.metadata.get("choices"):
+        return "one of " + ", ".join(map(str, f.metadata["choices"]))
+    return ", ".join(f"{_OPS[k][0]} {v}" for k, v in f.metadata.get("bounds", {}).items())
+
+
+def type_name(tp: Any) -> str:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    if args:
+        return " | ".join(a.__name__ for a in args) + (" | None" if _allows_none(tp) else "")
+    return getattr(tp, "__name__", str(tp))
+
+
+def describe(f: dataclasses.Field, tp: Any) -> str:
+    """``float > 0``: the type and range of a field, for messages and `unlearn methods`."""
+    rng = allowed(f)
+    return type_name(tp) + (f" {rng}" if rng and not rng.startswith("one of") else f" ({rng})" if rng else "")
+
+
+def _allows_none(tp: Any) -> bool:
+    return type(None) in typing.get_args(tp)
+
+
+def _base_type(tp: Any) -> type:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return next(a for a in typing.get_args(tp) if a is not type(None))
+    return tp
+
+
+def _convert(method: str, name: str, value: Any, tp: Any) -> Any:
+    """``value`` as the declared type ``tp`` (strings parsed: '5e-2' -> 0.05, 'true' -> True, 'none' -> None)."""
+    base = _base_type(tp)
+
+    def bad() -> ParamError:
+        return ParamError(_bad(method, name, value, type_name(tp)))
+
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("none", "null", "~") and base is not str):
+        if _allows_none(tp):
+            return None
+        raise bad()
+    if base is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().lower() in TRUE | FALSE:
+            return value.strip().lower() in TRUE
+        raise bad()
+    if base is str:
+        if isinstance(value, (dict, list)):
+            raise bad()
+        return str(value)
+    if isinstance(value, bool):  # True is an int in Python; never a number here
+        raise bad()
+    if base is float:
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise bad() from None
+    if base is int:
+        if isinstance(value, int):
+            return value
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise bad() from None
+        if not number.is_integer():
+            raise bad()
+        return int(number)
+    raise bad()
