@@ -25,7 +25,8 @@ from unlearn_methods.vlm import (  # noqa: E402
     load_vision_model,
 )
 
-VISION_METHODS = ("ga", "graddiff", "kl", "idk", "dpo", "npo", "simnpo", "scrub", "llmu", "rmu", "retain_ft")
+VISION_METHODS = ("ga", "graddiff", "kl", "idk", "dpo", "npo", "simnpo", "scrub", "llmu", "rmu", "retain_ft", "undial",
+                  "wga", "satimp", "ceu", "pdu")
 
 
 @pytest.fixture(scope="module")
