@@ -107,3 +107,16 @@ def test_lm_eval_command_runs_clear_forget10_on_hf_multimodal(tiny_llava_dir, cl
     assert image == METRICS
     text = results["clear_forget10_text"]
     assert not math.isnan(text["forget_prob,none"]) and not math.isnan(text["forget_rougeL_recall,none"])
+
+
+def test_chat_template_prompt_puts_the_image_in_the_user_turn(tiny_llava_dir, clear_data_dir):
+    from lm_eval.models.hf_vlms import HFMultimodalLM
+
+    lm = HFMultimodalLM(pretrained=str(tiny_llava_dir), device="cpu", batch_size=1)
+    task = _load("clear_forget10_image", data_dir=str(clear_data_dir), **SMALL)
+    doc = next(d for d in task.test_docs() if d["split"] == "forget_facerec")
+    prompt = task.fewshot_context(doc, 0, apply_chat_template=True, chat_template=lm.apply_chat_template)
+    assert prompt == f"USER: <image>\n{doc['question']} ASSISTANT:"
+    task.build_all_requests(limit=2, rank=0, world_size=1, apply_chat_template=True, chat_template=lm.apply_chat_template)
+    scored = [i for i in task.instances if i.request_type == "unlearn_answer_logprobs"]
+    assert scored and all(not i.args[1].startswith(" ") for i in scored)  # no space after the assistant tag
