@@ -73,7 +73,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_push(args: argparse.Namespace) -> int:
     from unlearn_app.hub import HubUploadError, push_folder
+    from unlearn_app.pipeline import write_model_index
 
+    if Path(args.folder, "eval").is_dir() and write_model_index(Path(args.folder), args.repo.split("/")[-1]):
+        print(f"model card: evaluation results of {Path(args.folder, 'eval')} written as model-index")
     try:
         print(push_folder(args.folder, args.repo, private=not args.public))
     except HubUploadError as e:
@@ -91,18 +94,25 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from harness_ext.results import json_safe, load_results
+    from harness_ext.results import json_safe
     from unlearn_app.plots import forget_quality_vs_utility
     from unlearn_app.report import compare_runs
+    from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
 
     names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
     if len(names) != len(args.runs):
         return error(f"{len(names)} names for {len(args.runs)} runs")
     try:
-        runs = {name: load_results(d) for name, d in zip(names, args.runs)}
-    except FileNotFoundError as e:
+        loaded = [load_run(d, name) for name, d in zip(names, args.runs)]
+    except (FileNotFoundError, json.JSONDecodeError) as e:
         return error(str(e))
-    text = compare_runs(runs)
+    runs = {r.name: r.metrics for r in loaded}
+    warnings = provenance_differences(loaded)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
+    if warnings:
+        text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
@@ -115,6 +125,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 path = Path(args.plot)
                 path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
                 print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    if args.html:
+        from unlearn_app.html_report import write_html
+
+        print(f"html: {write_html(loaded, args.html)}")
     return 0
 
 
@@ -168,7 +182,7 @@ def _add_run_parser(sub) -> None:
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
 EXTENSIONS: list[str] = ["unlearn_app.commands.waterdrum", "unlearn_app.commands.deep_unlearning",
-                          "unlearn_app.commands.klom"]
+                          "unlearn_app.commands.klom", "unlearn_app.commands.ci"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -207,12 +221,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
                        description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
-                       "print one table per task with a column per run.")
+                       "print one table per task with a column per run; warn when the runs' provenance (package version, data, metric "
+                       "modes, reference run) differs.")
     p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
     p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
     p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
+                   "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("methods", help="List the unlearning methods and their hyperparameters.")

@@ -76,3 +76,60 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
     body += ["## Library versions", "", "| library | version |", "|---|---|"]
     body += [f"| {k} | {v} |" for k, v in library_versions().items()] + [""]
     return "\n".join(front + body)
+
+
+# --------------------------------------------------------------------------- Hub model-index evaluation results
+def eval_results_entries(results: dict[str, Any], model_name: str) -> list:
+    """huggingface_hub ``EvalResult`` objects for every finite metric of an lm-eval results dictionary.
+
+    The dataset of each task is the first data source its provenance names (``configs.<task>.provenance``), with
+    its revision when it came from the Hub.
+    """
+    from huggingface_hub import EvalResult
+
+    from harness_ext.results import task_metrics
+
+    configs = results.get("configs") or {}
+    entries = []
+    for task, metrics in task_metrics(results).items():
+        prov = (configs.get(task) or {}).get("provenance") or {}
+        data = (prov.get("data") or [{}])[0]
+        dataset = data.get("source") or task
+        for metric, value in metrics.items():
+            if not math.isfinite(value):
+                continue
+            entries.append(EvalResult(
+                task_type="text-generation", task_name=f"{task} (lm-eval-unlearning)", dataset_type=dataset,
+                dataset_name=f"{dataset} ({task})", dataset_revision=data.get("revision"), metric_type=metric,
+                metric_name=metric, metric_value=round(float(value), 6), source_name="lm-eval-unlearning",
+                source_url="https://pypi.org/project/lm-eval-unlearning/",
+            ))
+    return entries
+
+
+def update_card_eval_results(card_path_or_repo: str, results: dict[str, Any], model_name: str) -> Any:
+    """Write lm-eval results as the card's ``model-index`` (replacing earlier lm-eval-unlearning entries).
+
+    ``card_path_or_repo`` is a local model folder (its README.md is created or updated) or a Hub repo id (the
+    card is read from and pushed back to the Hub). Returns the card.
+    """
+    from pathlib import Path
+
+    from huggingface_hub import ModelCard, ModelCardData
+
+    folder = Path(card_path_or_repo).expanduser()
+    local = folder.is_dir()
+    if local:
+        readme = folder / "README.md"
+        card = ModelCard(readme.read_text(encoding="utf-8")) if readme.is_file() else ModelCard(
+            f"---\n{ModelCardData().to_yaml()}\n---\n\n# {model_name}\n")
+    else:
+        card = ModelCard.load(card_path_or_repo)
+    kept = [r for r in (card.data.eval_results or []) if r.source_name != "lm-eval-unlearning"]
+    card.data.eval_results = kept + eval_results_entries(results, model_name)
+    card.data.model_name = card.data.model_name or model_name
+    if local:
+        card.save(str(folder / "README.md"))
+    else:
+        card.push_to_hub(card_path_or_repo, commit_message="Evaluation results (lm-eval-unlearning)")
+    return card

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import datasets
+
+from harness_ext.provenance import note_data_source
 
 DATA_DIR_ENV = "UNLEARN_DATA_DIR"
 LOCAL_SUFFIXES = (".json", ".jsonl")
@@ -81,6 +84,16 @@ def validate_columns(ds: datasets.Dataset, required: Iterable[str], where: str) 
     return ds
 
 
+def hub_revision(ds: datasets.Dataset) -> str | None:
+    """The Hub commit a loaded dataset was downloaded from (read from its download URLs), else its fingerprint."""
+    for url in (ds.info.download_checksums or {}):
+        match = re.search(r"(?:@|/resolve/)([0-9a-f]{40})", str(url))
+        if match:
+            return match.group(1)
+    fingerprint = getattr(ds, "_fingerprint", None)
+    return f"fingerprint:{fingerprint}" if fingerprint else None
+
+
 def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: Iterable[str] = ()) -> datasets.Dataset:
     """One config from the Hub: the first of ``splits`` that exists (default: ``train``, else the first split).
 
@@ -103,10 +116,12 @@ def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: I
             f"{DATA_DIR_ENV} to a folder holding {repo_id}/."
         ) from e
     if not isinstance(loaded, datasets.DatasetDict):
+        note_data_source("hub", repo_id, config, revision=hub_revision(loaded))
         return loaded
     wanted = list(splits)
     for split in wanted or ["train", next(iter(loaded))]:
         if split in loaded:
+            note_data_source("hub", repo_id, config, revision=hub_revision(loaded[split]))
             return loaded[split]
     raise DataError(f"{repo_id} config {config!r} has no split {wanted}; it has {list(loaded)}.")
 
@@ -131,6 +146,7 @@ def load_config(
         records = _read_json_records(path)
         if not records:
             raise DataError(f"{path} holds no records.")
+        note_data_source("local", repo_id, config, path=path)
         return validate_columns(datasets.Dataset.from_list(records), required, str(path))
     ds = load_from_hub(repo_id, config, token)
     return validate_columns(ds, required, f"{repo_id} config {config!r}")
@@ -170,6 +186,8 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
             f"(`huggingface-cli download {repo_id} --repo-type dataset --local-dir {folder}`)."
         )
     if files[0].suffix == ".parquet":
+        for f in files:
+            note_data_source("local", repo_id, f"{config}/{splits[0]}", path=f)
         table = datasets.Dataset.from_parquet([str(f) for f in files])
         return validate_columns(table, required, str(files[0])).to_list()
     return load_config(repo_id, files[0].stem, required, data_dir=files[0].parent).to_list()

@@ -48,6 +48,7 @@ def test_merged_checkpoint_with_self_evaluation_in_model_card(tmp_path, tiny_mod
                    "| transformers |", "| peft |", "LoRA (r=8"):
         assert needle in card, needle
     assert list((out / "eval").rglob("results_*.json"))
+    assert "model-index:" in card and "name: forget_prob" in card  # the Hub shows the evaluation
 
 
 def test_yaml_config_with_command_line_overrides_and_resolved_copy(tmp_path, tiny_model_dir, demo_data_dir):

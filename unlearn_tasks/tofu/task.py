@@ -14,6 +14,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.provenance import path_fingerprint
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
@@ -73,6 +74,12 @@ class TofuTask(UnlearningTask):
             )
         log.info("%s: reference %s", self.config.task, reference.describe(ref))
         return ref
+
+    def reference_used(self) -> dict[str, Any] | None:
+        path = self.options.reference_for_split()
+        if not path or self.reference is None:
+            return None
+        return {"path": str(path), "source": self.reference.source, "sha256": path_fingerprint(path)}
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
