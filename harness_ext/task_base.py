@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 from lm_eval.api.task import ConfigurableTask
 
 from harness_ext import provenance
-from harness_ext.lm_eval_compat import install_request_types
+from harness_ext.lm_eval_compat import install_input_error_hook, install_request_types
 
 #: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
 #: names containing one of these, or equal to one of the second set.
@@ -42,6 +42,7 @@ class UnlearningTask(ConfigurableTask):
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
+        install_input_error_hook()
         config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
         self.run_warnings: list[str] = []  # set in compute_metrics, written into the results file
         with provenance.recording() as self.data_sources:  # what the loaders read while the task is built
@@ -125,6 +126,15 @@ class UnlearningTask(ConfigurableTask):
             return f"{system_instruction}\n\n{prompt}" if system_instruction else prompt
         system = [{"role": "system", "content": system_instruction}] if system_instruction else []
         return chat_template(system + messages, add_generation_prompt=True)
+
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Our tasks build their documents with a ``custom_dataset`` function fed by the metadata; call it directly,
+        without lm-eval's generic "Custom kwargs can be passed to --metadata" warning (our options are checked
+        and documented, and an unknown key is an error)."""
+        if callable(self.config.custom_dataset):
+            self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+        else:
+            super().download(dataset_kwargs, **kwargs)
 
     def dump_config(self) -> dict:
         config = super().dump_config()

@@ -86,7 +86,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         _stage(5, total, f"Unlearning {cfg.forget_split} from the target with {method} ({epochs:g} epochs, lr {lr:g})")
         run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
                                  data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs, lr=lr,
-                                 seed=cfg.seed, progress=not cfg.quiet))
+                                 seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[method] = wd / "models" / method
         unlearned.append(method)
 
@@ -157,7 +157,7 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
         out = wd / "models" / f"evaldu_{method}_{'set' if minimal else 'fact'}"
         run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
                                  evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
-                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet))
+                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[label] = out
     scores = {}
     for label, path in models.items():

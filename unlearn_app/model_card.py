@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import platform
 from importlib import metadata
 from typing import Any
@@ -28,11 +29,21 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def model_label(model: str) -> tuple[str | None, str]:
+    """(Hub id for ``base_model`` or None for a local folder, the name to show): a local folder is shown by its
+    name only, so the card never carries this machine's absolute paths."""
+    if os.path.exists(os.path.expanduser(model)):
+        return None, os.path.basename(os.path.normpath(model)) or model
+    return model, model
+
+
 def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_metrics: dict[str, Any],
            eval_results: dict[str, dict[str, float]] | None = None, adapter: bool = False) -> str:
     """Markdown with YAML front matter (read by the Hub) describing how the checkpoint was made."""
+    hub_id, shown = model_label(cfg.model)
     tags = ["unlearning", "lm-eval-unlearning", f"unlearning-{cfg.method}", cfg.forget]
-    front = ["---", f"base_model: {cfg.model}", f"library_name: {'peft' if adapter else 'transformers'}", "tags:"]
+    front = ["---", *([f"base_model: {hub_id}"] if hub_id else []),
+             f"library_name: {'peft' if adapter else 'transformers'}", "tags:"]
     front += [f"- {t}" for t in tags] + ["---", ""]
     hp = {"method": cfg.method, **{f"method.{k}": v for k, v in method_params.items()},
           "forget split": cfg.forget, "retain split": cfg.retain, "data": cfg.dataset,
@@ -44,14 +55,16 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
     if cfg.data == "clear":
         hp["modality"] = cfg.modality
     body = [
-        f"# {cfg.model} unlearned with {cfg.method} on {cfg.forget}",
+        f"# {shown} unlearned with {cfg.method} on {cfg.forget}",
+        *([] if hub_id else ["", f"Base model: the local model `{shown}` (replace BASE_MODEL below with its Hub id or folder)."]),
         "",
         f"Made with [lm-eval-unlearning](https://pypi.org/project/lm-eval-unlearning/): {summary}",
         "",
         "## How to evaluate",
         "",
         "```bash",
-        (f"lm_eval --model {backend} --model_args pretrained={cfg.model},peft=THIS_REPO --tasks {bench}_{cfg.forget}"
+        (f"lm_eval --model {backend} --model_args pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO "
+         f"--tasks {bench}_{cfg.forget}"
          if adapter else f"lm_eval --model {backend} --model_args pretrained=THIS_REPO --tasks {bench}_{cfg.forget}"),
         "```",
         "",

@@ -34,8 +34,10 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     """A run from an lm-eval output folder / results file, or an ``unlearn ci --out`` folder (checks included)."""
     path = Path(path)
     checks: list[dict[str, Any]] = []
-    ci_file = path / "results.json" if path.is_dir() else None
-    if ci_file is not None and ci_file.is_file():
+    # an `unlearn ci --out` folder holds results.json beside lm_eval/<model>/results_*.json
+    homes = [path] if path.is_dir() else list(path.parents)[:3]
+    ci_file = next((h / "results.json" for h in homes if (h / "results.json").is_file()), None)
+    if ci_file is not None:
         try:
             checks = json.loads(ci_file.read_text()).get("checks") or []
         except json.JSONDecodeError:

@@ -7,7 +7,9 @@ the aggregation. Runs on lm-eval's ``hf-multimodal`` (and ``vllm-vlm``) backends
 from __future__ import annotations
 
 import logging
+import math
 from copy import deepcopy
+from pathlib import Path
 from typing import Any
 
 from lm_eval.api.instance import Instance
@@ -18,7 +20,8 @@ from unlearn_tasks.clear import scoring
 from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.options import ClearOptions
 from unlearn_tasks.prompts import ANSWER_DELIMITER
-from unlearn_tasks.tofu import reference
+from unlearn_tasks.reference_logs import ReferenceLogError, find_records, is_benchmark
+from unlearn_tasks.tofu.aggregate import ReferenceData
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +62,20 @@ class ClearTask(UnlearningTask):
             log.warning("%s: no reference (gold model) run given, so forget_quality is NaN. %s",
                         self.config.task, HOW_TO_MAKE.format(task=self.config.task))
             return None
-        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean,
-                                       record_format=scoring.REFERENCE_FORMAT)
-        log.info("%s: reference %s", self.config.task, reference.describe(ref))
-        return ref
+        split = self.options.forget_split
+        found = find_records(Path(path).expanduser(),
+                             lambda r: is_benchmark(r, "clear") and r.get("forget_split") == split)
+        if not found:
+            raise ReferenceLogError(
+                f"Reference {path} holds no CLEAR results for {split}; pass the output folder of "
+                f"{self.config.task} run on the gold model (trained on the matching retain set)."
+            )
+        record, source = found[0]
+        ratios = [float(x) for x in record["forget_truth_ratio"]]
+        if any(math.isnan(x) for x in ratios):
+            raise ReferenceLogError(f"{source}: the forget truth ratios contain NaN; re-run the gold evaluation.")
+        log.info("%s: reference %s (%d forget items)", self.config.task, source, len(ratios))
+        return ReferenceData(ratios, split, {}, None, record.get("answer_scoring"), f"CLEAR results {source}")
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:

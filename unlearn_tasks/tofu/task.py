@@ -38,6 +38,7 @@ class TofuTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = TofuOptions.from_metadata(config.get("metadata"))
+        self.model = reference.model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._chat = False
         self._reference_out: dict | None = None
 
@@ -63,7 +64,7 @@ class TofuTask(UnlearningTask):
                 reference.HOW_TO_MAKE.format(task=self.config.task),
             )
             return None
-        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean)
+        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean, self.model)
         forget_keys = [question_key(d["question"]) for d in self.test_docs() if d["split"] == "forget"]
         reference.check_items(ref, forget_keys)
         if ref.answer_scoring and ref.answer_scoring != self.options.answer_scoring:
@@ -122,7 +123,8 @@ class TofuTask(UnlearningTask):
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,
-                {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
+                {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean,
+                 "model": self.model, "reference_file": self.reference.path if self.reference else None},
             )
         return metrics
 
