@@ -43,7 +43,7 @@ def run_lm_eval(
         model_args=model_args,
         tasks=tasks,
         batch_size=batch_size,
-        device=device or ("cpu" if backend == "hf" else None),
+        device=device or ("cpu" if backend in ("hf", "hf-multimodal") else None),
         task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata),
         bootstrap_iters=0,
         limit=limit,

@@ -160,16 +160,41 @@ def _vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
 
 
 def answer_logprobs(self: Any, requests: list) -> list[dict]:
-    """``LM.unlearn_answer_logprobs``: per-token log-probs of each (context, continuation + EOS)."""
+    """``LM.unlearn_answer_logprobs``: per-token log-probs of each (context, continuation + EOS), conditioned on
+    the request's images on the multimodal backends (:mod:`harness_ext.multimodal`)."""
+    from harness_ext import multimodal
+
+    if _is_backend(self, "HFMultimodalLM", "lm_eval.models.hf_vlms"):
+        return multimodal.hf_multimodal_answer_logprobs(self, requests, _hf_answer_logprobs)
+    if _is_backend(self, "VLLM_VLM", "lm_eval.models.vllm_vlms"):
+        return multimodal.vllm_vlm_answer_logprobs(self, requests, _vllm_answer_logprobs)
+    if any(multimodal.visuals_of(r) for r in requests):
+        raise NotImplementedError(
+            f"Answer log-probabilities conditioned on images are implemented for the 'hf-multimodal' and 'vllm-vlm' "
+            f"backends; {type(self).__name__} is neither. Run with --model hf-multimodal or --model vllm-vlm."
+        )
     if _is_backend(self, "HFLM", "lm_eval.models.huggingface"):
         return _hf_answer_logprobs(self, requests)
     if _is_backend(self, "VLLM", "lm_eval.models.vllm"):
         return _vllm_answer_logprobs(self, requests)
     raise NotImplementedError(
         f"The TOFU tasks need per-token answer log-probabilities, which lm-eval-unlearning implements for the "
-        f"'hf' and 'vllm' backends (and their subclasses); {type(self).__name__} is neither. "
-        f"Run with --model hf or --model vllm."
+        f"'hf' and 'vllm' backends (and their subclasses, 'hf-multimodal' and 'vllm-vlm' included); "
+        f"{type(self).__name__} is none of them. Run with --model hf or --model vllm."
     )
+
+
+def patch_multimodal_generation() -> None:
+    """Let ``hf-multimodal`` generate for a batch that mixes text-only and image requests (idempotent)."""
+    try:
+        from lm_eval.models.hf_vlms import HFMultimodalLM
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:  # pragma: no cover - lm-eval without the multimodal backend
+        return
+    from harness_ext.multimodal import generate_until_split
+
+    if not getattr(HFMultimodalLM.generate_until, "_unlearn_patched", False):
+        HFMultimodalLM.generate_until = generate_until_split(HFMultimodalLM.generate_until, HFLM.generate_until)
 
 
 # --------------------------------------------------------------------------- generation to a token budget
@@ -249,6 +274,7 @@ def install_request_types() -> None:
     for name, method in ((ANSWER_LOGPROBS, answer_logprobs), (GENERATE_TOKENS, generate_tokens)):
         if not hasattr(LM, name):
             setattr(LM, name, method)
+    patch_multimodal_generation()
     quiet_git_hash()
 
 

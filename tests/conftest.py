@@ -52,6 +52,27 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def clear_data_dir(tmp_path_factory) -> Path:
+    """A CLEAR-layout folder written by the project (20 people, 2 poses, 32x32 faces, parquet with image bytes)."""
+    pytest.importorskip("PIL")
+    from unlearn_tasks.clear.synthetic import write_clear_layout
+
+    return write_clear_layout(tmp_path_factory.mktemp("clear_data"), n_people=20, poses=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_llava_dir(tmp_path_factory) -> Path:
+    """A randomly initialised tiny LLaVA (CLIP-style vision tower + tiny Llama) and its LlavaProcessor."""
+    pytest.importorskip("PIL")
+    from unlearn_methods.tiny_vlm import build_tiny_llava
+    from unlearn_tasks.clear.synthetic import corpus_texts
+
+    out = tmp_path_factory.mktemp("tiny_llava")
+    build_tiny_llava(corpus_texts(), out, seed=0)
+    return out
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a float32 checkpoint folder (cached; see unlearn_methods.pretrained)."""
     from unlearn_methods.pretrained import PretrainedModelError, build_smollm2

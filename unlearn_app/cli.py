@@ -16,6 +16,11 @@ def _cmd_tasks_dir(args: argparse.Namespace) -> int:
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.benchmark == "clear":
+        from unlearn_app.demo_clear import run_clear_demo
+
+        run_clear_demo(Path(args.workdir or "unlearn_demo_clear"), seed=args.seed, quiet=args.quiet)
+        return 0
     if args.model == "smollm2":
         from unlearn_app.demo_pretrained import PretrainedDemoConfig, run_pretrained_demo
 
@@ -45,6 +50,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         params[key.strip()] = value.strip()  # converted to the parameter's declared type by the method
     overrides = {
         "method": args.method, "model": args.model, "out": args.out, "data": args.data, "data_dir": args.data_dir,
+        "modality": args.modality,
         "forget": args.forget, "retain": args.retain, "lora": args.lora, "merge": args.merge or None,
         "lora_r": args.lora_r, "l1_lora": args.l1_lora, "epochs": args.epochs, "lr": args.lr,
         "batch_size": args.batch_size, "grad_accum": args.grad_accum, "max_length": args.max_length,
@@ -135,7 +141,11 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--out", help="Output folder for the checkpoint.")
     p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
                    "JSON folder), 'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default "
-                   "retain1; QA-only methods idk, dpo, llmu, altpo do not apply) or a Hub id in TOFU's schema.")
+                   "retain1; QA-only methods idk, dpo, llmu, altpo do not apply), 'clear' (therem/CLEAR, text and "
+                   "images: --model is a LLaVA-style vision-language model) or a Hub id in TOFU's schema.")
+    p.add_argument("--modality", choices=["text", "image", "both"],
+                   help="With --data clear: unlearn from the people's text rows, their image-caption rows, or both "
+                   "(default both).")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
     p.add_argument("--forget", help="Forget split (default forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2).")
     p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
@@ -203,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
+    p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],
+                   help="'tofu' (default) or 'clear': a tiny LLaVA memorises synthetic people (faces, captions, "
+                   "text facts) and forgets ten percent of them by text, by image and by both (hf-multimodal; "
+                   "default workdir ./unlearn_demo_clear).")
     p.set_defaults(func=_cmd_demo)
 
     _add_run_parser(sub)

@@ -51,6 +51,9 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
           + (", merged" if cfg.merge else "") if cfg.lora else "full",
           "L1 on LoRA weights": cfg.l1_lora, "epochs": cfg.epochs, "learning rate": cfg.lr,
           "batch size": cfg.batch_size, "gradient accumulation": cfg.grad_accum, "seed": cfg.seed}
+    backend, bench = ("hf-multimodal", "clear") if cfg.data == "clear" else ("hf", "tofu")
+    if cfg.data == "clear":
+        hp["modality"] = cfg.modality
     body = [
         f"# {shown} unlearned with {cfg.method} on {cfg.forget}",
         *([] if hub_id else ["", f"Base model: the local model `{shown}` (replace BASE_MODEL below with its Hub id or folder)."]),
@@ -60,8 +63,9 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         "## How to evaluate",
         "",
         "```bash",
-        (f"lm_eval --model hf --model_args pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO --tasks tofu_{cfg.forget}"
-         if adapter else f"lm_eval --model hf --model_args pretrained=THIS_REPO --tasks tofu_{cfg.forget}"),
+        (f"lm_eval --model {backend} --model_args pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO "
+         f"--tasks {bench}_{cfg.forget}"
+         if adapter else f"lm_eval --model {backend} --model_args pretrained=THIS_REPO --tasks {bench}_{cfg.forget}"),
         "```",
         "",
         "## Hyperparameters",

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import Trainer
 
+from unlearn_methods.losses import forward
 from unlearn_methods.params import MethodParams
 
 
@@ -35,8 +36,8 @@ class MethodContext:
         with torch.no_grad():
             if self.reference == "disable_adapter":
                 with self.trainer.model.disable_adapter():
-                    return self.trainer.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
-            return self.reference(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+                    return forward(self.trainer.model, batch, **kwargs)
+            return forward(self.reference, batch, **kwargs)
 
     @property
     def step(self) -> int:

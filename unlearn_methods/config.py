@@ -33,6 +33,7 @@ class RunConfig:
     evaldu_target: int | None = None  # with data="evaldu": the relationship fact to unlearn
     evaldu_minimal_set: bool = False  # with data="evaldu": unlearn a whole minimal deep-unlearning set (white-box)
     data_dir: str | None = None
+    modality: str = "both"  # with data="clear": train on "text", "image" or "both" kinds of CLEAR rows
     forget: str = "forget10"
     retain: str | None = None  # default: retainXX matching the forget split
     lora: bool = True
@@ -63,6 +64,10 @@ class RunConfig:
 
     @property
     def dataset(self) -> str:
+        if self.data == "clear":
+            from unlearn_tasks.clear.splits import HUB_ID as CLEAR_HUB_ID
+
+            return CLEAR_HUB_ID
         if self.data == "tofu":
             return HUB_ID
         corpus = corpus_of(self.data)
@@ -83,6 +88,8 @@ class RunConfig:
             raise ValueError(f"Missing required option(s): {', '.join('--' + m for m in missing)}.")
         if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
             raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
+        if self.modality not in ("text", "image", "both"):
+            raise ValueError(f"--modality must be text, image or both, got {self.modality!r}.")
         if self.merge and not self.lora:
             raise ValueError("--merge only applies to LoRA runs; full fine-tuning already saves merged weights.")
         for key in ("epochs", "lr", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha"):

@@ -9,10 +9,14 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+TEXT_KEYS = ("input_ids", "attention_mask", "labels")
+
 
 def forward(model, batch: dict, **kwargs):
-    """Run ``model`` on a batch (labels are not passed: every method computes its own loss)."""
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **kwargs)
+    """Run ``model`` on a batch (labels are not passed: every method computes its own loss). A vision-language
+    batch also carries the processor's image tensors (``pixel_values``, ...), passed on as they are."""
+    images = {k: v for k, v in batch.items() if k not in TEXT_KEYS}
+    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
 
 
 def token_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -37,6 +37,8 @@ from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
+#: Methods that fine-tune a text-only copy or generate text with the tokenizer (not for vision-language models yet).
+NOT_FOR_VISION = ("task_vector", "whp", "altpo")
 METRICS_FILE = "train_metrics.json"
 
 
@@ -72,6 +74,16 @@ class UnlearnRun:
 
 def _load(cfg: RunConfig):
     dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
+    if cfg.data == "clear":
+        from unlearn_methods.vlm import load_vision_model
+
+        try:
+            return load_vision_model(cfg.model, dtype)
+        except (OSError, ValueError) as e:
+            raise UnlearningFailed(
+                f"Could not load {cfg.model!r} as a vision-language model with its processor ({e}). --data clear needs "
+                f"a LLaVA-style checkpoint (AutoModelForImageTextToText + AutoProcessor), local or on the Hub."
+            ) from e
     try:
         tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
@@ -234,11 +246,20 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
                 shutil.rmtree(out / stale)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
+    vision = cfg.data == "clear"
+    if vision and method.name in NOT_FOR_VISION:
+        raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
+                               f"is not available with --data clear; use another method (`unlearn methods`).")
     torch.manual_seed(cfg.seed)
-    tokenizer, model = _load(cfg)
+    tokenizer, model = _load(cfg)  # with --data clear: the processor (it saves with the checkpoint) and the VLM
     data_dir = _data_dir(cfg, out)
     if cfg.data == "evaldu":
         forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+    elif vision:
+        from unlearn_methods.vlm import clear_records
+
+        forget = clear_records(cfg.forget, cfg.modality, data_dir, cfg.dataset, cfg.seed)
+        retain = clear_records(cfg.retain, cfg.modality, data_dir, cfg.dataset, cfg.seed)
     elif cfg.text_data:
         forget, retain = load_texts(cfg.forget, cfg.dataset, data_dir), load_texts(cfg.retain, cfg.dataset, data_dir)
     else:
@@ -251,13 +272,19 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
-        if cfg.text_data:
+        if vision:
+            from unlearn_methods.vlm import VisionForgetRetainDataset, VisionPairCollator
+
+            dataset = VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                                seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
+        elif cfg.text_data:
             dataset = TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=cfg.seed, max_length=cfg.max_length)
         else:
             dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
                                           seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
+        collator = VisionPairCollator(tokenizer.tokenizer.pad_token_id) if vision else PairCollator(tokenizer.pad_token_id)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
-                                 data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
+                                 data_collator=collator, method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
         if cfg.resume and resume is None:
             log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")

@@ -41,7 +41,7 @@ IDENTITY_KEYS = ("pretrained", "peft", "revision", "delta")
 
 
 #: Benchmarks whose reference records share results files with TOFU's and are never TOFU references.
-OTHER_BENCHMARKS = ("muse",)
+OTHER_BENCHMARKS = ("muse", "clear")
 
 
 def _legacy(data: dict, source: str, truth_ratio_mean: str) -> ReferenceData:
