@@ -41,7 +41,8 @@ def test_tofu_task_records_its_data_modes_and_reference(demo_data_dir, tmp_path)
 
     ref = tmp_path / "ref" / "results_2026.json"
     ref.parent.mkdir()
-    record = {"forget_split": "forget01", "forget_truth_ratio": [0.5] * 40, "mia_auc": {}, "answer_scoring": "tofu"}
+    n_forget = len((demo_data_dir / "forget01_perturbed.json").read_text().splitlines())  # the same item count
+    record = {"forget_split": "forget01", "forget_truth_ratio": [0.5] * n_forget, "mia_auc": {}, "answer_scoring": "tofu"}
     ref.write_text(json.dumps({"configs": {"tofu_forget01": {"unlearning_reference": record}}}))
     manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
                           metadata={"data_dir": str(demo_data_dir), "answer_scoring": "tofu",
