@@ -43,7 +43,7 @@ def test_quantized_checkpoint_moves_weights_within_the_error_bound(bits, tmp_pat
     bound = groups.abs().amax(-1, keepdim=True) / (2 ** bits - 1)  # half a quantization step
     assert ((w1 - w0).reshape_as(groups).abs() <= bound + 1e-6).all()
     assert (w0 - w1).abs().max() > 0
-    levels = torch.unique(torch.round((w1.reshape_as(groups) / (2 * bound)))).numel()
+    levels = torch.unique(torch.round(w1.reshape_as(groups) / (2 * bound))).numel()
     assert levels <= 2 ** bits
     assert torch.equal(before.lm_head.weight, after.lm_head.weight)  # the output head is left as it is
 
