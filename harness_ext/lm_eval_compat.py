@@ -15,6 +15,9 @@
    ``model.generate`` + ``tokenizer.decode`` generate.
 lm-eval dispatches a request by calling ``getattr(lm, request_type)``; we add these methods to the ``LM`` base
 class. They are implemented for ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
+4. :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr.
+5. :func:`install_input_error_hook`: our tasks' input errors (bad data, reference, options) end the ``lm_eval``
+   command with one ``error:`` line instead of a traceback.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import functools
 import inspect
 import logging
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from harness_ext import tasks_dir
@@ -236,13 +243,68 @@ def generate_tokens(self: Any, requests: list) -> list[str]:
 
 
 def install_request_types() -> None:
-    """Add our request types to lm-eval's ``LM`` base class (idempotent)."""
+    """Add our request types to lm-eval's ``LM`` base class (idempotent); quiet lm-eval's git lookup."""
     from lm_eval.api.model import LM
 
     for name, method in ((ANSWER_LOGPROBS, answer_logprobs), (GENERATE_TOKENS, generate_tokens)):
         if not hasattr(LM, name):
             setattr(LM, name, method)
+    quiet_git_hash()
 
 
+# --------------------------------------------------------------------------- output noise
+def _git_commit_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` (``git describe --always``, else ``.git/HEAD`` of the working directory)
+    with git's stderr captured instead of printed."""
+    from lm_eval.loggers.utils import get_commit_from_path
 
-__all__ = ["ANSWER_LOGPROBS", "GENERATE_TOKENS", "encode_request", "install_request_types", "patch_task_manager_class"]
+    try:
+        done = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True)  # noqa: S607
+        return done.stdout.strip()
+    except (subprocess.CalledProcessError, OSError):
+        return get_commit_from_path(os.getcwd())
+
+
+def quiet_git_hash() -> None:
+    """lm-eval 0.4.13 runs ``git describe`` at the end of every evaluation and lets git print "fatal: not a git
+    repository" when run outside one. Point ``lm_eval.evaluator``'s reference at :func:`_git_commit_hash`
+    (same result, no stderr); installed when one of our tasks is built, so only runs of our tasks see it."""
+    import lm_eval.evaluator as evaluator
+
+    if getattr(evaluator, "get_git_commit_hash", None) is not _git_commit_hash:
+        evaluator.get_git_commit_hash = _git_commit_hash
+
+
+# --------------------------------------------------------------------------- one-line input errors
+_OURS = tuple(str(Path(__file__).resolve().parent.parent / p) + os.sep for p in ("harness_ext", "unlearn_tasks"))
+TRACEBACK_ENV = "UNLEARN_TRACEBACK"
+
+
+def is_input_error(exc: BaseException) -> bool:
+    """A ValueError raised by this package's own code: a message written for the user (data, reference, options)."""
+    if not isinstance(exc, ValueError) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OURS)
+
+
+def _excepthook(exc_type, exc, tb, previous=sys.excepthook) -> None:
+    if is_input_error(exc) and os.environ.get(TRACEBACK_ENV, "0") in ("", "0"):
+        print(f"error: {exc}\n(set {TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
+        return
+    previous(exc_type, exc, tb)
+
+
+def install_input_error_hook() -> None:
+    """Make an uncaught input error of our tasks print one line (called when one of our tasks is built, so only
+    processes that run our tasks are affected; exceptions still propagate to Python callers as usual)."""
+    if not getattr(sys.excepthook, "_unlearn_input_errors", False):
+        hook = functools.partial(_excepthook, previous=sys.excepthook)
+        hook._unlearn_input_errors = True  # type: ignore[attr-defined]
+        sys.excepthook = hook
+
+
+__all__ = ["ANSWER_LOGPROBS", "GENERATE_TOKENS", "encode_request", "install_input_error_hook", "install_request_types",
+           "patch_task_manager_class", "quiet_git_hash"]

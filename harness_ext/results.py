@@ -23,20 +23,60 @@ def task_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def latest_results_file(path: str | Path) -> Path:
-    """The newest ``results_*.json`` under ``path`` (or ``path`` itself if it is a file)."""
+class ResultsFileError(ValueError):
+    """A results file that cannot be read; the message names it."""
+
+
+def results_files(path: str | Path) -> list[Path]:
+    """Every ``results_*.json`` under ``path`` (or ``path`` itself if it is a file), in a fixed order: by folder,
+    then by the timestamp lm-eval writes into the name (so the last of a folder is its newest run). File times
+    play no part, so copying or touching files never changes which one is read."""
     path = Path(path)
     if path.is_file():
-        return path
-    files = sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime)
+        return [path]
+    files = sorted(path.rglob("results_*.json"), key=lambda p: (str(p.parent), p.name))
     if not files:
         raise FileNotFoundError(f"No lm-eval results_*.json under {path}; run lm_eval with --output_path {path}.")
-    return files[-1]
+    return files
+
+
+def newest_per_folder(path: str | Path) -> list[Path]:
+    """The newest results file of each folder under ``path`` (lm-eval writes one folder per model)."""
+    newest: dict[Path, Path] = {}
+    for f in results_files(path):
+        newest[f.parent] = f
+    return list(newest.values())
+
+
+def latest_results_file(path: str | Path) -> Path:
+    """The results file under ``path``: ``path`` itself, or the newest of the only folder holding results files.
+    Several folders (several models' runs) are refused, naming them, since picking one would be a guess."""
+    files = newest_per_folder(path)
+    if len(files) > 1:
+        raise ResultsFileError(
+            f"{path} holds results of {len(files)} runs ({', '.join(str(f) for f in files)}); pass the folder or "
+            f"results file of the one you mean."
+        )
+    return files[0]
+
+
+def read_results_file(path: str | Path) -> dict[str, Any]:
+    """One results file as a dict; a file that is not an lm-eval results JSON raises :class:`ResultsFileError`."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise ResultsFileError(f"Cannot read the results file {path}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise ResultsFileError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run lm_eval to "
+                               "rewrite it, or leave it out.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
+        raise ResultsFileError(f"{path} is not an lm-eval results file (no 'results' mapping).")
+    return data
 
 
 def load_results(path: str | Path) -> dict[str, dict[str, float]]:
-    """``{task: {metric: value}}`` from an lm-eval output folder or results file."""
-    return task_metrics(json.loads(latest_results_file(path).read_text()))
+    """``{task: {metric: value}}`` from an lm-eval output folder (of one run) or results file."""
+    return task_metrics(read_results_file(latest_results_file(path)))
 
 
 def json_safe(value: Any) -> Any:

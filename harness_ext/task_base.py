@@ -16,13 +16,20 @@ parsed by :meth:`~UnlearningTask.setup` before lm-eval loads the documents.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any, ClassVar
 
 from lm_eval.api.task import ConfigurableTask
 
-from harness_ext.lm_eval_compat import install_request_types
+from harness_ext import provenance
+from harness_ext.lm_eval_compat import install_input_error_hook, install_request_types
+
+#: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
+#: names containing one of these, or equal to one of the second set.
+_LOCATION_PARTS = ("_dir", "path", "reference")
+_LOCATION_NAMES = {"tokenizer", "model_tokenizer", "repo_id", "workers"}
 
 
 class UnlearningTask(ConfigurableTask):
@@ -35,10 +42,12 @@ class UnlearningTask(ConfigurableTask):
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
+        install_input_error_hook()
         config = {k: v for k, v in (config or {}).items() if k != "class"}  # lm-eval's PY_TASK key, not a field
         self.run_warnings: list[str] = []  # set in compute_metrics, written into the results file
-        self.setup(config)
-        super().__init__(config=config, **kwargs)
+        with provenance.recording() as self.data_sources:  # what the loaders read while the task is built
+            self.setup(config)
+            super().__init__(config=config, **kwargs)
         self._computed: tuple[int, dict[str, float]] | None = None
 
     # ------------------------------------------------------------------ what a benchmark writes
@@ -64,6 +73,24 @@ class UnlearningTask(ConfigurableTask):
     def results_record(self) -> dict[str, Any] | None:
         """Per-item data computed in :meth:`compute_metrics` to keep in the results file, or None."""
         return None
+
+    def metric_modes(self) -> dict[str, Any]:
+        """The switches that change how metrics are computed (default: the scalar fields of ``self.options``
+        that are not data locations)."""
+        options = getattr(self, "options", None)
+        if options is None or not dataclasses.is_dataclass(options):
+            return {}
+        return {k: v for k, v in dataclasses.asdict(options).items()
+                if isinstance(v, (str, int, float, bool, type(None))) and k not in _LOCATION_NAMES
+                and not any(part in k for part in _LOCATION_PARTS)}
+
+    def reference_used(self) -> dict[str, Any] | None:
+        """The reference run the metrics were computed against (path and content hash), or None."""
+        return None
+
+    def provenance(self) -> dict[str, Any]:
+        """Package version, git commit, data read, metric modes and reference: ``configs.<task>.provenance``."""
+        return provenance.task_record(self.data_sources, self.metric_modes(), self.reference_used())
 
     def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
         """The document as chat turns (used with ``--apply_chat_template``), or None for a raw completion prompt
@@ -100,6 +127,15 @@ class UnlearningTask(ConfigurableTask):
         system = [{"role": "system", "content": system_instruction}] if system_instruction else []
         return chat_template(system + messages, add_generation_prompt=True)
 
+    def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
+        """Our tasks build their documents with a ``custom_dataset`` function fed by the metadata; call it directly,
+        without lm-eval's generic "Custom kwargs can be passed to --metadata" warning (our options are checked
+        and documented, and an unknown key is an error)."""
+        if callable(self.config.custom_dataset):
+            self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
+        else:
+            super().download(dataset_kwargs, **kwargs)
+
     def dump_config(self) -> dict:
         config = super().dump_config()
         record = self.results_record()
@@ -107,6 +143,7 @@ class UnlearningTask(ConfigurableTask):
             config[self.RESULTS_KEY] = record
         if self.run_warnings:
             config[self.WARNINGS_KEY] = list(self.run_warnings)
+        config["provenance"] = self.provenance()
         return config
 
     # ------------------------------------------------------------------ internals

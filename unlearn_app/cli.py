@@ -52,12 +52,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "resume": args.resume or None, "eval_tasks": args.eval_tasks.split(",") if args.eval_tasks else None,
         "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
         "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
-        "progress": False if args.quiet else None,
+        "progress": False if args.quiet else None, "overwrite": args.overwrite or None,
     }
     try:
-        cfg = load_run_config(args.config, **overrides)
-        if params:
-            cfg.method_params = {**cfg.method_params, **params}
+        cfg = load_run_config(args.config, params=params, **overrides)
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
         return error(str(e))
@@ -67,7 +65,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _cmd_push(args: argparse.Namespace) -> int:
     from unlearn_app.hub import HubUploadError, push_folder
+    from unlearn_app.pipeline import write_model_index
 
+    if Path(args.folder, "eval").is_dir() and write_model_index(Path(args.folder), args.repo.split("/")[-1]):
+        print(f"model card: evaluation results of {Path(args.folder, 'eval')} written as model-index")
     try:
         print(push_folder(args.folder, args.repo, private=not args.public))
     except HubUploadError as e:
@@ -85,18 +86,25 @@ def _cmd_methods(args: argparse.Namespace) -> int:
 def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
-    from harness_ext.results import json_safe, load_results
+    from harness_ext.results import ResultsFileError, json_safe
     from unlearn_app.plots import forget_quality_vs_utility
-    from unlearn_app.report import compare_runs
+    from unlearn_app.report import collect_runs, compare_runs
+    from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
 
-    names = args.names.split(",") if args.names else [Path(d).name for d in args.runs]
-    if len(names) != len(args.runs):
-        return error(f"{len(names)} names for {len(args.runs)} runs")
     try:
-        runs = {name: load_results(d) for name, d in zip(names, args.runs)}
-    except FileNotFoundError as e:
+        sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
+        loaded = [load_run(file, name) for name, file in sources]
+    except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
-    text = compare_runs(runs)
+    runs = {r.name: r.metrics for r in loaded}
+    warnings = provenance_differences(loaded)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    listing = "\n".join(f"- {name}: {file}" for name, file in sources)
+    text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
+    if warnings:
+        text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
+    text += f"\nRuns read:\n\n{listing}\n"
     print(text)
     if args.out:
         Path(args.out).write_text(text)
@@ -109,6 +117,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 path = Path(args.plot)
                 path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
                 print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    if args.html:
+        from unlearn_app.html_report import write_html
+
+        print(f"html: {write_html(loaded, args.html)}")
     return 0
 
 
@@ -122,14 +134,15 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--model", help="Hub id or local folder of the model to unlearn from.")
     p.add_argument("--out", help="Output folder for the checkpoint.")
     p.add_argument("--data", help="'tofu' (locuslab/TOFU, default), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU "
-                   "JSON folder) or a Hub id in TOFU's schema.")
+                   "JSON folder), 'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default "
+                   "retain1; QA-only methods idk, dpo, llmu, altpo do not apply) or a Hub id in TOFU's schema.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
-    p.add_argument("--forget", help="Forget split (default forget10).")
+    p.add_argument("--forget", help="Forget split (default forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2).")
     p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
                    help="With --data evaldu: the relationship fact id to unlearn (e.g. 272).")
     p.add_argument("--minimal-set", dest="minimal_set", action="store_true",
                    help="With --data evaldu: unlearn a whole minimal deep-unlearning set of the target (white-box).")
-    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.).")
+    p.add_argument("--retain", help="Retain split (default: retain90 for forget10, etc.; MUSE: retain1).")
     g = p.add_mutually_exclusive_group()
     g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")
     g.add_argument("--full", dest="lora", action="store_false", help="Full fine-tuning of all weights.")
@@ -140,7 +153,7 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--lr", type=float, help="Learning rate (default 1e-4).")
     p.add_argument("--batch-size", dest="batch_size", type=int, help="Per-device batch size (default 8).")
     p.add_argument("--grad-accum", dest="grad_accum", type=int, help="Gradient accumulation steps (default 1).")
-    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair (default 256).")
+    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair or raw-text chunk (default 256; MUSE used 2048).")
     p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
     p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as the "
@@ -148,7 +161,10 @@ def _add_run_parser(sub) -> None:
                    "each method's parameters.")
     p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
     p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
-    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints.")
+    p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints (only when "
+                   "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    p.add_argument("--overwrite", action="store_true", help="Allow writing into a non-empty OUT (its files are replaced). "
+                   "OUT may never be the --model folder or inside it.")
     p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
     p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
     p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
@@ -158,7 +174,7 @@ def _add_run_parser(sub) -> None:
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
 EXTENSIONS: list[str] = ["unlearn_app.commands.waterdrum", "unlearn_app.commands.deep_unlearning",
-                          "unlearn_app.commands.klom", "unlearn_app.commands.attack"]
+                          "unlearn_app.commands.klom", "unlearn_app.commands.ci", "unlearn_app.commands.attack"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -192,13 +208,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_parser(sub)
 
     p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
-                       description="Read the newest results_*.json under each RUN folder (lm_eval --output_path) and "
-                       "print one table per task with a column per run.")
+                       description="Read each RUN (an lm_eval --output_path folder, a results_*.json file or an `unlearn ci` "
+                       "output folder) and print one table per task with a column per run, then the results file read for each "
+                       "column; warn when the runs' provenance (package version, data, metric modes, reference run) differs. A "
+                       "folder holding several models' runs gives one column per model folder (its newest results file).")
     p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
-    p.add_argument("--names", help="Comma-separated column names (default: the folder names).")
+    p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
     p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
+                   "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
 
     p = sub.add_parser("methods", help="List the unlearning methods and their hyperparameters.")

@@ -86,13 +86,14 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         _stage(5, total, f"Unlearning {cfg.forget_split} from the target with {method} ({epochs:g} epochs, lr {lr:g})")
         run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
                                  data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs, lr=lr,
-                                 seed=cfg.seed, progress=not cfg.quiet))
+                                 seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[method] = wd / "models" / method
         unlearned.append(method)
 
     _stage(6, total, f"Evaluating with lm-eval ({cfg.backend}): {task} on retain (the reference), then the others")
     table: dict[str, dict[str, float]] = {}
     formats: dict[str, dict[str, float]] = {}
+    provenance: dict[str, dict] = {}  # per model and task: package, data hashes, metric modes, reference
     relu_dir = write_formats(wd / "relu_data", seed=cfg.seed)
     common = {"data_dir": str(data_dir), "relu_data_dir": str(relu_dir), "relu_pair": cfg.forget_split}
     retain_out = wd / "eval" / "retain"
@@ -101,6 +102,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         res = run_lm_eval(models[name], [task, FORMATS_GROUP], retain_out if name == "retain" else wd / "eval" / name,
                           meta, backend=cfg.backend)
         per_task = task_metrics(res)
+        provenance[name] = {t: c.get("provenance") for t, c in (res.get("configs") or {}).items() if isinstance(c, dict)}
         table[name] = per_task[task]
         formats[name] = relu_metrics(per_task)
     # The retain model against itself: Forget Quality 1 by construction, shown for reading the table.
@@ -115,7 +117,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     formats = {name: formats[name] for name in ordered}
     report = _report(ordered, formats, deep, cfg, task, time.perf_counter() - start)
     (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered, "formats": formats,
-                                                           "deep_unlearning": deep,
+                                                           "deep_unlearning": deep, "provenance": provenance,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
     from unlearn_app.plots import forget_quality_vs_utility
@@ -155,7 +157,7 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
         out = wd / "models" / f"evaldu_{method}_{'set' if minimal else 'fact'}"
         run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
                                  evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
-                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet))
+                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[label] = out
     scores = {}
     for label, path in models.items():

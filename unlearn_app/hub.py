@@ -26,6 +26,7 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = True, retries:
     api = HfApi(endpoint=endpoint)
     message = commit_message or f"Upload unlearned checkpoint ({folder.name})"
     last: Exception | None = None
+    resume = f"unlearn push {folder} --repo {repo_id}" + ("" if private else " --public")
     for attempt in range(1, retries + 1):
         try:
             api.create_repo(repo_id, private=private, exist_ok=True, repo_type="model")
@@ -33,12 +34,27 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = True, retries:
                                      ignore_patterns=["checkpoints/**", "work/**", "*.lock"])
             return str(getattr(info, "commit_url", info))
         except Exception as e:  # network, HTTP and auth errors all end up here
+            if _auth_error(e):  # retrying cannot help: say how to authenticate
+                raise HubUploadError(
+                    f"The Hub refused {repo_id} (HTTP {_status(e)}): no token, or one without write access to it. "
+                    f"Set HF_TOKEN to a write token (https://huggingface.co/settings/tokens) or run "
+                    f"`huggingface-cli login`, then resume with: {resume}. The local checkpoint is intact."
+                ) from e
             last = e
             log.warning("Upload of %s to %s failed (attempt %d/%d): %s", folder, repo_id, attempt, retries, type(e).__name__)
             if attempt < retries:
                 time.sleep(backoff_s * attempt)
     raise HubUploadError(
         f"Could not upload {folder} to the Hub repo {repo_id} after {retries} attempts ({type(last).__name__}: {last}). "
-        f"The local checkpoint is intact. Resume with: unlearn push {folder} --repo {repo_id}"
-        + ("" if private else " --public")
+        f"The local checkpoint is intact. Resume with: {resume}"
     ) from last
+
+
+def _status(e: Exception) -> int | None:
+    response = getattr(e, "response", None)
+    return getattr(response, "status_code", None)
+
+
+def _auth_error(e: Exception) -> bool:
+    """A missing or insufficient token (HTTP 401/403, or no token saved at all)."""
+    return _status(e) in (401, 403) or type(e).__name__ == "LocalTokenNotFoundError"

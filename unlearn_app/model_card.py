@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import platform
 from importlib import metadata
 from typing import Any
@@ -28,11 +29,21 @@ def _fmt(v: Any) -> str:
     return str(v)
 
 
+def model_label(model: str) -> tuple[str | None, str]:
+    """(Hub id for ``base_model`` or None for a local folder, the name to show): a local folder is shown by its
+    name only, so the card never carries this machine's absolute paths."""
+    if os.path.exists(os.path.expanduser(model)):
+        return None, os.path.basename(os.path.normpath(model)) or model
+    return model, model
+
+
 def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_metrics: dict[str, Any],
            eval_results: dict[str, dict[str, float]] | None = None, adapter: bool = False) -> str:
     """Markdown with YAML front matter (read by the Hub) describing how the checkpoint was made."""
+    hub_id, shown = model_label(cfg.model)
     tags = ["unlearning", "lm-eval-unlearning", f"unlearning-{cfg.method}", cfg.forget]
-    front = ["---", f"base_model: {cfg.model}", f"library_name: {'peft' if adapter else 'transformers'}", "tags:"]
+    front = ["---", *([f"base_model: {hub_id}"] if hub_id else []),
+             f"library_name: {'peft' if adapter else 'transformers'}", "tags:"]
     front += [f"- {t}" for t in tags] + ["---", ""]
     hp = {"method": cfg.method, **{f"method.{k}": v for k, v in method_params.items()},
           "forget split": cfg.forget, "retain split": cfg.retain, "data": cfg.dataset,
@@ -41,14 +52,15 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
           "L1 on LoRA weights": cfg.l1_lora, "epochs": cfg.epochs, "learning rate": cfg.lr,
           "batch size": cfg.batch_size, "gradient accumulation": cfg.grad_accum, "seed": cfg.seed}
     body = [
-        f"# {cfg.model} unlearned with {cfg.method} on {cfg.forget}",
+        f"# {shown} unlearned with {cfg.method} on {cfg.forget}",
+        *([] if hub_id else ["", f"Base model: the local model `{shown}` (replace BASE_MODEL below with its Hub id or folder)."]),
         "",
         f"Made with [lm-eval-unlearning](https://pypi.org/project/lm-eval-unlearning/): {summary}",
         "",
         "## How to evaluate",
         "",
         "```bash",
-        (f"lm_eval --model hf --model_args pretrained={cfg.model},peft=THIS_REPO --tasks tofu_{cfg.forget}"
+        (f"lm_eval --model hf --model_args pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO --tasks tofu_{cfg.forget}"
          if adapter else f"lm_eval --model hf --model_args pretrained=THIS_REPO --tasks tofu_{cfg.forget}"),
         "```",
         "",
@@ -73,3 +85,60 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
     body += ["## Library versions", "", "| library | version |", "|---|---|"]
     body += [f"| {k} | {v} |" for k, v in library_versions().items()] + [""]
     return "\n".join(front + body)
+
+
+# --------------------------------------------------------------------------- Hub model-index evaluation results
+def eval_results_entries(results: dict[str, Any], model_name: str) -> list:
+    """huggingface_hub ``EvalResult`` objects for every finite metric of an lm-eval results dictionary.
+
+    The dataset of each task is the first data source its provenance names (``configs.<task>.provenance``), with
+    its revision when it came from the Hub.
+    """
+    from huggingface_hub import EvalResult
+
+    from harness_ext.results import task_metrics
+
+    configs = results.get("configs") or {}
+    entries = []
+    for task, metrics in task_metrics(results).items():
+        prov = (configs.get(task) or {}).get("provenance") or {}
+        data = (prov.get("data") or [{}])[0]
+        dataset = data.get("source") or task
+        for metric, value in metrics.items():
+            if not math.isfinite(value):
+                continue
+            entries.append(EvalResult(
+                task_type="text-generation", task_name=f"{task} (lm-eval-unlearning)", dataset_type=dataset,
+                dataset_name=f"{dataset} ({task})", dataset_revision=data.get("revision"), metric_type=metric,
+                metric_name=metric, metric_value=round(float(value), 6), source_name="lm-eval-unlearning",
+                source_url="https://pypi.org/project/lm-eval-unlearning/",
+            ))
+    return entries
+
+
+def update_card_eval_results(card_path_or_repo: str, results: dict[str, Any], model_name: str) -> Any:
+    """Write lm-eval results as the card's ``model-index`` (replacing earlier lm-eval-unlearning entries).
+
+    ``card_path_or_repo`` is a local model folder (its README.md is created or updated) or a Hub repo id (the
+    card is read from and pushed back to the Hub). Returns the card.
+    """
+    from pathlib import Path
+
+    from huggingface_hub import ModelCard, ModelCardData
+
+    folder = Path(card_path_or_repo).expanduser()
+    local = folder.is_dir()
+    if local:
+        readme = folder / "README.md"
+        card = ModelCard(readme.read_text(encoding="utf-8")) if readme.is_file() else ModelCard(
+            f"---\n{ModelCardData().to_yaml()}\n---\n\n# {model_name}\n")
+    else:
+        card = ModelCard.load(card_path_or_repo)
+    kept = [r for r in (card.data.eval_results or []) if r.source_name != "lm-eval-unlearning"]
+    card.data.eval_results = kept + eval_results_entries(results, model_name)
+    card.data.model_name = card.data.model_name or model_name
+    if local:
+        card.save(str(folder / "README.md"))
+    else:
+        card.push_to_hub(card_path_or_repo, commit_message="Evaluation results (lm-eval-unlearning)")
+    return card

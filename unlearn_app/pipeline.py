@@ -22,6 +22,8 @@ def run_unlearning(cfg: RunConfig) -> Path:
     card = model_card.render(cfg, trained.method.params.to_dict(), trained.method.summary, trained.train_metrics,
                              eval_results, trained.adapter)
     (trained.out / "README.md").write_text(card)
+    if eval_results:
+        write_model_index(trained.out)
     if cfg.push_to_hub:
         from unlearn_app.hub import push_folder
 
@@ -37,3 +39,18 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     metadata = {**({"data_dir": trained.data_dir} if trained.data_dir else {}), **cfg.eval_metadata}
     res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, extra_model_args=extra)
     return task_metrics(res)
+
+
+def write_model_index(folder: Path, name: str | None = None) -> bool:
+    """Add the newest lm-eval results under ``folder/eval`` to the folder's model card as Hub ``model-index``
+    evaluation results. Returns False when the folder holds no evaluation."""
+    import json
+
+    from harness_ext.results import latest_results_file
+
+    try:
+        raw = json.loads(latest_results_file(Path(folder) / "eval").read_text())
+    except FileNotFoundError:
+        return False
+    model_card.update_card_eval_results(str(folder), raw, name or Path(folder).name)
+    return True

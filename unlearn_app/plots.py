@@ -34,3 +34,60 @@ def forget_quality_vs_utility(models: dict[str, dict[str, float]], out: str | Pa
     fig.savefig(out)
     plt.close(fig)
     return out
+
+
+def _figure(width: float = 6.0, height: float = 4.0):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt, *plt.subplots(figsize=(width, height), dpi=110)
+
+
+def _save(plt, fig, out: str | Path) -> Path:
+    fig.tight_layout()
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, format="png")
+    plt.close(fig)
+    return out
+
+
+def grouped_bars(values: dict[str, dict[str, float]], out: str | Path, title: str, ylabel: str) -> Path:
+    """Bars of ``values[label][run]``: one group per label (x), one bar per run; NaN bars are left out."""
+    import numpy as np
+
+    plt, fig, ax = _figure(max(5.5, 1.1 * len(values) + 2.5))
+    labels = list(values)
+    runs = list(dict.fromkeys(r for v in values.values() for r in v))
+    width = 0.8 / max(len(runs), 1)
+    x = np.arange(len(labels))
+    for i, run in enumerate(runs):
+        ys = [values[label].get(run, math.nan) for label in labels]
+        ax.bar(x + (i - (len(runs) - 1) / 2) * width, [0 if math.isnan(y) else y for y in ys], width, label=run)
+    ax.set_xticks(x, labels, rotation=20, ha="right", fontsize=8)
+    ax.axhline(0, color="black", lw=0.6)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    return _save(plt, fig, out)
+
+
+def labelled_scatter(points: dict[str, tuple[float, float]], out: str | Path, title: str, xlabel: str,
+                     ylabel: str) -> Path:
+    """One labelled point per run at ``points[run] = (x, y)``; axes from 0 to 1."""
+    plt, fig, ax = _figure(5.5, 4.2)
+    for name, (x, y) in points.items():
+        if math.isnan(x) or math.isnan(y):
+            continue
+        ax.scatter([x], [y], s=50)
+        ax.annotate(name, (x, y), textcoords="offset points", xytext=(5, 4), fontsize=9)
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    return _save(plt, fig, out)

@@ -1,8 +1,10 @@
-"""Side-by-side tables of several models' TOFU numbers, as Markdown, plain text and JSON."""
+"""Side-by-side tables of several models' numbers (TOFU, MUSE, WMDP, any lm-eval task), as Markdown, plain text
+and JSON."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 #: The TOFU table's rows, in the order the literature reports them.
 TOFU_ROWS = [
@@ -28,6 +30,30 @@ TOFU_ROWS = [
 ]
 
 
+#: MUSE's rows (``muse_news``, ``muse_books`` and their parts), in the paper's order (C1 - C4).
+MUSE_ROWS = [
+    ("forget_verbmem", "VerbMem on forget (ROUGE-L F1)"),
+    ("forget_knowmem", "KnowMem on forget (ROUGE-L F1)"),
+    ("privleak", "PrivLeak (%, vs retrained)"),
+    ("retain_knowmem", "KnowMem on retain (utility, ROUGE-L F1)"),
+    ("mia_min_k_auc", "MIA Min-K% AUROC (forget vs holdout)"),
+    ("mia_min_k_plus_plus_auc", "MIA Min-K%++ AUROC"),
+    ("mia_loss_auc", "MIA LOSS AUROC"),
+    ("mia_zlib_auc", "MIA zlib AUROC"),
+]
+
+#: lm-eval's own WMDP tasks (``wmdp`` group, ``wmdp_bio``, ``wmdp_chem``, ``wmdp_cyber``).
+WMDP_ROWS = [("acc", "Accuracy (4 options, chance 0.25; lower = more hazardous knowledge removed)")]
+
+#: Task-name prefix -> the rows of its table, in order; other tasks get the TOFU order, then alphabetical.
+KNOWN_TASKS = {"tofu": TOFU_ROWS, "muse": MUSE_ROWS, "wmdp": WMDP_ROWS}
+
+
+def rows_for_task(task: str) -> list[tuple[str, str]]:
+    """The ordered, labelled rows of a known task family (TOFU's for unknown tasks)."""
+    return next((rows for prefix, rows in KNOWN_TASKS.items() if task.startswith(prefix)), TOFU_ROWS)
+
+
 def _fmt(value: float | None) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "n/a"
@@ -46,11 +72,49 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
     return "\n".join(lines)
 
 
-def generic_rows(models: dict[str, dict[str, float]]) -> list[tuple[str, str]]:
-    """Rows for any task: the TOFU order for TOFU metrics, then every other metric alphabetically."""
-    known = {k for k, _ in TOFU_ROWS}
+def generic_rows(models: dict[str, dict[str, float]], task: str = "") -> list[tuple[str, str]]:
+    """Rows for any task: its family's known metrics in order (:data:`KNOWN_TASKS`), then every other metric
+    alphabetically."""
+    rows = rows_for_task(task)
+    known = {k for k, _ in rows}
     present = {k for m in models.values() for k in m}
-    return [r for r in TOFU_ROWS if r[0] in present] + [(k, k) for k in sorted(present - known)]
+    return [r for r in rows if r[0] in present] + [(k, k) for k in sorted(present - known)]
+
+
+def unique_names(paths: list[str]) -> list[str]:
+    """Column names from paths: the shortest trailing parts that tell them apart (``ckA/eval``, ``ckB/eval``)."""
+    parts = [Path(p).resolve().parts for p in paths]
+    for n in range(1, max(len(p) for p in parts) + 1):
+        names = ["/".join(p[-n:]) for p in parts]
+        if len(set(names)) == len(names):
+            return names
+    dup = sorted({p for p in paths if paths.count(p) > 1} or set(paths))
+    raise ValueError(f"The same run is given more than once ({', '.join(dup)}).")
+
+
+def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple[str, Path]]:
+    """``(column name, results file)`` for every run read: each RUN path is a results file or a folder; a folder with
+    several runs (lm-eval writes one sub-folder per model) gives one column per sub-folder, named
+    ``<name>/<sub-folder>``, each its newest results file by lm-eval's file-name timestamp. Names are unique."""
+    from harness_ext.results import newest_per_folder
+
+    if names is not None:
+        if len(names) != len(paths):
+            raise ValueError(f"{len(names)} names for {len(paths)} runs.")
+        if len(set(names)) != len(names):
+            raise ValueError(f"--names must be unique, got {', '.join(names)}.")
+    names = names or unique_names(paths)
+    runs: list[tuple[str, Path]] = []
+    for name, path in zip(names, paths):
+        files = newest_per_folder(path)
+        if len(files) == 1:
+            runs.append((name, files[0]))
+        else:
+            runs += [(f"{name}/{f.parent.relative_to(path).as_posix()}", f) for f in files]
+    seen = [n for n, _ in runs]
+    if len(set(seen)) != len(seen):
+        raise ValueError(f"Run names collide ({', '.join(seen)}); pass --names.")
+    return runs
 
 
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
@@ -59,7 +123,7 @@ def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
     parts = []
     for task in tasks:
         models = {name: r.get(task, {}) for name, r in runs.items()}
-        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models))}\n")
+        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models, task))}\n")
     return "\n".join(parts)
 
 

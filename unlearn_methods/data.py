@@ -1,4 +1,5 @@
-"""Forget / retain pairing for unlearning, from any TOFU-schema source (Hub id, local folder, demo corpus).
+"""Forget / retain pairing for unlearning, from any TOFU-schema source (Hub id, local folder, demo corpus), or
+from raw text corpora (MUSE) for the methods whose losses apply to plain text.
 
 Each training example is anchored on one forget item and carries: the forget QA (``forget``), a retain QA
 (``retain``, cycled with a seeded permutation), the forget question with a refusal answer (``forget_idk``, IDK
@@ -16,16 +17,22 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from unlearn_tasks.data import load_config
-from unlearn_tasks.prompts import encode_qa
+from unlearn_tasks.data import check_rows, load_config, load_split, source_name
+from unlearn_tasks.prompts import encode_qa, encode_text
 from unlearn_tasks.tofu.splits import HUB_ID
 
 PARTS = ("forget", "retain", "forget_idk", "forget_random", "forget_alternate")
+#: Parts of a raw-text example: no question, so no refusal, random or alternate answer.
+TEXT_PARTS = ("forget", "retain")
+#: Methods whose loss needs a question (a refusal, another item's or an alternate answer to it): not for raw text.
+QA_ONLY_METHODS = ("idk", "dpo", "llmu", "altpo")
 
 
 def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:
     """QA records of one config (``question``, ``answer``) through the shared loader."""
-    return load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
+    rows = load_config(dataset, split, ("question", "answer"), data_dir=data_dir).select_columns(["question", "answer"]).to_list()
+    check_rows(rows, ("question", "answer"), source_name(dataset, split, data_dir))
+    return rows
 
 
 def evaldu_forget_retain(kb_dir: str, target: int, minimal_set: bool = False) -> tuple[list[dict], list[dict]]:
@@ -45,6 +52,36 @@ def evaldu_forget_retain(kb_dir: str, target: int, minimal_set: bool = False) ->
         pair = {"question": q["question"], "answer": q["answer"]}
         (forget if q["kind"] == "relationship" and q["index"] in forget_ids else retain).append(pair)
     return forget, retain
+
+
+def load_texts(split: str, dataset: str, data_dir: str | None = None, default_config: str = "raw") -> list[dict]:
+    """Raw-text records (``text``) of one split, ``split`` or ``config/split`` (default config ``raw``, e.g.
+    ``forget``, ``retain1``, ``scal/forget_2``), through the shared loader (Hub parquet or local JSON)."""
+    config, _, name = split.rpartition("/")
+    rows = load_split(dataset, config or default_config, (name,), ("text",), data_dir, prefer_parquet=True)
+    return [{"text": str(r["text"])} for r in rows]
+
+
+class TextForgetRetainDataset(Dataset):
+    """Raw-text unlearning data: one item per forget chunk (:func:`unlearn_tasks.prompts.encode_text`), paired with
+    a retain chunk (cycled with a seeded permutation)."""
+
+    def __init__(self, forget: list[dict], retain: list[dict], tokenizer, seed: int = 0, max_length: int = 256) -> None:
+        self.forget = [c for r in forget for c in encode_text(tokenizer, r["text"], max_length)]
+        self.retain = [c for r in retain for c in encode_text(tokenizer, r["text"], max_length)]
+        if not self.forget:
+            raise ValueError("The forget corpus is empty.")
+        if not self.retain:
+            raise ValueError("The retain corpus is empty.")
+        self.retain_order = list(range(len(self.retain)))
+        random.Random(seed).shuffle(self.retain_order)
+
+    def __len__(self) -> int:
+        return len(self.forget)
+
+    def __getitem__(self, i: int) -> dict[str, Any]:
+        f, r = self.forget[i], self.retain[self.retain_order[i % len(self.retain)]]
+        return {"forget": {"input_ids": f[0], "labels": f[1]}, "retain": {"input_ids": r[0], "labels": r[1]}}
 
 
 class ForgetRetainDataset(Dataset):
@@ -107,7 +144,7 @@ def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int) -> dict[str,
 
 
 class PairCollator:
-    """Collates :class:`ForgetRetainDataset` items into ``{part: padded batch}``."""
+    """Collates :class:`ForgetRetainDataset` (or :class:`TextForgetRetainDataset`) items into ``{part: padded batch}``."""
 
     def __init__(self, pad_token_id: int) -> None:
         self.pad_token_id = pad_token_id

@@ -1,4 +1,5 @@
-"""Plain supervised fine-tuning on QA pairs (answer tokens only), with the Hugging Face Trainer.
+"""Plain supervised fine-tuning on QA pairs (answer tokens only) or raw texts (every token), with the Hugging
+Face Trainer.
 
 It builds the demo's target model (all authors) and retain model (retain split only), and is the base the
 unlearning methods share: the same data pairing and tokenisation as the evaluation tasks.
@@ -15,15 +16,19 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
 from unlearn_methods.data import pad_batch
-from unlearn_tasks.prompts import encode_qa
+from unlearn_tasks.prompts import encode_qa, encode_text
 
 log = logging.getLogger(__name__)
 
 
 def tokenize_qa(records: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int = 256) -> Dataset:
-    """QA records (``question``, ``answer``) to a dataset of ``input_ids`` / ``labels``."""
+    """QA records (``question``, ``answer``) to a dataset of ``input_ids`` / ``labels``; records with a ``text``
+    field instead (raw passages) become one example per chunk of :func:`unlearn_tasks.prompts.encode_text`."""
     rows = []
     for r in records:
+        if "question" not in r and "text" in r:
+            rows += [{"input_ids": i, "labels": lab} for i, lab in encode_text(tokenizer, r["text"], max_length)]
+            continue
         ids, labels = encode_qa(tokenizer, r["question"], r["answer"], max_length)
         rows.append({"input_ids": ids, "labels": labels})
     return Dataset.from_list(rows)

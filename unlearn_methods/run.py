@@ -7,12 +7,14 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -20,13 +22,17 @@ from unlearn_methods import get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig
 from unlearn_methods.data import (
+    QA_ONLY_METHODS,
     ForgetRetainDataset,
     PairCollator,
+    TextForgetRetainDataset,
     evaldu_forget_retain,
     load_qa,
+    load_texts,
 )
 from unlearn_methods.finetune import finetune
 from unlearn_methods.idk import load_idk_answers
+from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
 from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
@@ -120,6 +126,76 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
     )
 
 
+#: Settings that must be equal for ``--resume`` to continue a run (epochs may grow; where output goes may change).
+RESUME_KEYS = ("method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
+               "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
+               "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file")
+PATH_KEYS = ("model", "out", "data_dir", "idk_file")
+
+
+def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
+    """``cfg`` as saved next to the checkpoint: local paths as the user gave them, or relative to the checkpoint
+    folder when given absolute, so no absolute path of this machine is written (or uploaded)."""
+    values = cfg.to_dict()
+    for key in PATH_KEYS:
+        value = values.get(key)
+        if value and os.path.isabs(os.path.expanduser(str(value))) and os.path.exists(os.path.expanduser(str(value))):
+            values[key] = os.path.relpath(Path(str(value)).expanduser().resolve(), out)
+    values["out"] = "."
+    return values
+
+
+def check_output_folder(cfg: RunConfig) -> Path:
+    """The resolved, writable ``--out``: never the model folder (or inside it), and not a non-empty folder unless
+    ``--overwrite`` (or ``--resume``) is given."""
+    out = Path(cfg.out).expanduser().resolve()
+    model = Path(cfg.model).expanduser()
+    if model.exists():
+        model = model.resolve()
+        if out == model or model in out.parents:
+            raise UnlearningFailed(
+                f"--out {cfg.out} is the --model folder {cfg.model} or inside it: saving there would overwrite or alter "
+                f"the base model. Choose another --out."
+            )
+    if out.exists() and not out.is_dir():
+        raise UnlearningFailed(f"--out {cfg.out} is a file, not a folder. Choose a folder for the checkpoint.")
+    if out.is_dir() and not (cfg.overwrite or cfg.resume):
+        present = sorted(p.name for p in out.iterdir())
+        if present:
+            raise UnlearningFailed(
+                f"--out {cfg.out} is not empty ({', '.join(present[:5])}{', ...' if len(present) > 5 else ''}); its files "
+                f"would be replaced. Pass --overwrite to replace them, --resume to continue the run saved there, or "
+                f"choose an empty folder."
+            )
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".unlearn_write_test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as e:
+        raise UnlearningFailed(f"Cannot write the checkpoint to --out {cfg.out}: {e.strerror or e}. "
+                               "Choose a folder you can write to.") from None
+    return out
+
+
+def check_resume(cfg: RunConfig, out: Path) -> None:
+    """Refuse ``--resume`` when the run saved in ``out`` used other settings, naming each difference."""
+    saved_file = out / CONFIG_FILE
+    if not saved_file.is_file():
+        if (out / "checkpoints").is_dir():
+            raise UnlearningFailed(f"--resume: {out} has checkpoints but no {CONFIG_FILE}, so they cannot be checked "
+                                   "against this run's settings. Use an empty --out (or --overwrite without --resume).")
+        return
+    saved = yaml.safe_load(saved_file.read_text()) or {}
+    current = portable_config(cfg, out)
+    diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
+    if diffs:
+        raise UnlearningFailed(
+            f"--resume: the run saved in {cfg.out} used other settings ({'; '.join(diffs)}). Resume with the same "
+            f"settings, or start afresh in an empty --out (or with --overwrite and without --resume)."
+        )
+
+
 @dataclass
 class TrainedCheckpoint:
     """What :func:`train` leaves behind: the checkpoint folder and what the model card and evaluation need."""
@@ -135,20 +211,36 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
     cfg.validate()
     method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
-    out = Path(cfg.out).expanduser().resolve()
-    out.mkdir(parents=True, exist_ok=True)
+    out = check_output_folder(cfg)
+    if cfg.text_data:
+        if method.name in QA_ONLY_METHODS:
+            raise UnlearningFailed(
+                f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
+                f"answers to them). Methods for raw text: every method except {', '.join(QA_ONLY_METHODS)}."
+            )
+        cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
     if cfg.data == "evaldu":
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
         cfg.retain = cfg.retain or "evaldu_other_facts"
     cfg.retain = cfg.retain or retain_split(cfg.forget)
     cfg.method_params = method.params.to_dict()
-    cfg.save(out / CONFIG_FILE)
+    if cfg.resume:
+        check_resume(cfg, out)
+    else:  # --overwrite: the old run's checkpoints, evaluations and last good weights must not be mistaken for this run's
+        import shutil
+
+        for stale in ("checkpoints", "eval", "last_good"):
+            if (out / stale).is_dir():
+                shutil.rmtree(out / stale)
+    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)
     data_dir = _data_dir(cfg, out)
     if cfg.data == "evaldu":
         forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+    elif cfg.text_data:
+        forget, retain = load_texts(cfg.forget, cfg.dataset, data_dir), load_texts(cfg.retain, cfg.dataset, data_dir)
     else:
         forget, retain = load_qa(cfg.forget, cfg.dataset, data_dir), load_qa(cfg.retain, cfg.dataset, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
@@ -159,8 +251,11 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
-        dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                      seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
+        if cfg.text_data:
+            dataset = TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=cfg.seed, max_length=cfg.max_length)
+        else:
+            dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=PairCollator(tokenizer.pad_token_id), method=method, l1_lora=cfg.l1_lora)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
@@ -168,6 +263,11 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
             log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
         try:
             result = trainer.train(resume_from_checkpoint=resume)
+        except KeyboardInterrupt:
+            raise UnlearningFailed(
+                f"Interrupted at step {trainer.state.global_step}. Checkpoints saved so far are in {out / 'checkpoints'}; "
+                f"run the same command with --resume to continue."
+            ) from None
         except NonFiniteLossError as e:
             keep = out / "last_good"
             trainer.save_model(str(keep))

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import datasets
+
+from harness_ext.provenance import note_data_source
 
 DATA_DIR_ENV = "UNLEARN_DATA_DIR"
 LOCAL_SUFFIXES = (".json", ".jsonl")
@@ -32,6 +35,8 @@ def _read_json_records(path: Path) -> list[dict]:
         return []
     if text[0] == "[":
         records = json.loads(text)
+        if records and all(isinstance(r, str) for r in records):  # a JSON array of texts (MUSE's release files)
+            records = [{"text": r} for r in records]
     else:
         records = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -43,6 +48,26 @@ def _read_json_records(path: Path) -> list[dict]:
     if not all(isinstance(r, dict) for r in records):
         raise DataError(f"{path}: expected one JSON object per record.")
     return records
+
+
+def _mixed_types(records: list[dict]) -> str | None:
+    """The first row whose field has another type than most rows have there, as a message."""
+    from collections import Counter
+
+    def kind(value) -> str:
+        return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+    counts: dict[str, Counter] = {}
+    for row in records:
+        for key, value in row.items():
+            if value is not None:
+                counts.setdefault(key, Counter())[kind(value)] += 1
+    for n, row in enumerate(records, 1):
+        for key, value in row.items():
+            usual = counts[key].most_common(1)[0][0] if key in counts else None
+            if value is not None and kind(value) != usual:
+                return f"row {n} has {key!r} of type {kind(value)} ({value!r}) where the other rows have {usual}."
+    return None
 
 
 def local_config_file(folder: str | os.PathLike, config: str) -> Path | None:
@@ -81,6 +106,42 @@ def validate_columns(ds: datasets.Dataset, required: Iterable[str], where: str) 
     return ds
 
 
+def hub_revision(ds: datasets.Dataset) -> str | None:
+    """The Hub commit a loaded dataset was downloaded from (read from its download URLs), else its fingerprint."""
+    for url in (ds.info.download_checksums or {}):
+        match = re.search(r"(?:@|/resolve/)([0-9a-f]{40})", str(url))
+        if match:
+            return match.group(1)
+    fingerprint = getattr(ds, "_fingerprint", None)
+    return f"fingerprint:{fingerprint}" if fingerprint else None
+
+
+def source_name(repo_id: str, config: str, data_dir: str | os.PathLike | None = None) -> str:
+    """Where ``config`` is read from, for messages: the local file, or ``repo_id config 'x'``."""
+    folder = resolve_local_folder(repo_id, data_dir)
+    path = local_config_file(folder, config) if folder is not None else None
+    return str(path) if path else f"{repo_id} config {config!r}"
+
+
+def check_rows(rows: Sequence[dict], text_fields: Iterable[str], where: str,
+               list_fields: Iterable[str] = ()) -> None:
+    """Every row has a non-empty string in each of ``text_fields`` and, in each of ``list_fields``, a non-empty string
+    or list of non-empty strings; otherwise a :class:`DataError` names ``where``, the row (1-based) and the field."""
+    text_fields, list_fields = list(text_fields), list(list_fields)
+    for n, row in enumerate(rows, 1):
+        for name in text_fields:
+            value = row.get(name)
+            if not isinstance(value, str) or not value.strip():
+                raise DataError(f"{where}: row {n} has {'no' if value is None else 'an empty or non-text'} "
+                                f"{name!r} ({value!r}); every row needs a non-empty text in {text_fields + list_fields}.")
+        for name in list_fields:
+            value = row.get(name)
+            values = [value] if isinstance(value, str) else value
+            if not isinstance(values, list) or not values or not all(isinstance(v, str) and v.strip() for v in values):
+                raise DataError(f"{where}: row {n} has no usable {name!r} ({value!r}); it needs a non-empty text or "
+                                "a list of non-empty texts.")
+
+
 def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: Iterable[str] = ()) -> datasets.Dataset:
     """One config from the Hub: the first of ``splits`` that exists (default: ``train``, else the first split).
 
@@ -103,10 +164,12 @@ def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: I
             f"{DATA_DIR_ENV} to a folder holding {repo_id}/."
         ) from e
     if not isinstance(loaded, datasets.DatasetDict):
+        note_data_source("hub", repo_id, config, revision=hub_revision(loaded))
         return loaded
     wanted = list(splits)
     for split in wanted or ["train", next(iter(loaded))]:
         if split in loaded:
+            note_data_source("hub", repo_id, config, revision=hub_revision(loaded[split]))
             return loaded[split]
     raise DataError(f"{repo_id} config {config!r} has no split {wanted}; it has {list(loaded)}.")
 
@@ -131,29 +194,35 @@ def load_config(
         records = _read_json_records(path)
         if not records:
             raise DataError(f"{path} holds no records.")
-        return validate_columns(datasets.Dataset.from_list(records), required, str(path))
+        note_data_source("local", repo_id, config, path=path)
+        try:
+            table = datasets.Dataset.from_list(records)
+        except (TypeError, ValueError) as e:  # pyarrow's ArrowInvalid / ArrowTypeError are ValueError / TypeError
+            raise DataError(f"{path}: {_mixed_types(records) or e}") from None
+        return validate_columns(table, required, str(path))
     ds = load_from_hub(repo_id, config, token)
     return validate_columns(ds, required, f"{repo_id} config {config!r}")
 
 
-def split_files(folder: Path, config: str, splits: Sequence[str]) -> list[Path]:
+def split_files(folder: Path, config: str, splits: Sequence[str], prefer_parquet: bool = False) -> list[Path]:
     """Local file(s) of ``config``/``split`` (the first of ``splits`` found) in a Hub-like folder: ``<config>/<split>.json``
-    or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``)."""
+    or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``). JSON wins
+    unless ``prefer_parquet`` (for Hub repositories that also keep older JSON files beside the parquet ones)."""
     for name in splits:
         for base in (folder / config, folder / "data" / config):
             if not base.is_dir():
                 continue
             found = local_config_file(base, name)
+            parquet = sorted(base.glob(f"{name}-*.parquet")) + sorted(base.glob(f"{name}.parquet"))
+            if parquet and (prefer_parquet or found is None):
+                return parquet
             if found is not None:
                 return [found]
-            parquet = sorted(base.glob(f"{name}-*.parquet")) + sorted(base.glob(f"{name}.parquet"))
-            if parquet:
-                return parquet
     return []
 
 
 def load_split(repo_id: str, config: str, splits: Sequence[str], required: Iterable[str] = (),
-               data_dir: str | os.PathLike | None = None) -> list[dict]:
+               data_dir: str | os.PathLike | None = None, prefer_parquet: bool = False) -> list[dict]:
     """Records of one split of a config with several splits (first existing name of ``splits``), as plain dicts,
     from a local Hub-like folder (:func:`split_files`) or the Hub; checked for ``required`` columns."""
     required = list(required)
@@ -161,7 +230,7 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
     if folder is None:
         table = load_from_hub(repo_id, config, splits=splits)
         return validate_columns(table, required, f"{repo_id} {config}/{splits[0]}").to_list()
-    files = split_files(folder, config, splits)
+    files = split_files(folder, config, splits, prefer_parquet)
     if not files:
         raise DataError(
             f"No file for {repo_id} config {config!r}, split {splits[0]!r} in {folder}: expected "
@@ -170,6 +239,8 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
             f"(`huggingface-cli download {repo_id} --repo-type dataset --local-dir {folder}`)."
         )
     if files[0].suffix == ".parquet":
+        for f in files:
+            note_data_source("local", repo_id, f"{config}/{splits[0]}", path=f)
         table = datasets.Dataset.from_parquet([str(f) for f in files])
         return validate_columns(table, required, str(files[0])).to_list()
     return load_config(repo_id, files[0].stem, required, data_dir=files[0].parent).to_list()

@@ -57,3 +57,13 @@ def encode_qa(tokenizer, question: str, answer: str, max_length: int | None = No
     if max_length is not None:
         input_ids, labels = input_ids[:max_length], labels[:max_length]
     return input_ids, labels
+
+
+def encode_text(tokenizer, text: str, max_length: int | None = None) -> list[tuple[list[int], list[int]]]:
+    """A raw passage as training examples (MUSE's forget and retain corpora): chunks of at most ``max_length``
+    tokens, each the prefix token (BOS, or EOS for tokenizers without one, as lm-eval's ``prefix_token_id``)
+    followed by the passage's tokens, all of them labelled. Evaluation scores passages the same way (PrivLeak)."""
+    prefix = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+    ids = tokenizer.encode(text, add_special_tokens=False)
+    step = max(1, (max_length or len(ids) + 1) - 1)
+    return [([prefix, *ids[i : i + step]], [-100, *ids[i : i + step]]) for i in range(0, len(ids), step)]

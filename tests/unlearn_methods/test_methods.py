@@ -175,8 +175,10 @@ def test_method_params_must_be_a_mapping():
 
 
 def test_bad_parameter_is_refused_before_anything_is_written(tmp_path):
-    cfg = load_run_config(None, method="npo", model="no-such-model", out=str(tmp_path / "out"),
-                          method_params={"beta": 0})
+    with pytest.raises(ValueError, match="beta=0.0 is not allowed; expected float > 0"):  # refused by the config
+        load_run_config(None, method="npo", model="no-such-model", out=str(tmp_path / "out"), method_params={"beta": 0})
+    cfg = load_run_config(None, method="npo", model="no-such-model", out=str(tmp_path / "out"))
+    cfg.method_params = {"beta": 0}  # set after loading: train() still refuses it first
     with pytest.raises(ValueError, match="beta=0.0 is not allowed; expected float > 0"):
         train(cfg)
     assert not (tmp_path / "out").exists()

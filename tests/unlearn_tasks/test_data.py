@@ -75,3 +75,41 @@ def test_docs_interleave_every_set_so_limit_keeps_them_all(demo_data_dir):
     assert counts == {"forget": 24, "retain": 24, "ra": 10, "wf": 10, "holdout": 24}
     assert all(len(d["perturbed_answers"]) == 3 for d in docs if d["split"] != "holdout")
     assert len(build_docs("forget10", data_dir=demo_data_dir, max_items_per_split=3)) == 15
+
+
+# ------------------------------------------------------------------ issue 12, item 5: every row is validated
+def _demo_copy(demo_data_dir, tmp_path, config, edit):
+    """A copy of the demo data with ``edit(rows)`` applied to one config's rows."""
+    import shutil
+
+    folder = shutil.copytree(demo_data_dir, tmp_path / "data")
+    path = folder / f"{config}.json"
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    edit(rows)
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    return folder, path
+
+
+def test_row_missing_paraphrased_answer_is_named_not_scored_against_empty_text(demo_data_dir, tmp_path):
+    folder, path = _demo_copy(demo_data_dir, tmp_path, "forget01_perturbed", lambda rows: rows[2].pop("paraphrased_answer"))
+    with pytest.raises(data.DataError, match=rf"{path}: row 3 has no 'paraphrased_answer' \(None\)"):
+        build_docs("forget01", data_dir=folder)
+
+
+@pytest.mark.parametrize("value, what", [(None, "no"), ("", "an empty or non-text"), (7, "'answer' of type number")])
+def test_null_or_empty_answer_is_named_in_tasks_and_training(demo_data_dir, tmp_path, value, what):
+    from unlearn_methods.data import load_qa
+
+    folder, path = _demo_copy(demo_data_dir, tmp_path, "retain_perturbed", lambda rows: rows[0].update(answer=value))
+    with pytest.raises(data.DataError, match=rf"{path}: row 1 has {what}"):
+        build_docs("forget01", data_dir=folder)
+    _, path = _demo_copy(demo_data_dir, tmp_path / "b", "forget01", lambda rows: rows[1].update(answer=value))
+    with pytest.raises(data.DataError, match=rf"{path}: row 2 has {what}"):
+        load_qa("forget01", data_dir=str(path.parent))
+
+
+def test_empty_perturbed_answers_are_named(demo_data_dir, tmp_path):
+    folder, path = _demo_copy(demo_data_dir, tmp_path, "world_facts_perturbed",
+                              lambda rows: rows[1].update(perturbed_answer=["x", ""]))
+    with pytest.raises(data.DataError, match=rf"{path}: row 2 has no usable 'perturbed_answer'"):
+        build_docs("forget01", data_dir=folder)

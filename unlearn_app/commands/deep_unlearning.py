@@ -69,11 +69,11 @@ def _cmd_score(args: argparse.Namespace) -> int:
 
 def run_record(path: str | Path) -> tuple[str, dict[str, Any]]:
     """``(task, record)``: the per-fact correctness stored by ``evaldu`` / ``mquake_du`` in a results file."""
-    from harness_ext.results import latest_results_file
+    from harness_ext.results import ResultsFileError, latest_results_file
 
     try:
         file = latest_results_file(path)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ResultsFileError) as e:
         raise InputError(str(e)) from None
     configs = _read_json(file).get("configs") or {}
     found = [(task, cfg[TASK_KEY]) for task, cfg in configs.items() if isinstance(cfg, dict) and TASK_KEY in cfg]

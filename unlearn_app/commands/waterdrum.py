@@ -157,14 +157,14 @@ def _parse_fractions(items: list[str] | None) -> dict[str, float]:
 
 def load_runs(paths: list[str], names: list[str], task: str | None) -> dict[str, dict]:
     """``{name: record}`` from lm-eval output folders / results files (or a JSON file holding one record)."""
-    from harness_ext.results import latest_results_file
+    from harness_ext.results import ResultsFileError, latest_results_file
     from unlearn_tasks.waterdrum.runs import records_in_results
 
     out = {}
     for name, path in zip(names, paths):
         try:
             data = json.loads(latest_results_file(path).read_text())
-        except (FileNotFoundError, json.JSONDecodeError) as e:
+        except (FileNotFoundError, json.JSONDecodeError, ResultsFileError) as e:
             raise InputError(f"run {name!r}: {e}") from None
         records = records_in_results(data) or ({"": data} if data.get("format", "").startswith("lm-eval-unlearning/waterdrum") else {})
         if not records:

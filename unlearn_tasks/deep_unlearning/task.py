@@ -26,7 +26,9 @@ from typing import Any
 
 import datasets
 
+from harness_ext.provenance import note_data_source
 from harness_ext.task_base import UnlearningTask
+from unlearn_tasks.metadata import DEEP_UNLEARNING_KEYS, check_metadata_keys
 
 from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
 from .metrics import answer_is_correct, score_targets
@@ -70,10 +72,12 @@ def load_kb_from_metadata(metadata: dict[str, Any] | None, task: str = "evaldu")
                 f"{task}: pass the local MQuAKE file (e.g. MQuAKE-CF-3k-v2.json from the MQuAKE repository) with "
                 "--metadata '{\"mquake_path\": \"FILE\"}'"
             )
+        note_data_source("local", "mquake", path=Path(path).expanduser())
         return _load_kb("mquake", str(Path(path).expanduser()), False), str(path)
     directory = resolve_data_dir(meta.get("data_dir"))
     if directory is None:
         raise ValueError(MISSING_DATA.format(task=task))
+    note_data_source("local", "evaldu", path=directory)
     return _load_kb("evaldu", str(directory), bool(meta.get("fix_rule_typos", False))), str(directory)
 
 
@@ -89,6 +93,7 @@ class DeepUnlearningTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         meta = config.get("metadata") or {}
+        check_metadata_keys(meta, DEEP_UNLEARNING_KEYS | {"data_dir", "benchmark", "version"}, "Deep unlearning task")
         self.kb, self.kb_path = load_kb_from_metadata(meta, config.get("task", "evaldu"))
         target = meta.get("target")
         self.target = None if target is None else self.kb.check_target(target)

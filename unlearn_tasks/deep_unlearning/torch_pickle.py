@@ -61,12 +61,41 @@ class _StorageType:
         self.dtype = _TORCH_STORAGE_DTYPES[name]
 
 
+#: Largest tensor rebuilt from a file (elements); Eval-DU's are a few thousand.
+MAX_TENSOR_ELEMENTS = 1 << 28
+
+
+def _ints(value: Any, what: str) -> tuple[int, ...]:
+    if not isinstance(value, (tuple, list)) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        raise pickle.UnpicklingError(f"tensor {what} must be a tuple of integers, got {value!r}")
+    return tuple(value)
+
+
 def _rebuild_tensor(storage: np.ndarray, offset: int, size: tuple, stride: tuple, *_unused: Any) -> np.ndarray:
-    """numpy equivalent of torch's tensor rebuild: a strided view of the storage, copied."""
+    """numpy equivalent of torch's tensor rebuild: a strided view of the storage, copied. Offset, shape and strides
+    are checked against the storage first, so a crafted file cannot read outside it."""
+    if not isinstance(storage, np.ndarray) or storage.ndim != 1:
+        raise pickle.UnpicklingError("tensor storage must come from the archive")
+    size, stride = _ints(size, "size"), _ints(stride, "stride")
+    if not isinstance(offset, int) or isinstance(offset, bool) or offset < 0:
+        raise pickle.UnpicklingError(f"tensor storage offset must be a non-negative integer, got {offset!r}")
+    if len(size) != len(stride) or any(v < 0 for v in size + stride):
+        raise pickle.UnpicklingError(f"tensor size {size} and stride {stride} must be non-negative and of equal length")
+    numel = int(np.prod(size, dtype=object)) if size else 1
+    if numel > MAX_TENSOR_ELEMENTS:
+        raise pickle.UnpicklingError(f"tensor of {numel} elements is larger than this reader allows")
+    if numel == 0:
+        return np.empty(size, dtype=storage.dtype)
+    last = offset + sum((n - 1) * st for n, st in zip(size, stride))
+    if last >= storage.size:
+        raise pickle.UnpicklingError(
+            f"tensor (offset {offset}, size {size}, stride {stride}) reaches element {last} of a storage of "
+            f"{storage.size}; the file is corrupt or crafted"
+        )
     if not size:
         return storage[offset].copy()
     strides = tuple(s * storage.itemsize for s in stride)
-    view = np.lib.stride_tricks.as_strided(storage[offset:], shape=tuple(size), strides=strides)
+    view = np.lib.stride_tricks.as_strided(storage[offset:], shape=size, strides=strides, writeable=False)
     return np.array(view)
 
 
@@ -144,18 +173,36 @@ class RestrictedUnpickler(pickle.Unpickler):
             raise pickle.UnpicklingError(f"unsupported storage type {storage_type!r}")
         if key not in self._storages:
             raise pickle.UnpicklingError(f"storage {key} missing from the archive")
-        return np.frombuffer(self._storages[key], dtype=storage_type.dtype)
+        data = self._storages[key]
+        if len(data) % storage_type.dtype.itemsize:
+            raise pickle.UnpicklingError(f"storage {key} holds {len(data)} bytes, not whole {storage_type.name} elements")
+        return np.frombuffer(data, dtype=storage_type.dtype)
+
+
+class TorchFileError(pickle.UnpicklingError, ValueError):
+    """A ``.pt`` file that was refused or could not be read; the message names the file and why."""
 
 
 def load_torch_file(path: str | Path) -> Any:
-    """Load a ``torch.save`` file (zip format, or legacy / plain pickle) with :class:`RestrictedUnpickler`."""
+    """Load a ``torch.save`` file (zip format, or legacy / plain pickle) with :class:`RestrictedUnpickler`.
+    Refused or unreadable files raise :class:`TorchFileError` naming the file."""
     path = Path(path)
+    try:
+        return _load(path)
+    except TorchFileError:
+        raise
+    except (pickle.UnpicklingError, EOFError, zipfile.BadZipFile, ValueError, TypeError, KeyError, IndexError,
+            AttributeError, OverflowError, MemoryError) as e:
+        raise TorchFileError(f"{path}: not loaded ({type(e).__name__}: {e}).") from None
+
+
+def _load(path: Path) -> Any:
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
             pickles = [n for n in names if n == "data.pkl" or n.endswith("/data.pkl")]
             if not pickles:
-                raise ValueError(f"{path}: zip archive without data.pkl; not a torch.save file")
+                raise TorchFileError(f"{path}: zip archive without data.pkl; not a torch.save file")
             prefix = pickles[0][: -len("data.pkl")]
             storages = {
                 n[len(prefix) + len("data/"):]: archive.read(n)

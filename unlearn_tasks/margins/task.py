@@ -28,6 +28,7 @@ from lm_eval.api.instance import Instance
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
+from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
 from unlearn_tasks.metrics.klom import margins_from_logprobs, reduce_token_margins
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 
@@ -54,7 +55,9 @@ class MarginOptions:
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any] | None) -> MarginOptions:
         known = {f.name for f in fields(cls)}
+        check_metadata_keys(metadata, known | {"version"}, "margins task")
         opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
+        check_positive_int(opts.max_items_per_split, "max_items_per_split", "margins task option")
         checks = [
             (opts.benchmark in BENCHMARKS, f"benchmark must be one of {BENCHMARKS}"),
             (opts.reduction in REDUCTIONS, f"reduction must be one of {REDUCTIONS}"),

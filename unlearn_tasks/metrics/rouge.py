@@ -1,4 +1,5 @@
-"""ROUGE as TOFU and open-unlearning score generations: rouge-score with the Porter stemmer."""
+"""ROUGE as the benchmarks score generations: rouge-score with the Porter stemmer (TOFU, open-unlearning), or
+without it (MUSE's own code)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,17 @@ def _scorer() -> rouge_scorer.RougeScorer:
 def rouge_l_recall(reference: str, generation: str) -> float:
     """ROUGE-L recall of ``generation`` against ``reference`` (TOFU's reported ROUGE)."""
     return float(_scorer().score(reference, generation)["rougeL"].recall)
+
+
+@lru_cache(maxsize=1)
+def _unstemmed_scorer() -> rouge_scorer.RougeScorer:
+    return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
+
+
+def rouge_l_f1(reference: str, generation: str, use_stemmer: bool = False) -> float:
+    """ROUGE-L F1 of ``generation`` against ``reference``; MUSE scores VerbMem and KnowMem this way, unstemmed."""
+    scorer = _scorer() if use_stemmer else _unstemmed_scorer()
+    return float(scorer.score(reference, generation)["rougeL"].fmeasure)
 
 
 def rouge_scores(reference: str, generation: str) -> dict[str, float]:

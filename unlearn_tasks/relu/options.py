@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unlearn_tasks.metadata import RELU_KEYS, check_metadata_keys, check_positive_int
 from unlearn_tasks.relu.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
 
 
@@ -26,6 +27,7 @@ class ReluOptions:
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any] | None) -> ReluOptions:
         md = dict(metadata or {})
+        check_metadata_keys(md, RELU_KEYS | {"data_dir", "max_items_per_split", "version"}, "ReLU task")
         if "relu_format" not in md:
             raise ValueError("ReLU task: metadata lacks relu_format (check the task YAML).")
         splits = list(md.get("relu_splits") or [])
@@ -61,6 +63,7 @@ class ReluOptions:
         return [(self.splits[0], self.splits[0])]
 
     def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "ReLU task option")
         fmt = FORMATS.get(self.format)
         checks = [
             (fmt is not None, f"relu_format must be one of {sorted(FORMATS)}"),

@@ -15,6 +15,7 @@ from unlearn_tasks.metrics.tofu import (
     truth_ratio_forget_stat,
     truth_ratio_retain_stat,
 )
+from unlearn_tasks.reference_logs import record_format
 
 NAN = float("nan")
 GENERATED_SETS = ("forget", "retain", "ra", "wf")
@@ -34,6 +35,7 @@ class ReferenceData:
     question_keys: list[str] | None = None
     answer_scoring: str | None = None
     source: str = ""
+    path: str | None = None  # the file read (recorded in the results as ``reference_file``)
 
 
 def metric_names(parts: list[str]) -> list[str]:
@@ -91,7 +93,7 @@ def reference_record(records: list[dict], metrics: dict[str, float], forget_spli
     """What this run contributes as a reference for others (written into lm-eval's results file)."""
     forget = sorted((r for r in records if r["split"] == "forget" and "truth_ratio" in r), key=lambda r: r["index"])
     return {
-        "format": "lm-eval-unlearning/tofu-reference/1",
+        "format": record_format("tofu"),
         "forget_split": forget_split,
         "n_forget": len(forget),
         "forget_truth_ratio": [r["truth_ratio"] for r in forget],

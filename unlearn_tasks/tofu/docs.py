@@ -13,7 +13,7 @@ from typing import Any
 
 import datasets
 
-from unlearn_tasks.data import load_config
+from unlearn_tasks.data import check_rows, load_config, source_name
 from unlearn_tasks.tofu.splits import HUB_ID, eval_sets
 
 
@@ -46,12 +46,9 @@ def build_docs(
             continue
         table = load_config(repo_id, es.config, es.columns, data_dir=data_dir)
         rows = table.to_list()[:max_items_per_split] if max_items_per_split else table.to_list()
-        docs = [_doc(es.name, i, r) for i, r in enumerate(rows)]
-        if es.columns != ("question", "answer"):
-            empty = [d["id"] for d in docs if not d["perturbed_answers"]]
-            if empty:
-                raise ValueError(f"{repo_id} config {es.config!r}: items {empty[:5]} have no perturbed_answer.")
-        per_set.append(docs)
+        lists = [c for c in es.columns if c == "perturbed_answer"]
+        check_rows(rows, [c for c in es.columns if c not in lists], source_name(repo_id, es.config, data_dir), lists)
+        per_set.append([_doc(es.name, i, r) for i, r in enumerate(rows)])
     return [d for group in itertools.zip_longest(*per_set) for d in group if d is not None]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
 
@@ -34,6 +35,7 @@ class TofuOptions:
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any] | None) -> TofuOptions:
         known = {f.name for f in fields(cls)}
+        check_metadata_keys(metadata, known | {"version", "sets"}, "TOFU task")
         opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
         if opts.generation_prompt is None:
             opts.generation_prompt = "tofu" if opts.answer_scoring == "tofu" else "lm_eval"
@@ -41,13 +43,16 @@ class TofuOptions:
         return opts
 
     def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "TOFU task option")
         checks = [
+            (isinstance(self.reference, (str, dict, type(None))), "reference must be a path or {split: path}"),
             (self.forget_split in FORGET_SPLITS, f"forget_split must be one of {FORGET_SPLITS}"),
             (self.answer_scoring in ANSWER_SCORINGS, f"answer_scoring must be one of {ANSWER_SCORINGS}"),
             (self.generation_prompt in (None, *GENERATION_PROMPTS), f"generation_prompt must be one of {GENERATION_PROMPTS}"),
             (self.truth_ratio_mean in TRUTH_RATIO_MEANS, f"truth_ratio_mean must be one of {TRUTH_RATIO_MEANS}"),
-            (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
-            (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
+            (isinstance(self.parts, list) and bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
+            (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
+             "mia_k must be a number in (0, 1]"),
         ]
         for ok, message in checks:
             if not ok:

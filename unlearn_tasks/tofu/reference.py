@@ -10,14 +10,18 @@ A reference from another forget split (or a different item set) is refused with 
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness_ext.results import results_files
 from unlearn_tasks.metrics.tofu import truth_ratio
+from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark
 from unlearn_tasks.tofu.aggregate import ReferenceData
 from unlearn_tasks.tofu.scoring import question_key
 from unlearn_tasks.tofu.splits import FORGET_SIZES, LEGACY_CAP, forget_split_of_size
@@ -30,8 +34,14 @@ HOW_TO_MAKE = (
 )
 
 
-class ReferenceLogError(ValueError):
-    """A reference log that cannot serve this evaluation; the message says why and what to pass instead."""
+log = logging.getLogger(__name__)
+
+#: Model arguments (lm-eval ``--model_args``) that say which weights were evaluated.
+IDENTITY_KEYS = ("pretrained", "peft", "revision", "delta")
+
+
+#: Benchmarks whose reference records share results files with TOFU's and are never TOFU references.
+OTHER_BENCHMARKS = ("muse",)
 
 
 def _legacy(data: dict, source: str, truth_ratio_mean: str) -> ReferenceData:
@@ -85,28 +95,118 @@ def _ours(entries: list[dict], source: str, forget_split: str) -> ReferenceData:
     )
 
 
-def _our_entries(path: Path) -> list[tuple[dict, str]]:
-    files = [path] if path.is_file() else sorted(path.rglob("results_*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    entries = []
+# --------------------------------------------------------------------------- which model made a results file
+def _fingerprint(path: str) -> str | None:
+    """A cheap content fingerprint of a local model folder: names, sizes and 16 sampled 4 KiB blocks of each weight
+    file (None for a Hub id). Two copies of the same weights agree; a retrained model does not."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return None
+    h = hashlib.sha256()
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".pt", ".pth"))
+    for f in files:
+        size = f.stat().st_size
+        h.update(f"{f.name}:{size}".encode())
+        with f.open("rb") as handle:
+            for i in range(16):
+                handle.seek(size * i // 16)
+                h.update(handle.read(4096))
+    return h.hexdigest() if files else None
+
+
+def model_identity(model_args: dict[str, Any] | str | None) -> dict[str, Any]:
+    """What identifies the evaluated weights in lm-eval model arguments (a dict, or the ``k=v,...`` string), with a
+    content fingerprint of local folders."""
+    if isinstance(model_args, str):
+        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
+    ident = {k: str(model_args[k]) for k in IDENTITY_KEYS if (model_args or {}).get(k)}
+    for k in ("pretrained", "peft", "delta"):
+        if k in ident and Path(ident[k]).expanduser().exists():
+            ident[k] = str(Path(ident[k]).expanduser().resolve())
+    prints = [_fingerprint(ident[k]) for k in ("pretrained", "peft", "delta") if k in ident]
+    if prints and all(prints):
+        ident["fingerprint"] = hashlib.sha256("|".join(prints).encode()).hexdigest()[:32]
+    return ident
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True if two identities name the same model: the same weights (content fingerprint), or the same model
+    arguments (``pretrained``, ``peft``, ``revision``; a model retrained in place counts as the same model)."""
+    if not a or not b:
+        return False
+    if a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"):
+        return True
+    return all(a.get(k) == b.get(k) for k in IDENTITY_KEYS)
+
+
+def _our_entries(path: Path, forget_split: str, evaluated: dict[str, Any] | None) -> list[tuple[dict, str]]:
+    """The usable reference entries under ``path``, newest first, from one model only (see :func:`load_reference`)."""
+    entries: list[tuple[dict, str, dict]] = []
+    files = sorted(results_files(path), key=lambda p: p.name, reverse=True) if path.is_dir() and any(
+        path.rglob("results_*.json")) else [path]
     for f in files:
         try:
             data = json.loads(f.read_text())
-        except (OSError, json.JSONDecodeError):
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            if path.is_file():
+                raise
+            log.warning("reference: skipping %s (not valid JSON)", f)
             continue
+        if not isinstance(data, dict):
+            continue
+        fallback = model_identity((data.get("config") or {}).get("model_args"))
         for cfg in (data.get("configs") or {}).values():
             if isinstance(cfg, dict) and isinstance(cfg.get("unlearning_reference"), dict):
-                entries.append((cfg["unlearning_reference"], str(f)))
-    return entries
+                entry = cfg["unlearning_reference"]
+                if any(is_benchmark(entry, b) for b in OTHER_BENCHMARKS):
+                    continue
+                entries.append((entry, str(f), entry.get("model") or fallback))
+    if not entries:
+        return []
+    matching = [e for e in entries if e[0].get("forget_split") == forget_split] or entries
+    if evaluated:
+        own = [e for e in matching if same_model(e[2], evaluated)]
+        matching = [e for e in matching if not same_model(e[2], evaluated)]
+        if own and not matching:
+            raise ReferenceLogError(
+                f"Reference {own[0][1]} was produced by the model being evaluated ({_name(evaluated)}): it would be "
+                f"its own reference (Forget Quality 1). Pass the retain model's evaluation."
+            )
+        for _, file, _ in own:
+            log.warning("reference: ignoring %s, produced by the model being evaluated", file)
+    models = []
+    for _, file, ident in matching:
+        if not any(same_model(ident, m) for m, _ in models):
+            models.append((ident, file))
+    if len(models) > 1:
+        raise ReferenceLogError(
+            f"Reference {path} holds TOFU results of {len(models)} different models "
+            f"({'; '.join(f'{_name(m)} in {f}' for m, f in models)}). Pass the results file of the retain model."
+        )
+    return [(e, f) for e, f, _ in matching]
 
 
-def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric") -> ReferenceData:
-    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable."""
+def _name(ident: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={ident[k]}" for k in IDENTITY_KEYS if k in ident) or "unknown model"
+
+
+def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric",
+                   evaluated_model: dict[str, Any] | None = None) -> ReferenceData:
+    """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable.
+
+    In a folder of our results files the choice is deterministic: results of the evaluated model itself
+    (``evaluated_model``, see :func:`model_identity`) are never used, results of several other models are refused
+    (pass the file), and of one model's runs the newest by lm-eval's file-name timestamp is read."""
     path = Path(path).expanduser()
     if not path.exists():
         raise ReferenceLogError(f"Reference {path} does not exist.")
-    ours = _our_entries(path)
+    try:
+        ours = _our_entries(path, forget_split, evaluated_model)
+    except json.JSONDecodeError as e:
+        raise ReferenceLogError(f"Reference {path} is not valid JSON ({e.msg}).") from None
     if ours:
         ref = _ours([e for e, _ in ours], ours[0][1], forget_split)
+        ref.path = next(f for e, f in ours if e.get("forget_split") == forget_split)
     else:
         candidates = [path] if path.is_file() else [path / "eval_log_forget.json", path / "TOFU_EVAL.json"]
         file = next((c for c in candidates if c.is_file()), None)
@@ -137,23 +237,35 @@ def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = 
                 f"({FORGET_SIZES[forget_split]} items). Pass the retain model's log for {forget_split}."
             )
         ref.forget_split = forget_split
+        ref.path = str(file)
     if any(math.isnan(x) for x in ref.forget_truth_ratios):
         raise ReferenceLogError(f"{ref.source}: the forget truth ratios contain NaN; re-run the reference evaluation.")
     return ref
 
 
 def check_items(ref: ReferenceData, question_keys: list[str]) -> None:
-    """Refuse a reference whose forget questions are not the ones evaluated (when both sides know them)."""
-    if not ref.question_keys or not question_keys:
+    """Refuse a reference whose forget items are not the ones evaluated: other questions (another split or data),
+    or a different number of items (e.g. a reference made with ``--limit`` or ``max_items_per_split``). Legacy TOFU
+    logs, which keep only the first 300 items, are accepted for the larger splits."""
+    n_ref, n_ours = len(ref.forget_truth_ratios), len(question_keys)
+    capped = ref.source.startswith("legacy") and n_ref == LEGACY_CAP < n_ours
+    theirs = [k for k in (ref.question_keys or []) if k]
+    if theirs and question_keys:
+        overlap = len(set(theirs) & set(question_keys)) / len(set(theirs))
+        if overlap < 0.9:
+            raise ReferenceLogError(
+                f"{ref.source}: only {overlap:.0%} of its forget questions are among this task's forget questions; "
+                f"it comes from another split or dataset. Pass the retain model's log for the same forget split and data."
+            )
+    if not question_keys or capped:
         return
-    theirs = {k for k in ref.question_keys if k}
-    if not theirs:
-        return
-    overlap = len(theirs & set(question_keys)) / len(theirs)
-    if overlap < 0.9:
+    missing = len(set(question_keys) - set(theirs)) if theirs else 0
+    if n_ref != n_ours or missing:
         raise ReferenceLogError(
-            f"{ref.source}: only {overlap:.0%} of its forget questions are among this task's forget questions; "
-            f"it comes from another split or dataset. Pass the retain model's log for the same forget split and data."
+            f"{ref.source}: the reference covers {n_ref} forget items, this evaluation {n_ours}"
+            + (f" ({missing} of them are not in the reference)" if missing else "")
+            + ". Forget Quality compares the same items: make the reference without --limit and with the same "
+            "max_items_per_split and data as this evaluation."
         )
 
 
@@ -161,6 +273,7 @@ def describe(ref: ReferenceData) -> dict[str, Any]:
     """A short summary for logs and reports."""
     return {
         "source": ref.source,
+        "path": ref.path,
         "forget_split": ref.forget_split,
         "n_forget": len(ref.forget_truth_ratios),
         "median_truth_ratio": float(np.median(ref.forget_truth_ratios)) if ref.forget_truth_ratios else None,

@@ -14,6 +14,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.provenance import path_fingerprint
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
@@ -37,6 +38,7 @@ class TofuTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = TofuOptions.from_metadata(config.get("metadata"))
+        self.model = reference.model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._chat = False
         self._reference_out: dict | None = None
 
@@ -62,7 +64,7 @@ class TofuTask(UnlearningTask):
                 reference.HOW_TO_MAKE.format(task=self.config.task),
             )
             return None
-        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean)
+        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean, self.model)
         forget_keys = [question_key(d["question"]) for d in self.test_docs() if d["split"] == "forget"]
         reference.check_items(ref, forget_keys)
         if ref.answer_scoring and ref.answer_scoring != self.options.answer_scoring:
@@ -73,6 +75,12 @@ class TofuTask(UnlearningTask):
             )
         log.info("%s: reference %s", self.config.task, reference.describe(ref))
         return ref
+
+    def reference_used(self) -> dict[str, Any] | None:
+        path = self.options.reference_for_split()
+        if not path or self.reference is None:
+            return None
+        return {"path": str(path), "source": self.reference.source, "sha256": path_fingerprint(path)}
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
@@ -115,7 +123,8 @@ class TofuTask(UnlearningTask):
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,
-                {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean},
+                {"answer_scoring": self.options.answer_scoring, "truth_ratio_mean": self.options.truth_ratio_mean,
+                 "model": self.model, "reference_file": self.reference.path if self.reference else None},
             )
         return metrics
 

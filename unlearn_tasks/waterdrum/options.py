@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
 from unlearn_tasks.waterdrum.data import AX_HUB_ID, SPLITS, TOFU_HUB_ID
 
 BENCHMARKS = {"ax": AX_HUB_ID, "tofu": TOFU_HUB_ID}
@@ -42,6 +43,7 @@ class WaterDrumOptions:
     def from_metadata(cls, metadata: dict[str, Any] | None) -> WaterDrumOptions:
         md = dict(metadata or {})
         known = {f.name for f in fields(cls)} - {"model_tokenizer"}
+        check_metadata_keys(md, known | {"version"}, "WaterDrum task")
         opts = cls(**{k: v for k, v in md.items() if k in known and v is not None})
         model_tok = md.get("tokenizer") or md.get("pretrained")
         opts.model_tokenizer = model_tok if isinstance(model_tok, str) else None
@@ -63,6 +65,7 @@ class WaterDrumOptions:
         return self.waterdrum_data_dir or self.data_dir
 
     def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "WaterDrum task option")
         dup = [s for s in self.splits if s not in ("retain", "forget")]
         checks = [
             (self.benchmark in BENCHMARKS, f"benchmark must be one of {sorted(BENCHMARKS)}"),

@@ -83,9 +83,64 @@ def test_reference_with_other_questions_is_refused(tmp_path):
     entry = {"forget_split": "forget01", "forget_truth_ratio": [1.0] * 3, "forget_question_keys": ["x", "y", "z"]}
     (tmp_path / "results_1.json").write_text(json.dumps({"configs": {"t": {"unlearning_reference": entry}}}))
     ref = load_reference(tmp_path, "forget01")
-    check_items(ref, ["x", "y", "z", "w"])
+    check_items(ref, ["z", "y", "x"])
     with pytest.raises(ReferenceLogError, match="another split or dataset"):
         check_items(ref, ["p", "q", "r"])
+
+
+def _results(folder, name, ratios, keys, model):
+    """A results file of our TOFU task for ``model`` (lm-eval writes one folder per model)."""
+    entry = {"forget_split": "forget01", "forget_truth_ratio": ratios, "forget_question_keys": keys,
+             "mia_auc": {}, "answer_scoring": "all"}
+    path = folder / model.replace("/", "__") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"config": {"model_args": {"pretrained": model}},
+                                "configs": {"tofu_forget01": {"unlearning_reference": entry}}}))
+    return path
+
+
+def test_reference_made_with_limit_is_refused_naming_both_counts(tmp_path):
+    """Issue 12, item 4: a reference of one forget item (``--limit``) gave FQ 0.333 instead of 0.008."""
+    _results(tmp_path, "results_1.json", [0.5], ["x"], "retain")
+    ref = load_reference(tmp_path, "forget01")
+    with pytest.raises(ReferenceLogError, match=r"covers 1 forget items, this evaluation 3.*without --limit"):
+        check_items(ref, ["x", "y", "z"])
+
+
+def test_reference_folder_choice_is_deterministic_and_never_the_evaluated_model(tmp_path):
+    """Issue 12, item 3: the newest results file anywhere under the folder was read, so the evaluated model's own
+    run (written there with --output_path) became its reference (Forget Quality 1.0)."""
+    import os
+
+    old = _results(tmp_path, "results_2026-01-01T00-00-00.json", [0.1, 0.2], ["x", "y"], "retain")
+    new = _results(tmp_path, "results_2026-02-01T00-00-00.json", [0.3, 0.4], ["x", "y"], "retain")
+    os.utime(old, (2e9, 2e9))  # file times play no part: the name's timestamp does
+    ref = load_reference(tmp_path, "forget01", evaluated_model={"pretrained": "target"})
+    assert ref.forget_truth_ratios == [0.3, 0.4] and ref.path == str(new)
+    own = _results(tmp_path, "results_2026-03-01T00-00-00.json", [0.9, 0.9], ["x", "y"], "target")
+    ref = load_reference(tmp_path, "forget01", evaluated_model={"pretrained": "target"})
+    assert ref.path == str(new)  # the target's own newer run is skipped
+    with pytest.raises(ReferenceLogError, match=r"produced by the model being evaluated \(pretrained=target\)"):
+        load_reference(own, "forget01", evaluated_model={"pretrained": "target"})
+    with pytest.raises(ReferenceLogError, match=r"results of 2 different models .*pretrained=target in .*pretrained=retain in "):
+        load_reference(tmp_path, "forget01", evaluated_model={"pretrained": "other"})
+
+
+def test_model_identity_fingerprints_local_weights(tmp_path):
+    from unlearn_tasks.tofu.reference import model_identity, same_model
+
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for folder, data in ((a, b"w" * 10000), (b, b"w" * 10000), (c, b"v" * 10000)):
+        folder.mkdir()
+        (folder / "model.safetensors").write_bytes(data)
+    ida, idb, idc = (model_identity({"pretrained": str(p), "dtype": "float32"}) for p in (a, b, c))
+    assert same_model(ida, idb)  # a copy of the same weights is the same model
+    assert not same_model(ida, idc)
+    assert model_identity(f"pretrained={a},dtype=float32") == ida
+    assert same_model(model_identity({"pretrained": "org/m"}), model_identity("pretrained=org/m"))
+    assert not same_model(model_identity({"pretrained": "org/m"}), model_identity("pretrained=org/m,revision=v2"))
+    retrained = dict(ida, fingerprint="other")  # the same folder with new weights: still that model
+    assert same_model(ida, retrained)
 
 
 def test_unusable_references(tmp_path):
@@ -99,3 +154,15 @@ def test_unusable_references(tmp_path):
         load_reference(tmp_path / "y.json", "forget10")
     with pytest.raises(ReferenceLogError, match="neither our lm-eval output"):
         load_reference(tmp_path, "forget10")
+
+
+def test_a_retain_model_retrained_and_re_evaluated_into_the_same_folder_uses_the_newest_run(tmp_path):
+    for name, ratios, fingerprint in (("results_2026-01-01T00-00-00.json", [0.1, 0.2], "old"),
+                                      ("results_2026-02-01T00-00-00.json", [0.3, 0.4], "new")):
+        path = _results(tmp_path, name, ratios, ["x", "y"], "retain")
+        data = json.loads(path.read_text())
+        data["configs"]["tofu_forget01"]["unlearning_reference"]["model"] = {"pretrained": "retain",
+                                                                             "fingerprint": fingerprint}
+        path.write_text(json.dumps(data))
+    ref = load_reference(tmp_path, "forget01", evaluated_model={"pretrained": "target", "fingerprint": "t"})
+    assert ref.forget_truth_ratios == [0.3, 0.4]

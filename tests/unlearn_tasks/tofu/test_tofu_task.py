@@ -94,13 +94,35 @@ def test_results_file_carries_the_reference_record(first_run):
 
 
 @pytest.mark.slow
-def test_a_model_against_its_own_reference_has_forget_quality_one(first_run, tiny_model_dir, demo_data_dir, tmp_path):
+def test_a_model_is_refused_as_its_own_reference(first_run, tiny_model_dir, demo_data_dir, tmp_path):
+    """Issue 12, item 3: the model being evaluated (same weights, even as a copy) is never its own reference."""
+    import shutil
+
     ref_dir, _ = first_run
-    res = run_lm_eval(tiny_model_dir, ["tofu_forget01_likelihood"], tmp_path,
-                      {"data_dir": str(demo_data_dir), "reference": str(ref_dir)}, batch_size=8)
+    copy = shutil.copytree(tiny_model_dir, tmp_path / "copy")
+    with pytest.raises(ReferenceLogError, match="produced by the model being evaluated"):
+        run_lm_eval(copy, ["tofu_forget01_likelihood"], tmp_path / "out",
+                    {"data_dir": str(demo_data_dir), "reference": str(ref_dir)}, batch_size=8)
+
+
+@pytest.mark.slow
+def test_identical_outputs_give_forget_quality_one_and_the_reference_file_is_recorded(
+        first_run, tiny_model_dir, demo_data_dir, tmp_path):
+    ref_dir, _ = first_run
+    (results_file,) = list(ref_dir.rglob("results_*.json"))
+    data = json.loads(results_file.read_text())
+    data["configs"]["tofu_forget01"]["unlearning_reference"]["model"] = {"pretrained": "retain-model"}
+    stand_in = tmp_path / "ref" / results_file.name  # the same numbers, as if from another model
+    stand_in.parent.mkdir()
+    stand_in.write_text(json.dumps(data))
+    res = run_lm_eval(tiny_model_dir, ["tofu_forget01_likelihood"], tmp_path / "out",
+                      {"data_dir": str(demo_data_dir), "reference": str(tmp_path / "ref")}, batch_size=8)
     values = res["results"]["tofu_forget01_likelihood"]
     assert values["forget_quality,none"] == pytest.approx(1.0)
     assert values["privleak,none"] == pytest.approx(0.0, abs=1e-9)
+    record = res["configs"]["tofu_forget01_likelihood"]["unlearning_reference"]
+    assert record["reference_file"] == str(stand_in)
+    assert record["model"]["pretrained"] == str(tiny_model_dir.resolve()) and record["model"]["fingerprint"]
 
 
 CHAT_TEMPLATE = (

@@ -1,0 +1,112 @@
+"""Where a result came from: package version, git commit, data sources with their revisions or file hashes,
+metric modes and the reference run. Written into every results file the package writes.
+
+Data loaders call :func:`note_data_source` for each thing they read; a task collects what was read while it was
+built (:func:`recording`), so its record names exactly its own data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import subprocess
+from collections.abc import Iterator
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+DISTRIBUTION = "lm-eval-unlearning"
+_recorders: list[list[dict[str, Any]]] = []
+
+
+def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def path_fingerprint(path: str | Path, skip: tuple[str, ...] = ()) -> str:
+    """sha256 of a file, or of a folder's files (relative names and contents, sorted; top-level ``skip`` names
+    left out)."""
+    path = Path(path).expanduser()
+    if path.is_file():
+        return file_sha256(path)
+    digest = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        rel = f.relative_to(path)
+        if rel.parts[0] in skip:
+            continue
+        digest.update(f"{rel.as_posix()}\0{file_sha256(f)}\n".encode())
+    return digest.hexdigest()
+
+
+@functools.cache
+def package_version() -> str:
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+@functools.cache
+def git_commit() -> str | None:
+    """The commit of the package's source checkout (with ``+dirty`` for local changes), or None if not in git."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=10)
+        if sha.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=here,
+                               capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def software() -> dict[str, Any]:
+    """Package version and git commit (None outside a git checkout)."""
+    return {"package": DISTRIBUTION, "version": package_version(), "git_commit": git_commit()}
+
+
+def note_data_source(kind: str, source: str, config: str | None = None, path: str | Path | None = None,
+                     revision: str | None = None) -> None:
+    """Record one dataset read: ``kind`` is ``local`` (``path`` is hashed) or ``hub`` (``revision`` if known)."""
+    if not _recorders:
+        return
+    entry: dict[str, Any] = {"kind": kind, "source": source}
+    if config:
+        entry["config"] = config
+    if path is not None:
+        entry["path"] = str(path)
+        entry["sha256"] = path_fingerprint(path)
+    if kind == "hub":
+        entry["revision"] = revision
+    for rec in _recorders:
+        if entry not in rec:
+            rec.append(entry)
+
+
+@contextlib.contextmanager
+def recording() -> Iterator[list[dict[str, Any]]]:
+    """Collect the :func:`note_data_source` entries made inside the ``with`` block."""
+    rec: list[dict[str, Any]] = []
+    _recorders.append(rec)
+    try:
+        yield rec
+    finally:
+        _recorders.remove(rec)
+
+
+def data_fingerprint(entries: list[dict[str, Any]]) -> str:
+    """One hash over a task's data entries (file hashes and Hub revisions)."""
+    keys = sorted(f"{e.get('source')}|{e.get('config')}|{e.get('sha256') or e.get('revision')}" for e in entries)
+    return hashlib.sha256("\n".join(keys).encode()).hexdigest()
+
+
+def task_record(data: list[dict[str, Any]], modes: dict[str, Any], reference: dict[str, Any] | None) -> dict:
+    """The ``provenance`` entry of one task in a results file."""
+    return {**software(), "data": data, "data_fingerprint": data_fingerprint(data), "metric_modes": modes,
+            "reference": reference}

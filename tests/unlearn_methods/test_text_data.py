@@ -1,0 +1,75 @@
+"""Unlearning on raw text (MUSE's corpora): chunking, loading, pairing, and every method whose loss applies to
+plain text training on the MUSE fixture; the QA-only methods are refused with a message."""
+
+import json
+
+import pytest
+
+from unlearn_methods import all_methods
+from unlearn_methods.config import load_run_config
+from unlearn_methods.data import QA_ONLY_METHODS, PairCollator, TextForgetRetainDataset, load_texts
+from unlearn_methods.run import UnlearningFailed, train
+from unlearn_tasks.data import DataError
+from unlearn_tasks.prompts import encode_text
+
+TEXT_METHODS = sorted(set(all_methods()) - set(QA_ONLY_METHODS))
+
+
+@pytest.fixture(scope="module")
+def tok(muse_tiny_model_dir):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(muse_tiny_model_dir)
+
+
+def test_encode_text_chunks_after_the_prefix_token(tok):
+    text = "The town of Arlow opened a new library in January."
+    ids = tok.encode(text, add_special_tokens=False)
+    assert len(ids) > 5
+    (whole,) = encode_text(tok, text)
+    assert whole == ([tok.bos_token_id, *ids], [-100, *ids])
+    chunks = encode_text(tok, text, max_length=4)
+    assert [c[0] for c in chunks] == [[tok.bos_token_id, *ids[i : i + 3]] for i in range(0, len(ids), 3)]
+    assert all(c[1][0] == -100 and c[1][1:] == c[0][1:] for c in chunks)
+
+
+def test_load_texts_by_split_or_config_and_split(muse_data_dir):
+    forget = load_texts("forget", "muse-bench/MUSE-News", str(muse_data_dir))
+    assert len(forget) == 4 and forget[0]["text"].startswith("The town of Arlow")
+    assert len(load_texts("privleak/holdout", "muse-bench/MUSE-News", str(muse_data_dir))) == 6
+    with pytest.raises(DataError, match="forget10"):
+        load_texts("forget10", "muse-bench/MUSE-News", str(muse_data_dir))
+
+
+def test_text_pairs_collate_forget_and_retain_only(tok, muse_data_dir):
+    forget = load_texts("forget", "x", str(muse_data_dir))
+    retain = load_texts("retain1", "x", str(muse_data_dir))
+    ds = TextForgetRetainDataset(forget, retain, tok, seed=0, max_length=16)
+    assert len(ds) == sum(len(encode_text(tok, r["text"], 16)) for r in forget)
+    batch = PairCollator(tok.pad_token_id)([ds[0], ds[1]])
+    assert set(batch) == {"forget", "retain"} and batch["forget"]["input_ids"].shape[1] <= 16
+
+
+def _cfg(tmp_path, model_dir, data_dir, method, **kw):
+    params = {"reinforce_epochs": 1} if method in ("task_vector", "whp") else {}
+    return load_run_config(None, method=method, model=str(model_dir), out=str(tmp_path / method), data="muse_news",
+                           data_dir=str(data_dir), forget="forget", epochs=1, batch_size=4, lr=1e-3, progress=False,
+                           method_params=params, **kw)
+
+
+@pytest.mark.parametrize("method", TEXT_METHODS)
+def test_every_plain_text_method_trains_on_muse(method, tmp_path, muse_tiny_model_dir, muse_data_dir):
+    trained = train(_cfg(tmp_path, muse_tiny_model_dir, muse_data_dir, method))
+    assert (trained.out / "unlearn_config.yaml").is_file()
+    assert any(trained.out.glob("*.safetensors"))
+    config = (trained.out / "unlearn_config.yaml").read_text()
+    assert "retain: retain1" in config and "data: muse_news" in config
+    if method != "task_vector":
+        history = json.loads((trained.out / "train_metrics.json").read_text())["log_history"]
+        assert any("loss" in h for h in history)
+
+
+@pytest.mark.parametrize("method", QA_ONLY_METHODS)
+def test_question_methods_are_refused_on_raw_text(method, tmp_path, muse_tiny_model_dir, muse_data_dir):
+    with pytest.raises(UnlearningFailed, match=f"the {method} loss needs questions"):
+        train(_cfg(tmp_path, muse_tiny_model_dir, muse_data_dir, method))

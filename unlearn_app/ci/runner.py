@@ -1,0 +1,274 @@
+"""``unlearn ci``: evaluate a checkpoint on a suite (or read existing results), check it, write the reports.
+
+Outputs in ``--out DIR``: ``results.json`` (metrics, checks, provenance), ``summary.md`` (also appended to
+``$GITHUB_STEP_SUMMARY``), ``junit.xml`` (one test case per check) and lm-eval's own results file under
+``DIR/lm_eval/``. Exit status: 0 all checks pass, 1 a check fails, 2 an error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness_ext import provenance
+from harness_ext.results import json_safe, latest_results_file, task_metrics
+from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
+from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
+from unlearn_app.ci.junit import write_junit
+from unlearn_app.ci.suite import Suite, SuiteError, load_suite, validate_checks
+from unlearn_app.ci.summary import markdown_summary
+
+log = logging.getLogger(__name__)
+
+#: Model/task arguments that name where something is; their content is hashed separately for the cache key.
+_LOCATION_KEYS = ("pretrained", "peft", "lora_local_path", "data_dir", "reference", "config_source")
+
+
+class CiError(RuntimeError):
+    """The evaluation could not be done (exit status 2); the message says what to fix."""
+
+
+@dataclass
+class CiOptions:
+    suite: str
+    out: str
+    model: str | None = None
+    revision: str | None = None
+    from_results: str | None = None
+    no_cache: bool = False
+    cache_dir: str | None = None
+    update_card: bool = False
+    limit: int | None = None
+    model_args: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelSpec:
+    """What lm-eval loads: ``model_args`` (pretrained, peft, revision) and the pinned revision for the cache."""
+
+    name: str
+    model_args: dict[str, Any]
+    revision: str | None
+    adapter_rank: int | None = None
+
+    def for_backend(self, backend: str) -> dict[str, Any]:
+        """``model_args`` as the backend names them: vLLM loads an adapter with ``lora_local_path`` and needs
+        ``max_lora_rank`` at least the adapter's rank (a power of two from 8)."""
+        args = dict(self.model_args)
+        if backend == "vllm" and "peft" in args:
+            args["lora_local_path"] = args.pop("peft")
+            rank = 8
+            while rank < (self.adapter_rank or 8):
+                rank *= 2
+            args["max_lora_rank"] = rank
+        return args
+
+
+def resolve_model(model: str, revision: str | None) -> ModelSpec:
+    """A full model (Hub id or folder) or a LoRA adapter folder (its base model is read from adapter_config.json)."""
+    path = Path(model).expanduser()
+    adapter_config = path / "adapter_config.json"
+    if path.is_dir() and adapter_config.is_file():
+        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
+        if not base:
+            raise CiError(f"{adapter_config} names no base_model_name_or_path; cannot load the adapter")
+        base_rev = model_revision(base)
+        own = model_revision(str(path))
+        pinned = f"{own}+base={base_rev}" if base_rev else None
+        rank = int(json.loads(adapter_config.read_text()).get("r") or 8)
+        return ModelSpec(model, {"pretrained": base, "peft": str(path)}, pinned, rank)
+    if not path.exists() and ("/" not in model or model.startswith((".", "/"))):
+        raise CiError(f"--model {model}: no such folder, and not a Hub id (owner/name)")
+    args: dict[str, Any] = {"pretrained": str(path) if path.exists() else model}
+    if revision and not path.exists():
+        args["revision"] = revision
+    return ModelSpec(model, args, model_revision(model, revision))
+
+
+def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """lm-eval's task objects of the suite (leaf tasks) and its groups, built as lm-eval will build them."""
+    from lm_eval.tasks import TaskManager
+
+    from harness_ext import tasks_dir
+
+    manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
+                          metadata={"dtype": "float32", **model_args, **suite.task_metadata()})
+    unknown = [t for t in suite.tasks if t not in manager.all_tasks]
+    if unknown:
+        raise SuiteError(f"{suite.path}: unknown task(s) {unknown} in tasks:; `lm-eval ls tasks` lists them")
+    loaded = manager.load(suite.tasks)
+    return loaded["tasks"], dict(loaded.get("group_map") or {})
+
+
+def task_metric_names(task: Any) -> list[str]:
+    """The metrics an lm-eval task reports (``metric_names()`` of our tasks, else its aggregation keys)."""
+    if hasattr(task, "metric_names"):
+        return list(task.metric_names())
+    return list(task.aggregation())
+
+
+def _task_inputs(tasks: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for name, task in sorted(tasks.items()):
+        prov = task.provenance() if hasattr(task, "provenance") else {}
+        out[name] = {"version": getattr(task, "VERSION", None) or (task.config.metadata or {}).get("version"),
+                     "data_fingerprint": prov.get("data_fingerprint"), "metric_modes": prov.get("metric_modes"),
+                     "reference": (prov.get("reference") or {}).get("sha256")}
+    return out
+
+
+def _strip_locations(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if k not in _LOCATION_KEYS}
+
+
+def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict]:
+    """Run (or reuse from the cache) lm-eval on the suite's tasks; returns lm-eval's results dict and cache info."""
+    from harness_ext.evaluate import run_lm_eval
+
+    spec = resolve_model(opts.model or "", opts.revision)
+    model_args = {**suite.model_args, **opts.model_args, **spec.for_backend(suite.backend)}
+    tasks, groups = build_tasks(suite, model_args)
+    validate_checks(suite, {n: task_metric_names(t) for n, t in tasks.items()}, groups)
+    limit = opts.limit or suite.limit
+    inputs = {"model": spec.revision, "backend": suite.backend, "model_args": _strip_locations(model_args),
+              "metadata": _strip_locations(suite.task_metadata()), "limit": limit, "suite_tasks": suite.tasks,
+              "tasks": _task_inputs(tasks), "software": provenance.software()}
+    key = cache_key(inputs) if spec.revision else None
+    cache = ResultsCache(opts.cache_dir)
+    info = {"key": key, "hit": False, "dir": str(cache.root), "enabled": not opts.no_cache and key is not None,
+            "model_revision": spec.revision}
+    if key is None:
+        log.warning("The revision of %s cannot be pinned (offline Hub id without --revision SHA): not caching", spec.name)
+    lm_out = out / "lm_eval"
+    shutil.rmtree(lm_out, ignore_errors=True)
+    cached = cache.get(key) if info["enabled"] else None
+    if cached is not None:
+        info["hit"] = True
+        lm_out.mkdir(parents=True)
+        stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
+        shutil.copyfile(cached, lm_out / f"results_{stamp}.json")
+        print(f"unlearn ci: results from the cache ({cached.parent}); --no-cache re-evaluates", flush=True)
+        return json.loads(cached.read_text()), info
+    extra = {k: v for k, v in model_args.items() if k != "pretrained"}
+    try:
+        run_lm_eval(model_args["pretrained"], suite.tasks, lm_out, suite.task_metadata(), backend=suite.backend,
+                    batch_size=suite.batch_size, limit=limit, extra_model_args=extra)
+    except Exception as e:  # lm-eval and the backends raise many types; exit 2 with the cause
+        raise CiError(f"lm-eval failed on {spec.name}: {type(e).__name__}: {e}") from e
+    file = latest_results_file(lm_out)
+    if key is not None:
+        cache.put(key, file, inputs)
+    return json.loads(file.read_text()), info
+
+
+def load_baseline(path: str) -> dict[str, dict[str, float]]:
+    """Metrics of a baseline run: an ``unlearn ci`` folder/results.json or an lm-eval output folder/file."""
+    p = Path(path).expanduser()
+    ci_file = p / "results.json" if p.is_dir() else p
+    if ci_file.is_file():
+        data = json.loads(ci_file.read_text())
+        if isinstance(data.get("results"), dict) and "checks" in data:
+            return {t: {m: (float("nan") if v is None else v) for m, v in ms.items()} for t, ms in data["results"].items()}
+    if not p.exists():
+        raise CiError(f"baseline {path} does not exist (an lm-eval --output_path folder or an `unlearn ci --out` folder)")
+    return task_metrics(json.loads(latest_results_file(p).read_text()))
+
+
+def check_all(suite: Suite, metrics: dict[str, dict[str, float]], baseline: dict | None) -> list[Outcome]:
+    current = lookup_in(metrics, "the results")
+    base = lookup_in(baseline, f"the baseline {suite.baseline}") if baseline is not None else None
+    outcomes = []
+    for check in suite.checks:
+        try:
+            outcomes.append(evaluate(check, current, base))
+        except MissingValue as e:
+            raise CiError(f"check {check.text!r}: {e}") from None
+    return outcomes
+
+
+def write_outputs(out: Path, record: dict[str, Any]) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(json_safe(record), indent=2))
+    text = markdown_summary(record)
+    (out / "summary.md").write_text(text, encoding="utf-8")
+    step = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step:
+        with open(step, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+    write_junit(out / "junit.xml", record.get("checks") or [], error=record.get("error"))
+
+
+def run_ci(opts: CiOptions) -> int:
+    """The whole command; returns the exit status (0 pass, 1 a check failed, 2 error)."""
+    out = Path(opts.out)
+    record: dict[str, Any] = {"suite": opts.suite, "model": {"name": opts.model or opts.from_results},
+                              "provenance": {"software": provenance.software()}}
+    try:
+        suite = load_suite(opts.suite)
+        out.mkdir(parents=True, exist_ok=True)
+        if opts.from_results:
+            source = latest_results_file(opts.from_results)
+            raw = json.loads(source.read_text())
+            record["from_results"] = str(opts.from_results)
+            shutil.rmtree(out / "lm_eval", ignore_errors=True)  # a copy, so `unlearn report OUT` reads this run
+            (out / "lm_eval").mkdir(parents=True)
+            shutil.copyfile(source, out / "lm_eval" / source.name)
+            cache_info = {"hit": False, "enabled": False}
+        elif opts.model:
+            raw, cache_info = evaluate_model(opts, suite, out)
+        else:
+            raise CiError("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing results")
+        metrics = task_metrics(raw)
+        if opts.from_results:
+            validate_checks(suite, {t: list(m) for t, m in metrics.items()}, what=f"{opts.from_results} holds")
+        baseline = load_baseline(suite.baseline) if suite.baseline else None
+        outcomes = check_all(suite, metrics, baseline)
+        configs = raw.get("configs") or {}
+        record.update({
+            "model": {"name": opts.model or raw.get("config", {}).get("model_args") or opts.from_results,
+                      "revision": cache_info.get("model_revision")},
+            "results": metrics,
+            "baseline_results": baseline,
+            "checks": [o.as_dict() for o in outcomes],
+            "passed": all(o.passed for o in outcomes),
+        })
+        record["provenance"].update({
+            "tasks": {t: (configs.get(t) or {}).get("provenance") for t in metrics if t in configs},
+            "reference": suite.reference, "baseline": suite.baseline, "cache": cache_info,
+            "lm_eval_version": (raw.get("lm_eval_version") or raw.get("versions", {}).get("lm_eval")),
+        })
+        write_outputs(out, record)
+        for o in outcomes:
+            print(o.message)
+        if opts.update_card:
+            update_card(opts, raw)
+        print(f"unlearn ci: {out / 'results.json'}, {out / 'summary.md'}, {out / 'junit.xml'}")
+        return 0 if record["passed"] else 1
+    except (SuiteError, CiError, FileNotFoundError, ValueError) as e:
+        record["error"] = str(e)
+        try:
+            write_outputs(out, record)
+        except OSError:
+            pass
+        from unlearn_app.commands import error
+
+        return error(str(e))
+
+
+def update_card(opts: CiOptions, raw: dict) -> None:
+    from unlearn_app.model_card import update_card_eval_results
+
+    target = opts.model
+    if not target:
+        raise CiError("--update-card needs --model (the folder or Hub repo whose card gets the results)")
+    try:
+        update_card_eval_results(target, raw, Path(target).name)
+    except Exception as e:  # Hub errors (offline, no write access) of a Hub id
+        raise CiError(f"could not update the model card of {target} ({type(e).__name__}: {e})") from e
+    print(f"unlearn ci: model-index evaluation results written to the model card of {target}")

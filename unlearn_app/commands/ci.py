@@ -1,0 +1,56 @@
+"""``unlearn ci``: evaluate a checkpoint on a suite of lm-eval tasks and checks (exit 0 pass, 1 fail, 2 error).
+Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from unlearn_app.commands import error
+
+
+def _cmd_ci(args: argparse.Namespace) -> int:
+    from unlearn_app.ci.runner import CiOptions, run_ci
+
+    try:
+        model_args = json.loads(args.model_args) if args.model_args else {}
+    except json.JSONDecodeError as e:
+        return error(f"--model-args must be a JSON object, e.g. '{{\"dtype\": \"bfloat16\"}}' ({e.msg})")
+    if not isinstance(model_args, dict):
+        return error("--model-args must be a JSON object")
+    if not args.model and not args.from_results:
+        return error("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
+    return run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
+                            from_results=args.from_results, no_cache=args.no_cache, cache_dir=args.cache_dir,
+                            update_card=args.update_card, limit=args.limit, model_args=model_args))
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser(
+        "ci", help="Evaluate a checkpoint on a suite of tasks and checks; exit 0 pass, 1 a check failed, 2 error.",
+        description="Run the suite's lm-eval tasks on a model (or read --from-results), evaluate the suite's checks "
+        "(e.g. 'tofu_forget10/forget_quality >= 0.05', 'tofu_forget10/model_utility >= 0.95 * baseline') and write "
+        "OUT/results.json (metrics, checks, provenance), OUT/summary.md (also appended to $GITHUB_STEP_SUMMARY) and "
+        "OUT/junit.xml (one test case per check). Results are cached by model revision, task versions, options and "
+        "data fingerprint. Exit status: 0 all checks pass, 1 a check fails, 2 an error.",
+        epilog="Checks: LEFT OP RIGHT, OP one of >= <= > < == !=; each side is arithmetic (+ - * /, parentheses, "
+        "abs(...)) over numbers, TASK/METRIC (this run) and baseline (the same metric in the suite's baseline run). "
+        "Example: unlearn ci --model checkpoints/npo --suite unlearn-suite.yaml --out ci-out && "
+        "unlearn report ci-out --html ci-out/report.html")
+    p.add_argument("--suite", required=True, help="Suite YAML: tasks, checks, model_args, backend, metadata, "
+                   "reference, baseline, limit (see the README's 'CI evaluation').")
+    p.add_argument("--out", required=True, help="Output folder for results.json, summary.md, junit.xml, lm_eval/.")
+    p.add_argument("--model", help="Hub id or local folder of the checkpoint (a LoRA adapter folder loads its base model).")
+    p.add_argument("--revision", help="Hub commit sha (or branch/tag) of --model; pins the cache key.")
+    p.add_argument("--model-args", dest="model_args", help="JSON object of extra lm-eval model arguments "
+                   "(override the suite's model_args).")
+    p.add_argument("--from-results", dest="from_results", metavar="DIR",
+                   help="Check existing lm-eval output (folder or results_*.json) instead of running a model.")
+    p.add_argument("--limit", type=int, help="Documents per task (smoke tests; overrides the suite's limit).")
+    p.add_argument("--no-cache", dest="no_cache", action="store_true", help="Evaluate even if cached results exist.")
+    p.add_argument("--cache-dir", dest="cache_dir", help="Cache folder (default $UNLEARN_CACHE_DIR or "
+                   "~/.cache/lm-eval-unlearning/ci).")
+    p.add_argument("--update-card", dest="update_card", action="store_true",
+                   help="Write the results as model-index evaluation results into --model's model card "
+                   "(README.md of a folder, or the Hub repo's card).")
+    p.set_defaults(func=_cmd_ci)

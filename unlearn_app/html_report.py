@@ -1,0 +1,155 @@
+"""``unlearn report RUNS... --html report.html``: one self-contained HTML file (no external resources; plots are
+embedded as base64 PNG) with the metric tables, the checks of ``unlearn ci`` runs, the plots of the benchmarks
+present (TOFU Forget Quality vs Model Utility, per-format gaps, WaterDrum strengths, deep-unlearning recall vs
+accuracy) and each run's provenance, with a warning where compared runs differ."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import html
+import math
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from unlearn_app import plots
+from unlearn_app.report import _fmt, generic_rows
+from unlearn_app.runs import Run, provenance_differences, provenance_rows
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.pass td.verdict { color: #116611; font-weight: bold; }
+tr.fail td.verdict { color: #b00020; font-weight: bold; }
+.warnings { background: #fff4e5; border-left: 4px solid #f0a020; padding: 0.5em 1em; }
+figure { display: inline-block; margin: 0.5em; } figcaption { font-size: 0.85em; color: #555; }
+code { font-size: 0.9em; }
+"""
+
+
+def _e(x: object) -> str:
+    return html.escape(str(x))
+
+
+def _png(draw: Callable[[Path], object]) -> str:
+    """Run ``draw(path)`` into a temporary PNG and return it as a data URI."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "plot.png"
+        draw(path)
+        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+
+
+def _figure(title: str, uri: str) -> str:
+    return f'<figure><img alt="{_e(title)}" src="{uri}"><figcaption>{_e(title)}</figcaption></figure>'
+
+
+def _nan(x: float | None) -> float:
+    return math.nan if x is None else x
+
+
+def plot_sections(runs: list[Run]) -> list[str]:
+    """The figures for the benchmarks present in the runs."""
+    figures = []
+    tasks = sorted({t for r in runs for t in r.metrics})
+    for task in tasks:
+        models = {r.name: r.metrics[task] for r in runs if task in r.metrics}
+        if any("forget_quality" in m and "model_utility" in m for m in models.values()):
+            title = f"{task}: Forget Quality vs Model Utility"
+            figures.append(_figure(title, _png(lambda p, m=models, t=title: plots.forget_quality_vs_utility(m, p, t))))
+    gaps = {t: {r.name: r.metrics[t]["forget_retain_gap"] for r in runs if "forget_retain_gap" in r.metrics.get(t, {})}
+            for t in tasks}
+    gaps = {t: v for t, v in gaps.items() if v}
+    if gaps:
+        title = "Per-format gap (forget - retain; negative = forgotten)"
+        figures.append(_figure(title, _png(lambda p: plots.grouped_bars(gaps, p, title, "forget - retain"))))
+    for task in tasks:
+        strengths = {m: {r.name: r.metrics[task][m] for r in runs if m in r.metrics.get(task, {})}
+                     for m in ("forget_strength", "retain_strength", "other_id_strength")}
+        strengths = {m: v for m, v in strengths.items() if v}
+        if "forget_strength" in strengths:
+            title = f"{task}: WaterDrum watermark strength"
+            figures.append(_figure(title, _png(lambda p, s=strengths, t=title: plots.grouped_bars(s, p, t, "strength"))))
+    for task in tasks:
+        points = {r.name: (_nan(r.metrics[task].get("recall")), _nan(r.metrics[task].get("acc_all")))
+                  for r in runs if "recall" in r.metrics.get(task, {}) and "acc_all" in r.metrics.get(task, {})}
+        if points:
+            title = f"{task}: deep unlearning, recall vs accuracy"
+            figures.append(_figure(title, _png(lambda p, pts=points, t=title: plots.labelled_scatter(
+                pts, p, t, "Recall (deep unlearning; lower is better)", "Accuracy on other facts (higher is better)"))))
+    return figures
+
+
+def metric_tables(runs: list[Run]) -> list[str]:
+    parts = []
+    for task in sorted({t for r in runs for t in r.metrics}):
+        models = {r.name: r.metrics.get(task, {}) for r in runs}
+        head = "".join(f"<th>{_e(n)}</th>" for n in models)
+        rows = []
+        for key, label in generic_rows(models):
+            cells = "".join(f'<td class="num">{_e(_fmt(m.get(key)))}</td>' for m in models.values())
+            rows.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
+        parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3><table class="metrics" data-task="{_e(task)}">'
+                     f"<tr><th>metric</th>{head}</tr>{''.join(rows)}</table>")
+    return parts
+
+
+def checks_tables(runs: list[Run]) -> list[str]:
+    parts = []
+    for run in runs:
+        if not run.checks:
+            continue
+        rows = []
+        for c in run.checks:
+            verdict = "pass" if c.get("passed") else "FAIL"
+            value, bound = _fmt(c.get("value")), _fmt(c.get("bound"))
+            rows.append(f'<tr class="{"pass" if c.get("passed") else "fail"}"><td class="verdict">{verdict}</td>'
+                        f'<td><code>{_e(c.get("check"))}</code></td><td class="num">{_e(value)}</td>'
+                        f'<td class="num">{_e(bound)}</td></tr>')
+        failed = sum(not c.get("passed") for c in run.checks)
+        summary = f"{failed} of {len(run.checks)} checks failed" if failed else f"all {len(run.checks)} checks passed"
+        parts.append(f"<h3>{_e(run.name)}: {summary}</h3><table class=\"checks\"><tr><th>result</th><th>check</th>"
+                     f"<th>value</th><th>bound</th></tr>{''.join(rows)}</table>")
+    return parts
+
+
+def provenance_tables(runs: list[Run]) -> list[str]:
+    parts = []
+    for run in runs:
+        rows = "".join(f"<tr><td>{_e(t)}</td><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for t, k, v in provenance_rows(run))
+        body = (f"<table class=\"provenance\"><tr><th>task</th><th>field</th><th>value</th></tr>{rows}</table>"
+                if rows else "<p>No provenance recorded in this results file.</p>")
+        parts.append(f"<h3>{_e(run.name)}</h3><p><code>{_e(run.results_file)}</code></p>{body}")
+    return parts
+
+
+def render_html(runs: list[Run], title: str = "Unlearning evaluation report") -> str:
+    """The whole page as one string."""
+    warnings = provenance_differences(runs)
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+           f"<style>{STYLE}</style></head><body>",
+           f"<h1>{_e(title)}</h1><p>{len(runs)} run(s): {', '.join(_e(r.name) for r in runs)}. Generated {stamp} "
+           "by lm-eval-unlearning.</p>"]
+    if warnings:
+        items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        out.append(f'<div class="warnings" id="warnings"><strong>The runs are not strictly comparable:</strong>'
+                   f"<ul>{items}</ul></div>")
+    checks = checks_tables(runs)
+    if checks:
+        out += ['<h2 id="checks">Checks</h2>', *checks]
+    figures = plot_sections(runs)
+    if figures:
+        out += ['<h2 id="plots">Plots</h2>', *figures]
+    out += ['<h2 id="metrics">Metrics</h2>', *metric_tables(runs)]
+    out += ['<h2 id="provenance">Provenance</h2>', *provenance_tables(runs), "</body></html>"]
+    return "\n".join(out)
+
+
+def write_html(runs: list[Run], path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(render_html(runs), encoding="utf-8")
+    return path

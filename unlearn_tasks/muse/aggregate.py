@@ -1,0 +1,62 @@
+"""Corpus-level MUSE metrics from the per-document records of :mod:`unlearn_tasks.muse.scoring`."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from unlearn_tasks.metrics import mia
+from unlearn_tasks.reference_logs import record_format
+
+NAN = float("nan")
+MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
+PRIVLEAK_ATTACK = "min_k"
+ROUGE_METRICS = {"forget_verbmem": "verbmem_forget", "forget_knowmem": "knowmem_forget",
+                 "retain_knowmem": "knowmem_retain"}
+#: forget-set memorisation and MIA AUROCs fall with unlearning; privleak is best near 0 (marked as TOFU's).
+LOWER_IS_BETTER = {"forget_verbmem", "forget_knowmem", "privleak"} | {f"mia_{a}_auc" for a in MIA_ATTACKS}
+
+
+def metric_names(parts: list[str]) -> list[str]:
+    """Metrics a MUSE task reports, given its parts."""
+    names = []
+    if "verbmem" in parts:
+        names.append("forget_verbmem")
+    if "knowmem" in parts:
+        names += ["forget_knowmem", "retain_knowmem"]
+    if "privleak" in parts:
+        names += [f"mia_{a}_auc" for a in MIA_ATTACKS] + ["privleak"]
+    return names
+
+
+def _values(records: list[dict], set_name: str, key: str) -> list[float]:
+    return [r[key] for r in records if r["set"] == set_name and key in r]
+
+
+def compute_metrics(records: list[dict], parts: list[str], reference_auc: dict[str, float] | None) -> dict[str, float]:
+    """Every metric of ``parts``: mean ROUGE-L F1 per set, MIA AUROCs (forget vs holdout), PrivLeak vs the reference."""
+    out: dict[str, float] = {}
+    for metric, set_name in ROUGE_METRICS.items():
+        values = _values(records, set_name, "rougeL_f1")
+        out[metric] = float(np.mean(values)) if values else NAN
+    for attack in MIA_ATTACKS:
+        key = f"mia_{attack}"
+        out[f"{key}_auc"] = mia.mia_auroc(_values(records, "privleak_forget", key), _values(records, "privleak_holdout", key))
+    ref = (reference_auc or {}).get(f"mia_{PRIVLEAK_ATTACK}_auc", NAN)
+    auc = out[f"mia_{PRIVLEAK_ATTACK}_auc"]
+    out["privleak"] = NAN if math.isnan(ref) or math.isnan(auc) else mia.privleak(auc, ref)
+    return {m: out[m] for m in metric_names(parts)}
+
+
+def reference_record(records: list[dict], metrics: dict[str, float], corpus: str, options: dict[str, Any]) -> dict:
+    """What this run contributes as the reference of another (written into lm-eval's results file)."""
+    return {
+        "format": record_format("muse"),
+        "corpus": corpus,
+        "n_forget": len(_values(records, "privleak_forget", "mia_min_k")),
+        "n_holdout": len(_values(records, "privleak_holdout", "mia_min_k")),
+        "mia_auc": {f"mia_{a}_auc": metrics.get(f"mia_{a}_auc", NAN) for a in MIA_ATTACKS},
+        **options,
+    }

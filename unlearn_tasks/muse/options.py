@@ -1,0 +1,63 @@
+"""The switches of a MUSE evaluation, read from the task's metadata (YAML ``metadata`` + ``--metadata``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
+
+
+def _per_corpus(value: Any, corpus: str) -> Any:
+    return value.get(corpus) if isinstance(value, dict) else value
+
+
+@dataclass
+class MuseOptions:
+    corpus: str = "news"
+    dataset_path: str | None = None  # another Hub id in MUSE's layout
+    data_dir: str | dict[str, str] | None = None  # local copy (or {"news": DIR, "books": DIR})
+    muse_data_dir: str | dict[str, str] | None = None  # wins over data_dir, so TOFU's and MUSE's copies can live apart
+    reference: str | float | dict[str, Any] | None = None  # retrained model's run, "published", or an AUROC
+    parts: list[str] = field(default_factory=lambda: list(PARTS))
+    mia_k: float = 0.4
+    verbmem_max_tokens: int = 128
+    knowmem_max_tokens: int = 32
+    max_items_per_split: int | None = None
+    tokenizer: str | None = None  # for VerbMem's 128-token reference (default: the model's, from pretrained=)
+    tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any] | None) -> MuseOptions:
+        md = dict(metadata or {})
+        known = {f.name for f in fields(cls)} - {"tokenizer", "tokenizer_kwargs"}
+        opts = cls(**{k: v for k, v in md.items() if k in known and v is not None})
+        tokenizer = md.get("tokenizer") or md.get("pretrained")
+        opts.tokenizer = tokenizer if isinstance(tokenizer, str) else None
+        opts.tokenizer_kwargs = {k: md[k] for k in ("revision", "trust_remote_code") if md.get(k) is not None}
+        opts.validate()
+        return opts
+
+    def validate(self) -> None:
+        checks = [
+            (self.corpus in HUB_IDS, f"corpus must be one of {sorted(HUB_IDS)}"),
+            (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
+            (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
+            (self.verbmem_max_tokens >= 1 and self.knowmem_max_tokens >= 1, "verbmem/knowmem_max_tokens must be >= 1"),
+            (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"MUSE task option: {message} (check --metadata / the task YAML).")
+
+    @property
+    def repo_id(self) -> str:
+        return _per_corpus(self.dataset_path, self.corpus) or HUB_IDS[self.corpus]
+
+    @property
+    def local_dir(self) -> str | None:
+        return _per_corpus(self.muse_data_dir, self.corpus) or _per_corpus(self.data_dir, self.corpus)
+
+    @property
+    def reference_for_corpus(self) -> str | float | None:
+        return _per_corpus(self.reference, self.corpus)

@@ -1,0 +1,84 @@
+"""The retrained model's MIA AUROCs that PrivLeak is relative to, from:
+
+* our own lm-eval run of the retrained model on the same MUSE task (``results_*.json`` or its output folder;
+  the task writes its AUROCs under ``configs.<task>.unlearning_reference``), the same mechanism as TOFU's;
+* open-unlearning's ``MUSE_EVAL.json`` of the retrained model (``mia_min_k.agg_value``; same AUROC convention);
+* ``"published"``: MUSE's published AUROCs of its retrained Llama-2-7B models (only meaningful for those models);
+* a number: the Min-K% AUROC itself, in this package's convention (forget = 0, holdout = 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from unlearn_tasks.muse.corpora import PUBLISHED_RETRAIN_AUC
+from unlearn_tasks.reference_logs import ReferenceLogError, find_records, is_benchmark
+
+HOW_TO_MAKE = (
+    "Produce one by evaluating the retrained model (trained without the forget set, e.g. muse-bench/MUSE-{Corpus}_retrain) "
+    "with the same task: `lm_eval --model hf --model_args pretrained=RETRAINED_MODEL --tasks {task} --output_path REF_DIR`, "
+    "then pass `--metadata '{{\"reference\": \"REF_DIR\"}}'` (an open-unlearning MUSE_EVAL.json works too; "
+    "\"published\" uses MUSE's published AUROCs of its Llama-2-7B retrained models)."
+)
+
+
+@dataclass
+class MuseReference:
+    mia_auc: dict[str, float] = field(default_factory=dict)
+    source: str = ""
+    mia_k: float | None = None
+
+
+def _ours(path: Path, corpus: str) -> MuseReference | None:
+    records = find_records(path, lambda r: is_benchmark(r, "muse"))
+    if not records:
+        return None
+    for record, source in records:
+        if record.get("corpus") == corpus:
+            auc = {k: float(v) for k, v in (record.get("mia_auc") or {}).items() if v is not None}
+            return MuseReference(auc, f"lm-eval-unlearning results {source}", record.get("mia_k"))
+    found = sorted({str(r.get("corpus")) for r, _ in records})
+    raise ReferenceLogError(
+        f"Reference {path} holds MUSE results for {found}, not for {corpus}. Pass the retrained model's run of this "
+        f'corpus, or one per corpus: --metadata \'{{"reference": {{"{corpus}": "REF_DIR"}}}}\'.'
+    )
+
+
+def _open_unlearning(path: Path) -> MuseReference:
+    file = path if path.is_file() else path / "MUSE_EVAL.json"
+    if not file.is_file():
+        raise ReferenceLogError(
+            f"Reference {path} is neither our lm-eval output (results_*.json from a MUSE task) nor an open-unlearning "
+            f"MUSE_EVAL.json."
+        )
+    try:
+        data = json.loads(file.read_text())
+    except json.JSONDecodeError as e:
+        raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+    auc = {}
+    for attack in ("loss", "zlib", "min_k", "min_k_plus_plus"):
+        entry = data.get(f"mia_{attack}") if isinstance(data, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("agg_value"), (int, float)):
+            auc[f"mia_{attack}_auc"] = float(entry["agg_value"])
+    if "mia_min_k_auc" not in auc:
+        raise ReferenceLogError(f"Reference {file} has no mia_min_k.agg_value (the Min-K% AUROC PrivLeak needs).")
+    return MuseReference(auc, f"open-unlearning log {file}", 0.4)
+
+
+def load_reference(reference: str | float, corpus: str) -> MuseReference:
+    """The reference AUROCs for ``corpus``; raise :class:`ReferenceLogError` with what to pass if unusable."""
+    if isinstance(reference, bool):
+        raise ReferenceLogError("reference must be a path, \"published\" or a number, not a boolean.")
+    if isinstance(reference, (int, float)):
+        if not 0 <= reference <= 1 or math.isnan(reference):
+            raise ReferenceLogError(f"A numeric reference is the retrained model's Min-K% AUROC in [0, 1], got {reference}.")
+        return MuseReference({"mia_min_k_auc": float(reference)}, f"given AUROC {reference}")
+    if str(reference).strip().lower() == "published":
+        return MuseReference(dict(PUBLISHED_RETRAIN_AUC[corpus]), f"MUSE's published retrained-model AUROCs ({corpus})", 0.4)
+    path = Path(str(reference)).expanduser()
+    if not path.exists():
+        raise ReferenceLogError(f"Reference {path} does not exist.")
+    return _ours(path, corpus) or _open_unlearning(path)

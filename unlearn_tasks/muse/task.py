@@ -1,0 +1,122 @@
+"""The lm-eval task class behind ``muse_news`` / ``muse_books`` and their ``_verbmem`` / ``_knowmem`` /
+``_privleak`` parts: one task per corpus whose documents are every evaluation set (so PrivLeak's forget-vs-holdout
+AUROC, which spans two sets, is computed in one aggregation), one request per document.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from lm_eval.api.instance import Instance
+
+from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.task_base import UnlearningTask
+from unlearn_tasks.muse import aggregate, reference
+from unlearn_tasks.muse.options import MuseOptions
+from unlearn_tasks.muse.prompts import KNOWMEM_STOP, knowmem_messages, truncate_reference
+from unlearn_tasks.muse.scoring import part_of, score_document
+from unlearn_tasks.reference_logs import RESULTS_KEY
+
+log = logging.getLogger(__name__)
+
+
+class MuseTask(UnlearningTask):
+    """MUSE on one corpus. Options come from the task metadata (see :class:`MuseOptions`)."""
+
+    RESULTS_KEY = RESULTS_KEY
+
+    def setup(self, config: dict) -> None:
+        self.options = MuseOptions.from_metadata(config.get("metadata"))
+        self._record: dict | None = None
+
+    def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
+        super().__init__(config=config, **kwargs)
+        self.reference = self._load_reference()
+        self.tokenizer = self._load_tokenizer()
+
+    def metric_names(self) -> list[str]:
+        return aggregate.metric_names(self.options.parts)
+
+    def lower_is_better(self) -> set[str]:
+        return aggregate.LOWER_IS_BETTER
+
+    # ------------------------------------------------------------------ reference and tokenizer
+    def _load_reference(self) -> reference.MuseReference | None:
+        if "privleak" not in self.options.parts:
+            return None
+        given = self.options.reference_for_corpus
+        if given is None:
+            log.warning("%s: no reference given, so privleak is reported as NaN. %s", self.config.task,
+                        reference.HOW_TO_MAKE.format(task=self.config.task, Corpus=self.options.corpus.title()))
+            return None
+        ref = reference.load_reference(given, self.options.corpus)
+        if ref.mia_k is not None and abs(ref.mia_k - self.options.mia_k) > 1e-12:
+            log.warning("%s: the reference used mia_k=%s but this run uses %s; Min-K%% AUROCs are not comparable.",
+                        self.config.task, ref.mia_k, self.options.mia_k)
+        log.info("%s: PrivLeak reference %s: %s", self.config.task, ref.source, ref.mia_auc)
+        return ref
+
+    def _load_tokenizer(self):
+        """The model's tokenizer, for VerbMem's reference cut to its first ``verbmem_max_tokens`` tokens."""
+        if "verbmem" not in self.options.parts:
+            return None
+        if self.options.tokenizer:
+            try:
+                from transformers import AutoTokenizer
+
+                return AutoTokenizer.from_pretrained(self.options.tokenizer, **self.options.tokenizer_kwargs)
+            except Exception as e:  # any loading failure: fall back to the whole reference, loudly
+                log.warning("%s: could not load the tokenizer %r (%s).", self.config.task, self.options.tokenizer, e)
+        log.warning("%s: no tokenizer (pass pretrained= or tokenizer= in --metadata from Python), so VerbMem compares "
+                    "with the whole true continuation instead of its first %d tokens.", self.config.task,
+                    self.options.verbmem_max_tokens)
+        return None
+
+    def reference_text(self, doc: dict) -> str:
+        if part_of(doc) == "verbmem" and self.tokenizer is not None:
+            return truncate_reference(self.tokenizer, doc["reference"], self.options.verbmem_max_tokens)
+        return doc["reference"]
+
+    # ------------------------------------------------------------------ prompts and requests
+    def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
+        return doc["prompt"]
+
+    def doc_to_target(self, doc: dict, doc_to_target: Any = None) -> str:
+        return doc["reference"]
+
+    def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
+        """KnowMem: few-shot pairs as chat turns. VerbMem and PrivLeak: raw text, never chat-formatted."""
+        if part_of(doc) != "knowmem":
+            return None
+        return knowmem_messages(doc["question"], list(zip(doc["icl_questions"], doc["icl_answers"], strict=True)))
+
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+        kwargs.pop("apply_chat_template", None)
+        kwargs.pop("chat_template", None)
+        part = part_of(doc)
+        if part == "privleak":
+            # the passage's own tokens after BOS, no EOS appended: what MUSE scores
+            args = ("", doc["text"], {"append_eos": False})
+            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+        if part == "verbmem":
+            gen = {"until": [], "max_gen_toks": self.options.verbmem_max_tokens}
+        else:
+            gen = {"until": list(KNOWMEM_STOP), "max_gen_toks": self.options.knowmem_max_tokens}
+        gen.update(do_sample=False, temperature=0.0)
+        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+
+    # ------------------------------------------------------------------ scoring
+    def score_document(self, doc: dict, results: list) -> dict:
+        return score_document(doc, results[0], self.options.mia_k, self.reference_text)
+
+    def compute_metrics(self, records: list[dict]) -> dict[str, float]:
+        ref_auc = self.reference.mia_auc if self.reference is not None else None
+        metrics = aggregate.compute_metrics(records, self.options.parts, ref_auc)
+        if "privleak" in self.options.parts:
+            self._record = aggregate.reference_record(records, metrics, self.options.corpus, {"mia_k": self.options.mia_k})
+        return metrics
+
+    def results_record(self) -> dict | None:
+        """The AUROCs another run needs to use this one as its PrivLeak reference."""
+        return self._record
