@@ -184,7 +184,7 @@ def _add_run_parser(sub) -> None:
 
 #: Modules that add their own subcommands with ``add_parsers(subparsers)`` (one per benchmark family).
 EXTENSIONS: list[str] = ["unlearn_app.commands.waterdrum", "unlearn_app.commands.deep_unlearning",
-                          "unlearn_app.commands.klom", "unlearn_app.commands.ci"]
+                          "unlearn_app.commands.klom", "unlearn_app.commands.ci", "unlearn_app.commands.attack"]
 
 
 def build_parser() -> argparse.ArgumentParser:

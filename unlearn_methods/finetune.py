@@ -55,15 +55,20 @@ def finetune(
     seed: int = 0,
     disable_progress: bool = False,
     save: bool = True,
+    max_steps: int = -1,
+    warmup_steps: int = 10,
 ) -> dict[str, float]:
-    """Fine-tune ``model`` on ``records`` (in place); save model + tokenizer to ``out_dir`` unless ``save=False``."""
+    """Fine-tune ``model`` on ``records`` (in place); save model + tokenizer to ``out_dir`` unless ``save=False``.
+
+    ``max_steps > 0`` trains that many optimiser steps instead of ``epochs``."""
     args = TrainingArguments(
         output_dir=str(out_dir),
         num_train_epochs=epochs,
+        max_steps=max_steps,
         learning_rate=lr,
         per_device_train_batch_size=batch_size,
         lr_scheduler_type="cosine",
-        warmup_steps=10,
+        warmup_steps=warmup_steps,
         weight_decay=0.0,
         logging_steps=50,
         save_strategy="no",

@@ -85,7 +85,6 @@ def test_resume_with_other_settings_is_refused_naming_the_differences(tmp_path, 
 
 
 # ------------------------------------------------------------------ item 11: Ctrl-C says that --resume continues
-@register
 class _Interrupting(UnlearnMethod):
     name = "test_interrupt"
 
@@ -94,6 +93,7 @@ class _Interrupting(UnlearnMethod):
 
 
 def test_ctrl_c_says_resume_continues(tmp_path, tiny_model_dir, demo_data_dir):
+    register(_Interrupting)  # registered for this test only: other tests list the registry's methods
     try:
         with pytest.raises(UnlearningFailed, match=r"Interrupted at step 0.*--resume to continue"):
             run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method="test_interrupt"))

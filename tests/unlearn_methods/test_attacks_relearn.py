@@ -1,0 +1,68 @@
+"""Relearning attack on the tiny memorised model: GA hides the forget set, a short fine-tune on half of it brings
+the other half back; a model that never saw the forget set gains much less on the held-out half."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from unlearn_methods.attacks.relearn import answer_probability, relearn, split_forget
+
+
+def test_split_is_seeded_disjoint_and_complete():
+    shown, held = split_forget(24, 0.5, seed=3)
+    assert len(shown) == 12 and len(held) == 12 and sorted(shown + held) == list(range(24))
+    assert (shown, held) == split_forget(24, 0.5, seed=3)
+    assert shown != split_forget(24, 0.5, seed=4)[0]
+    assert split_forget(3, 0.1, 0)[0] and split_forget(3, 0.99, 0)[1]  # both parts keep at least one item
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        split_forget(10, 1.0, 0)
+
+
+@pytest.fixture(scope="module")
+def trained_dirs(tmp_path_factory, tiny_model_dir):
+    """(memorised on everything, retain-only) tiny models."""
+    from unlearn_methods.finetune import finetune
+    from unlearn_tasks.tofu.demo_corpus import training_records
+
+    dirs = []
+    for split in ("full", "retain90"):
+        out = tmp_path_factory.mktemp(f"relearn_{split}")
+        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+        tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+        finetune(model, tok, training_records(split), out, epochs=30, disable_progress=True)
+        dirs.append(out)
+    return dirs
+
+
+@pytest.mark.slow
+def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_dirs, demo_data_dir):
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.run import train
+
+    memorised, retain = trained_dirs
+    cfg = load_run_config(None, method="ga", model=str(memorised), out=str(tmp_path / "ga"), data_dir=str(demo_data_dir),
+                          forget="forget10", lora=False, epochs=3, batch_size=8, lr=5e-4, progress=False)
+    ga = train(cfg).out
+    kw = dict(data="demo", data_dir=str(demo_data_dir), forget="forget10", relearn_fraction=0.5, steps=10, lr=1e-3,
+              seed=0, progress=False)
+    r_ga = relearn(ga, tmp_path / "ga_relearn", **kw)
+    r_retain = relearn(retain, tmp_path / "retain_relearn", **kw)
+    split = json.loads((tmp_path / "ga_relearn" / "relearn_split.json").read_text())
+    assert split["shown"] == r_ga.shown and set(split["shown"]).isdisjoint(split["held_out"])
+    assert (tmp_path / "ga_relearn" / "model.safetensors").is_file()
+    # the written checkpoint is the attacked model
+    tok = AutoTokenizer.from_pretrained(tmp_path / "ga_relearn")
+    from unlearn_methods.data import load_qa
+
+    records = load_qa("forget10", data_dir=str(demo_data_dir))
+    held = [records[i] for i in r_ga.held_out]
+    reloaded = AutoModelForCausalLM.from_pretrained(tmp_path / "ga_relearn")
+    assert answer_probability(reloaded, tok, held) == pytest.approx(r_ga.held_out_prob_after, rel=1e-4)
+    gain_ga = r_ga.held_out_prob_after - r_ga.held_out_prob_before
+    gain_retain = r_retain.held_out_prob_after - r_retain.held_out_prob_before
+    print("GA", r_ga.held_out_prob_before, r_ga.held_out_prob_after, "retain", r_retain.held_out_prob_before,
+          r_retain.held_out_prob_after)
+    assert gain_ga > 0.2 and gain_ga > gain_retain + 0.1, (r_ga, r_retain)

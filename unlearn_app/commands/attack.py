@@ -1,0 +1,122 @@
+"""``unlearn attack quantize|relearn|report``: does the forgetting last? Quantization and relearning attacks on an
+unlearned checkpoint, and a recovery report over lm-eval results. Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from unlearn_app.commands import error
+
+
+def _cmd_quantize(args: argparse.Namespace) -> int:
+    from unlearn_methods.attacks.quantize import quantize_checkpoint
+
+    try:
+        report = quantize_checkpoint(args.model, args.out, bits=args.bits, group_size=args.group_size)
+    except (ValueError, OSError) as e:
+        return error(str(e))
+    print(f"Quantized {report.layers} linear layers ({report.parameters:,} weights) to int{report.bits}, "
+          f"max |change| {report.max_abs_error:.3g}; dequantized checkpoint written to {args.out}")
+    return 0
+
+
+def _cmd_relearn(args: argparse.Namespace) -> int:
+    from unlearn_methods.attacks.relearn import relearn
+
+    try:
+        r = relearn(args.model, args.out, data=args.data, forget=args.forget, data_dir=args.data_dir,
+                    relearn_fraction=args.relearn_fraction, steps=args.steps, lr=args.lr, batch_size=args.batch_size,
+                    seed=args.seed, progress=not args.quiet)
+    except (ValueError, OSError) as e:
+        return error(str(e))
+    print(f"Held-out forget probability ({len(r.held_out)} items never shown): {r.held_out_prob_before:.4f} -> "
+          f"{r.held_out_prob_after:.4f}; shown ({len(r.shown)} items): {r.shown_prob_before:.4f} -> "
+          f"{r.shown_prob_after:.4f}. Checkpoint, relearn_split.json and relearn.json in {args.out}")
+    return 0
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    from harness_ext.results import json_safe
+    from unlearn_app.attack_report import flat_metrics, recovery_rows, to_json, to_markdown
+
+    attacked = {}
+    for item in args.attacked:
+        if "=" not in item:
+            return error(f"--attacked expects NAME=PATH (e.g. int4=evals/int4), got {item!r}")
+        name, path = item.split("=", 1)
+        attacked[name] = path
+    metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
+    try:
+        rows = recovery_rows(flat_metrics(args.unlearned), {n: flat_metrics(p) for n, p in attacked.items()}, metrics,
+                             flat_metrics(args.target) if args.target else None,
+                             flat_metrics(args.retain) if args.retain else None)
+    except (ValueError, FileNotFoundError) as e:
+        return error(str(e))
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    md = to_markdown(rows)
+    out.with_suffix(".md").write_text(md)
+    out.with_suffix(".json").write_text(json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
+    print(md)
+    print(f"Written {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    attack = sub.add_parser("attack", help="Does the forgetting last? Quantization / relearning attacks and a "
+                            "recovery report.",
+                            description="Attack an unlearned checkpoint and measure how much of the forgotten "
+                            "knowledge comes back. Evaluate the attacked checkpoints with lm_eval like any model, "
+                            "then compare with `unlearn attack report`.")
+    asub = attack.add_subparsers(dest="attack_command", required=True)
+
+    p = asub.add_parser("quantize", help="Quantize linear weights to int8/int4 (torchao), write the dequantized "
+                        "checkpoint.", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        description="Symmetric per-group round-to-nearest quantization of every linear layer but the "
+                        "output head (torchao's affine quantization), as in Zhang et al. (ICLR 2025). The checkpoint "
+                        "holds the dequantized weights: the same numbers as the quantized model, loadable by "
+                        "`lm_eval --model hf` on CPU or GPU without torchao. quantization.json records the error.")
+    p.add_argument("--model", required=True, help="Unlearned checkpoint folder.")
+    p.add_argument("--bits", type=int, choices=(8, 4), required=True)
+    p.add_argument("--group-size", dest="group_size", type=int,
+                   help="Input columns per scale (default: whole rows for int8; 128, or whole rows if 128 does not "
+                   "divide them, for int4).")
+    p.add_argument("--out", required=True, help="Folder for the quantized checkpoint.")
+    p.set_defaults(func=_cmd_quantize)
+
+    p = asub.add_parser("relearn", help="Fine-tune on part of the forget set; measure the held-out part.",
+                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        description="Targeted relearning (Hu et al., 2024): a seeded --relearn-fraction of the "
+                        "forget split is shown to the model for --steps fine-tuning steps (answer tokens only); the "
+                        "held-out rest's forget probability (mean length-normalised answer probability) is measured "
+                        "before and after. Writes the checkpoint, relearn_split.json (shown / held-out items) and "
+                        "relearn.json (probabilities).")
+    p.add_argument("--model", required=True, help="Unlearned checkpoint folder.")
+    p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus) or a Hub id.")
+    p.add_argument("--data-dir", dest="data_dir", help="Local folder of the dataset's JSON configs.")
+    p.add_argument("--forget", default="forget10", help="Forget split.")
+    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=0.5,
+                   help="Share of the forget split shown to the model.")
+    p.add_argument("--steps", type=int, default=20, help="Optimiser steps.")
+    p.add_argument("--lr", type=float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
+    p.add_argument("--batch-size", dest="batch_size", type=int, default=4)
+    p.add_argument("--seed", type=int, default=0, help="Seeds the shown / held-out split and training.")
+    p.add_argument("--out", required=True, help="Folder for the relearned checkpoint.")
+    p.add_argument("--quiet", action="store_true", help="No progress bars.")
+    p.set_defaults(func=_cmd_relearn)
+
+    p = asub.add_parser("report", help="Metrics before / after each attack, with target and retain references.",
+                        description="Reads lm-eval results (output folders or results_*.json) of the unlearned "
+                        "model, each attacked model, and optionally the target and retain models; per attack and "
+                        "metric writes OUT.md and OUT.json with recovery = (after - unlearned) / (target - "
+                        "unlearned): 0 = nothing came back, 1 = back to the target model.")
+    p.add_argument("--unlearned", required=True, help="lm-eval results of the unlearned model (before attack).")
+    p.add_argument("--attacked", required=True, action="append", metavar="NAME=PATH",
+                   help="lm-eval results of an attacked model (repeat for several attacks).")
+    p.add_argument("--target", help="lm-eval results of the target model (before unlearning).")
+    p.add_argument("--retain", help="lm-eval results of the retain model (never trained on the forget set).")
+    p.add_argument("--metrics", required=True, help="Comma-separated task/metric, e.g. tofu_forget10/forget_quality.")
+    p.add_argument("--out", default="attack_report", help="Output path prefix (.md and .json are added).")
+    p.set_defaults(func=_cmd_report)

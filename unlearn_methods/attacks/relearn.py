@@ -1,0 +1,101 @@
+"""Relearning attack (Hu et al., "Jogging the Memory of Unlearned LLMs Through Targeted Relearning Attacks", 2024).
+
+A seeded ``relearn_fraction`` of the forget set is shown to the unlearned model in a short fine-tuning run
+(:func:`unlearn_methods.finetune.finetune`, answer tokens only); the rest is held out. Knowledge that comes back
+on the held-out items was never shown by the attack, so it was still in the weights. The held-out forget
+probability (mean length-normalised answer probability, TOFU's "probability" without the retain-style ratio) is
+measured before and after.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from unlearn_methods.data import load_qa
+from unlearn_methods.finetune import finetune
+from unlearn_tasks.prompts import encode_qa
+from unlearn_tasks.tofu.splits import HUB_ID
+
+
+@dataclass
+class RelearnResult:
+    model: str
+    forget: str
+    relearn_fraction: float
+    steps: int
+    lr: float
+    seed: int
+    shown: list[int] = field(default_factory=list)  # indices into the forget split
+    held_out: list[int] = field(default_factory=list)
+    held_out_prob_before: float = math.nan
+    held_out_prob_after: float = math.nan
+    shown_prob_before: float = math.nan
+    shown_prob_after: float = math.nan
+
+
+def split_forget(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
+    """Seeded split of ``n`` forget items into (shown, held out) sorted index lists; both non-empty."""
+    if not 0 < fraction < 1:
+        raise ValueError(f"--relearn-fraction must be between 0 and 1 (exclusive), got {fraction}")
+    if n < 2:
+        raise ValueError(f"the forget split has {n} item(s); the attack needs at least 2 (one shown, one held out)")
+    order = list(range(n))
+    random.Random(seed).shuffle(order)
+    k = min(n - 1, max(1, round(fraction * n)))
+    return sorted(order[:k]), sorted(order[k:])
+
+
+def answer_probability(model, tokenizer, records: list[dict]) -> float:
+    """Mean over records of exp(mean answer-token log-probability) (length-normalised answer probability)."""
+    probs = []
+    device = next(model.parameters()).device
+    model.eval()
+    with torch.no_grad():
+        for r in records:
+            ids, labels = encode_qa(tokenizer, r["question"], r["answer"])
+            logits = model(torch.tensor([ids], device=device)).logits[0, :-1]
+            lp = torch.log_softmax(logits.float(), -1)
+            tgt = torch.tensor(labels[1:], device=device)
+            keep = tgt != -100
+            probs.append(math.exp(lp[keep].gather(-1, tgt[keep][:, None]).mean().item()))
+    return sum(probs) / len(probs)
+
+
+def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forget: str = "forget10",
+            data_dir: str | None = None, relearn_fraction: float = 0.5, steps: int = 20, lr: float = 1e-5,
+            batch_size: int = 4, seed: int = 0, progress: bool = True) -> RelearnResult:
+    """Fine-tune ``model_dir`` on a seeded part of ``forget``; save the checkpoint, ``relearn_split.json`` and
+    ``relearn.json`` (probabilities before/after) to ``out``."""
+    out = Path(out)
+    if data == "demo" and not data_dir:
+        from unlearn_tasks.tofu.demo_corpus import write_corpus
+
+        data_dir = str(write_corpus(out / "demo_data"))
+    records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
+    shown, held = split_forget(len(records), relearn_fraction, seed)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+    shown_r, held_r = [records[i] for i in shown], [records[i] for i in held]
+    result = RelearnResult(str(model_dir), forget, relearn_fraction, steps, lr, seed, shown, held)
+    result.held_out_prob_before = answer_probability(model, tokenizer, held_r)
+    result.shown_prob_before = answer_probability(model, tokenizer, shown_r)
+    model.train()
+    finetune(model, tokenizer, shown_r, out, lr=lr, batch_size=batch_size, seed=seed, max_steps=steps,
+             warmup_steps=0, disable_progress=not progress)
+    result.held_out_prob_after = answer_probability(model, tokenizer, held_r)
+    result.shown_prob_after = answer_probability(model, tokenizer, shown_r)
+    (out / "relearn_split.json").write_text(json.dumps(
+        {"forget": forget, "seed": seed, "relearn_fraction": relearn_fraction, "shown": shown, "held_out": held,
+         "shown_questions": [r["question"] for r in shown_r], "held_out_questions": [r["question"] for r in held_r]},
+        indent=2) + "\n")
+    (out / "relearn.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+    return result
