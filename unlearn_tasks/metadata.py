@@ -25,6 +25,8 @@ WATERDRUM_KEYS = {"waterdrum_data_dir", "splits", "duplicate_owner", "owners", "
                   "knowmem_split", "knowmem_max_tokens", "mia_k"}
 RELU_KEYS = {"relu_format", "relu_splits", "relu_pair", "relu_options", "relu_mode", "relu_data_dir", "relu_dataset_path"}
 DEEP_UNLEARNING_KEYS = {"mquake_path", "target", "fix_rule_typos"}
+CLEAR_KEYS = {"mode", "seed", "tofu_data_dir", "tofu_dataset_path"}
+MUSE_KEYS = {"corpus", "muse_data_dir", "verbmem_max_tokens", "knowmem_max_tokens", "tokenizer", "tokenizer_kwargs"}
 
 #: lm-eval model arguments (hf, vllm and common ``from_pretrained`` keywords); the loaded backends' own
 #: constructor parameters are added at check time.
@@ -56,7 +58,8 @@ def _backend_params() -> set[str]:
 
 def benchmark_keys() -> set[str]:
     """Every option key of every benchmark of this package (tests check these sets against the options classes)."""
-    return COMMON_KEYS | LM_EVAL_KEYS | TOFU_KEYS | WATERDRUM_KEYS | MARGINS_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS
+    return (COMMON_KEYS | LM_EVAL_KEYS | TOFU_KEYS | WATERDRUM_KEYS | MARGINS_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS
+            | CLEAR_KEYS | MUSE_KEYS)
 
 
 def check_metadata_keys(metadata: dict[str, Any] | None, own_keys: Iterable[str], where: str) -> None:

@@ -147,4 +147,7 @@ def test_tiny_model_end_to_end_on_the_demo_formats(tiny_model_dir, relu_demo_dir
         assert role == sample["doc"]["role"] and acc == float(pred == sample["doc"]["gold"])
     for sample in res["samples"]["tofu_comprehension_qa"]:
         budget = len(tok(sample["doc"]["target"])["input_ids"])
-        assert sample["doc"]["max_gen_toks"] == budget == sample["arguments"][0][1]["max_gen_toks"]
+        # parity: the release's budget and prompt ids, through unlearn_generate_tokens
+        options = sample["arguments"][0][1]
+        assert sample["doc"]["max_gen_toks"] == budget == options["max_new_tokens"]
+        assert options["context_ids"] == tok(sample["doc"]["prompt"])["input_ids"]
