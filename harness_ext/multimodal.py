@@ -57,6 +57,17 @@ def _continuation_length(tokenizer: Any, context: str, whole: str) -> int:
     return len(tokenizer(whole)["input_ids"]) - len(tokenizer(context)["input_ids"])
 
 
+def _score_text_only(lm: Any, requests: list, text_path: Callable[[Any, list], list[dict]]
+                     ) -> tuple[list[dict | None], list[int]]:
+    """Results with the requests without images scored by the text path, and the indices of those with images."""
+    results: list[dict | None] = [None] * len(requests)
+    text_only = [i for i, r in enumerate(requests) if not visuals_of(r)]
+    if text_only:
+        for i, out in zip(text_only, text_path(lm, [requests[i] for i in text_only]), strict=True):
+            results[i] = out
+    return results, [i for i, r in enumerate(requests) if visuals_of(r)]
+
+
 def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, list], list[dict]]) -> list[dict]:
     """``unlearn_answer_logprobs`` on ``hf-multimodal``: one forward pass per batch of (images + text)."""
     import torch
@@ -64,12 +75,7 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
 
     from harness_ext.token_scoring import score_sequences
 
-    results: list[dict | None] = [None] * len(requests)
-    text_only = [i for i, r in enumerate(requests) if not visuals_of(r)]
-    if text_only:
-        for i, out in zip(text_only, text_path(lm, [requests[i] for i in text_only]), strict=True):
-            results[i] = out
-    with_images = [i for i, r in enumerate(requests) if visuals_of(r)]
+    results, with_images = _score_text_only(lm, requests, text_path)
     if not with_images:
         return results  # type: ignore[return-value]
 
@@ -133,12 +139,7 @@ def vllm_vlm_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, 
     as ``multi_modal_data``. vLLM returns only the chosen tokens' log-probs, so no Min-K%++ statistics."""
     from vllm import SamplingParams
 
-    results: list[dict | None] = [None] * len(requests)
-    text_only = [i for i, r in enumerate(requests) if not visuals_of(r)]
-    if text_only:
-        for i, out in zip(text_only, text_path(lm, [requests[i] for i in text_only]), strict=True):
-            results[i] = out
-    with_images = [i for i, r in enumerate(requests) if visuals_of(r)]
+    results, with_images = _score_text_only(lm, requests, text_path)
     if not with_images:
         return results  # type: ignore[return-value]
     tokenizer = lm.tokenizer
