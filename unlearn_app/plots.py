@@ -91,3 +91,24 @@ def labelled_scatter(points: dict[str, tuple[float, float]], out: str | Path, ti
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return _save(plt, fig, out)
+
+
+def metrics_vs_step(rows: list[dict[str, float]], out: str | Path, title: str,
+                    selected_step: int | None = None) -> Path:
+    """Each ``TASK/METRIC`` column of ``rows`` (one row per evaluation, with ``step``) against the step, one line
+    per metric; NaN points are left out; the selected step is marked with a dashed vertical line."""
+    plt, fig, ax = _figure(7.0, 4.2)
+    names = list(dict.fromkeys(k for r in rows for k in r if k not in ("step", "epoch")))
+    for name in names:
+        points = [(r["step"], r[name]) for r in rows if isinstance(r.get(name), (int, float)) and math.isfinite(r[name])]
+        if points:
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3, lw=1.2, label=name)
+    if selected_step is not None:
+        ax.axvline(selected_step, color="black", lw=1.0, ls="--", label=f"selected: step {selected_step}")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("metric value")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if names:
+        ax.legend(fontsize=7, loc="best")
+    return _save(plt, fig, out)
