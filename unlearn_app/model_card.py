@@ -106,9 +106,10 @@ def _selection_section(record: dict[str, Any]) -> list[str]:
             lines += [f"**Selected checkpoint:** step {step}, the last one: `{record['select']}` was NaN at every "
                       "evaluated step, so no step could be selected.", ""]
         else:
-            lines += [f"**Selected checkpoint: step {step}** (epoch {_fmt(record.get('selected_epoch'))}) of "
-                      f"{record.get('final_step')}, by `{record['select']}` (value {_fmt(value)}). These weights are "
-                      "that step's, not the last step's.", ""]
+            which = ("the last step's" if step == record.get("final_step")
+                     else f"that step's, not the last step's ({record.get('final_step')})")
+            lines += [f"**Selected checkpoint: step {step}** (epoch {_fmt(record.get('selected_epoch'))}), by "
+                      f"`{record['select']}` (value {_fmt(value)}). These weights are {which}.", ""]
     return lines
 
 
