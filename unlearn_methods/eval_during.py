@@ -137,6 +137,9 @@ class EvalDuringTraining(TrainerCallback):
                 self.best = best
         if self.best is None and self.best_dir.exists():
             shutil.rmtree(self.best_dir)
+        if self.rule is not None and self.best is None and kept:
+            log.warning("--resume: the weights of the steps evaluated before step %d were not kept, so --select %s "
+                        "chooses among the steps evaluated from now on.", step, self.rule.text)
 
     def _evaluate(self, model, state) -> None:
         step, epoch = state.global_step, round(float(state.epoch or 0.0), 4)

@@ -230,3 +230,38 @@ def test_unlearn_run_selects_the_best_step_and_its_checkpoint_reproduces_the_row
         if math.isfinite(value):
             assert value == pytest.approx(best[f"{TASK}/{metric}"], rel=1e-5, abs=1e-7), metric
     assert (out / "eval_during_training.png").is_file()
+
+
+def test_an_evaluation_leaves_train_mode_and_random_generators_as_they_were(tmp_path):
+    """lm-eval's simple_evaluate reseeds torch, numpy and random and puts the model in eval mode."""
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from unlearn_methods.eval_during import EvalDuringTraining
+
+    def reseeding(model):
+        torch.manual_seed(1234), np.random.seed(1234), random.seed(0)
+        return {"t": {"m": float(model.weight.sum())}}
+
+    model = torch.nn.Linear(3, 2).train()
+    callback = EvalDuringTraining(reseeding, every=2, out=tmp_path)
+    callback._start(0)
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    expected = (torch.rand(3), np.random.rand(), random.random())
+    torch.manual_seed(7), np.random.seed(7), random.seed(7)
+    callback._evaluate(model, SimpleNamespace(global_step=0, epoch=0.0))
+    assert model.training
+    after = (torch.rand(3), np.random.rand(), random.random())
+    assert torch.equal(after[0], expected[0]) and after[1:] == expected[1:]
+    assert read_rows(tmp_path / ROWS_FILE) == [{"step": 0, "epoch": 0.0, "t/m": pytest.approx(float(model.weight.sum()))}]
+
+
+def test_resume_keeps_the_rows_up_to_the_resumed_step(tmp_path, tiny_model_dir, demo_data_dir):
+    train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=1, eval_every=2, save_steps=1), evaluator=Scripted([1, 2, 3]))
+    assert [r["step"] for r in read_rows(tmp_path / "run" / ROWS_FILE)] == [0, 2, 3]
+    train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=2, eval_every=2, save_steps=1, resume=True),
+          evaluator=Scripted([4, 5]))
+    rows = read_rows(tmp_path / "run" / ROWS_FILE)
+    assert [(r["step"], r["fake/score"]) for r in rows] == [(0, 1), (2, 2), (3, 3), (4, 4), (6, 5)]
