@@ -109,6 +109,9 @@ class EvalDuringTraining(TrainerCallback):
 
     # ------------------------------------------------------------------ Trainer hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
+        if args.world_size > 1:
+            raise EvalDuringTrainingError(f"--eval-every runs in one process only, not across {args.world_size} "
+                                          "processes; leave it out and evaluate the checkpoint with lm_eval.")
         self._start(state.global_step)
         if state.global_step not in self.evaluated:
             self._evaluate(model, state)
