@@ -200,7 +200,10 @@ class EvalDuringTraining(TrainerCallback):
         copy. Returns the selected step, or None when no evaluated step had a finite score."""
         if self.rule is None:
             return None
-        if self.best is None:
+        if self.best is None and not self.nan_steps:
+            log.warning("--select %s: no step was evaluated since the resume; keeping the last weights (step %d).",
+                        self.rule.text, final_step)
+        elif self.best is None:
             log.warning("--select %s was NaN at every evaluated step (%s): keeping the last weights (step %d). "
                         "Forget Quality and PrivLeak need a reference run (eval_metadata: {reference: DIR}).",
                         self.rule.text, ", ".join(map(str, self.nan_steps)), final_step)
