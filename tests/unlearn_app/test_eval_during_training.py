@@ -265,3 +265,15 @@ def test_resume_keeps_the_rows_up_to_the_resumed_step(tmp_path, tiny_model_dir, 
           evaluator=Scripted([4, 5]))
     rows = read_rows(tmp_path / "run" / ROWS_FILE)
     assert [(r["step"], r["fake/score"]) for r in rows] == [(0, 1), (2, 2), (3, 3), (4, 4), (6, 5)]
+
+
+def test_plot_puts_other_scales_in_a_second_panel_and_skips_nan(tmp_path):
+    PIL = pytest.importorskip("PIL.Image")
+    from unlearn_app.plots import metrics_vs_step
+
+    rows = [{"step": s, "epoch": s / 3, "t/forget_prob": p, "t/privleak": leak}
+            for s, p, leak in ((0, 0.9, -90.0), (3, math.nan, -40.0), (6, 0.2, math.nan))]
+    one = metrics_vs_step([{k: v for k, v in r.items() if k != "t/privleak"} for r in rows], tmp_path / "a.png", "t", 3)
+    two = metrics_vs_step(rows, tmp_path / "b.png", "t", 3)
+    h1, h2 = PIL.open(one).size[1], PIL.open(two).size[1]
+    assert h2 == pytest.approx(2 * h1, rel=0.02)  # one panel per scale
