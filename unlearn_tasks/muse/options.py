@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from unlearn_tasks.metadata import MetadataOptions
 from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
 
 
@@ -13,7 +14,10 @@ def _per_corpus(value: Any, corpus: str) -> Any:
 
 
 @dataclass
-class MuseOptions:
+class MuseOptions(MetadataOptions):
+    WHERE = "MUSE task"
+    DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
+
     corpus: str = "news"
     dataset_path: str | None = None  # another Hub id in MUSE's layout
     data_dir: str | dict[str, str] | None = None  # local copy (or {"news": DIR, "books": DIR})
@@ -27,16 +31,10 @@ class MuseOptions:
     tokenizer: str | None = None  # for VerbMem's 128-token reference (default: the model's, from pretrained=)
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> MuseOptions:
-        md = dict(metadata or {})
-        known = {f.name for f in fields(cls)} - {"tokenizer", "tokenizer_kwargs"}
-        opts = cls(**{k: v for k, v in md.items() if k in known and v is not None})
-        tokenizer = md.get("tokenizer") or md.get("pretrained")
-        opts.tokenizer = tokenizer if isinstance(tokenizer, str) else None
-        opts.tokenizer_kwargs = {k: md[k] for k in ("revision", "trust_remote_code") if md.get(k) is not None}
-        opts.validate()
-        return opts
+    def complete(self, metadata: dict[str, Any]) -> None:
+        tokenizer = metadata.get("tokenizer") or metadata.get("pretrained")
+        self.tokenizer = tokenizer if isinstance(tokenizer, str) else None
+        self.tokenizer_kwargs = {k: metadata[k] for k in ("revision", "trust_remote_code") if metadata.get(k) is not None}
 
     def validate(self) -> None:
         checks = [
