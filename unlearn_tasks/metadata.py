@@ -171,3 +171,14 @@ class MetadataOptions:
 
     def validate(self) -> None:
         """Check the values together; raise ValueError saying what to change (default: nothing)."""
+
+    def require(self, checks: Iterable[tuple[bool, str]]) -> None:
+        """Raise ValueError with the message of the first ``(ok, message)`` that is not ok (for :meth:`validate`)."""
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"{self.WHERE} option: {message} (check --metadata / the task YAML).")
+
+
+def per_key(value: Any, key: str) -> Any:
+    """An option given once or per split / corpus (``{"forget10": ..., "forget01": ...}``): the value for ``key``."""
+    return value.get(key) if isinstance(value, dict) else value

@@ -189,6 +189,20 @@ def pick_record(path: str | Path, accept: Callable[[dict], bool], key: str, valu
     raise ReferenceLogError(f"Reference {found[0].file} holds {label} results for {others}, not for {value}. {hint}".rstrip())
 
 
+def read_log(path: Path, names: tuple[str, ...], label: str, formats: str) -> tuple[Path, Any]:
+    """A reference log in another tool's format: ``path`` itself, or the first of ``names`` in the folder ``path``;
+    with its parsed JSON. ``formats`` names them in the message when there is none."""
+    candidates = [path] if path.is_file() else [path / name for name in names]
+    file = next((c for c in candidates if c.is_file()), None)
+    if file is None:
+        raise ReferenceLogError(
+            f"Reference {path} is neither our lm-eval output (results_*.json from a {label} task) nor {formats}.")
+    try:
+        return file, json.loads(file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReferenceLogError(f"Reference {file} is not valid JSON ({getattr(e, 'msg', e)}).") from None
+
+
 def reference_used(given: Any, source: str | None) -> dict[str, Any] | None:
     """The provenance entry of a reference read from the path ``given``: the path, what was read, a content hash
     of the path (None when no path-based reference was used)."""

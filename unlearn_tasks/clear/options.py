@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from unlearn_tasks.clear.docs import SETS
 from unlearn_tasks.clear.splits import FORGET_SPLITS, HUB_ID
-from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.options import ANSWER_SCORINGS, PARTS
 
@@ -41,11 +41,7 @@ class ClearOptions(MetadataOptions):
             (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
             (bool(self.sets) and set(self.sets) <= set(SETS), f"sets must be a non-empty subset of {SETS}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"CLEAR task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     def reference_for_split(self) -> str | None:
-        if isinstance(self.reference, dict):
-            return self.reference.get(self.forget_split)
-        return self.reference
+        return per_key(self.reference, self.forget_split)

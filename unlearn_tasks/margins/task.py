@@ -63,9 +63,7 @@ class MarginOptions(MetadataOptions):
              'the generic margins task needs a data file: --metadata \'{"data_file": "FILE.jsonl"}\' (JSON lines of '
              '{"prompt": ..., "target": ...} or {"text": ...}, optional "split")'),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"margins task option: {message}")
+        self.require(checks)
 
 
 # --------------------------------------------------------------------------- documents

@@ -5,12 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
-
-
-def _per_corpus(value: Any, corpus: str) -> Any:
-    return value.get(corpus) if isinstance(value, dict) else value
 
 
 @dataclass
@@ -44,18 +40,16 @@ class MuseOptions(MetadataOptions):
             (self.verbmem_max_tokens >= 1 and self.knowmem_max_tokens >= 1, "verbmem/knowmem_max_tokens must be >= 1"),
             (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"MUSE task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     @property
     def repo_id(self) -> str:
-        return _per_corpus(self.dataset_path, self.corpus) or HUB_IDS[self.corpus]
+        return per_key(self.dataset_path, self.corpus) or HUB_IDS[self.corpus]
 
     @property
     def local_dir(self) -> str | None:
-        return _per_corpus(self.muse_data_dir, self.corpus) or _per_corpus(self.data_dir, self.corpus)
+        return per_key(self.muse_data_dir, self.corpus) or per_key(self.data_dir, self.corpus)
 
     @property
     def reference_for_corpus(self) -> str | float | None:
-        return _per_corpus(self.reference, self.corpus)
+        return per_key(self.reference, self.corpus)

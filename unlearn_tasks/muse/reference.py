@@ -9,13 +9,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearn_tasks.muse.corpora import PUBLISHED_RETRAIN_AUC
-from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark, pick_record
+from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark, pick_record, read_log
 
 HOW_TO_MAKE = (
     "Produce one by evaluating the retrained model (trained without the forget set, e.g. muse-bench/MUSE-{Corpus}_retrain) "
@@ -45,16 +44,7 @@ def _ours(path: Path, corpus: str, evaluated_model: dict | None) -> MuseReferenc
 
 
 def _open_unlearning(path: Path) -> MuseReference:
-    file = path if path.is_file() else path / "MUSE_EVAL.json"
-    if not file.is_file():
-        raise ReferenceLogError(
-            f"Reference {path} is neither our lm-eval output (results_*.json from a MUSE task) nor an open-unlearning "
-            f"MUSE_EVAL.json."
-        )
-    try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+    file, data = read_log(path, ("MUSE_EVAL.json",), "MUSE", "an open-unlearning MUSE_EVAL.json")
     auc = {}
     for attack in ("loss", "zlib", "min_k", "min_k_plus_plus"):
         entry = data.get(f"mia_{attack}") if isinstance(data, dict) else None

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
 
@@ -51,11 +51,7 @@ class TofuOptions(MetadataOptions):
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"TOFU task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     def reference_for_split(self) -> str | None:
-        if isinstance(self.reference, dict):
-            return self.reference.get(self.forget_split)
-        return self.reference
+        return per_key(self.reference, self.forget_split)

@@ -10,7 +10,6 @@ A reference from another forget split (or a different item set) is refused with 
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from unlearn_tasks.reference_logs import (  # noqa: F401  (model_identity, same_
     is_benchmark,
     model_identity,
     pick_record,
+    read_log,
     same_model,
 )
 from unlearn_tasks.tofu.aggregate import ReferenceData
@@ -104,17 +104,8 @@ def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = 
     if ours:
         ref = _ours(ours.record, ours.file)
     else:
-        candidates = [path] if path.is_file() else [path / "eval_log_forget.json", path / "TOFU_EVAL.json"]
-        file = next((c for c in candidates if c.is_file()), None)
-        if file is None:
-            raise ReferenceLogError(
-                f"Reference {path} is neither our lm-eval output (results_*.json from a TOFU task), a legacy TOFU "
-                f"eval_log_forget.json nor an open-unlearning TOFU_EVAL.json."
-            )
-        try:
-            data = json.loads(file.read_text())
-        except json.JSONDecodeError as e:
-            raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+        file, data = read_log(path, ("eval_log_forget.json", "TOFU_EVAL.json"), "TOFU",
+                              "a legacy TOFU eval_log_forget.json nor an open-unlearning TOFU_EVAL.json")
         if "avg_paraphrased_loss" in data and "average_perturb_loss" in data:
             ref = _legacy(data, str(file), truth_ratio_mean)
         elif isinstance(data.get("forget_truth_ratio"), dict):

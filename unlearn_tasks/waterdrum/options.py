@@ -74,6 +74,4 @@ class WaterDrumOptions(MetadataOptions):
             (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
             (isinstance(self.knowmem_max_tokens, int) and self.knowmem_max_tokens >= 1, "knowmem_max_tokens must be >= 1"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"WaterDrum task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
