@@ -6,6 +6,7 @@ import math
 import pytest
 from lm_eval.tasks import TaskManager
 
+from fixtures.runs import reference_stand_in
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from unlearn_tasks.data import DataError
@@ -131,12 +132,7 @@ def test_a_model_against_its_own_run_has_privleak_zero(first_run, muse_tiny_mode
     with pytest.raises(ReferenceLogError, match="produced by the model being evaluated"):  # its own run is refused
         run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path / "own",
                     {"data_dir": str(muse_data_dir), "reference": {"news": str(ref_dir)}}, batch_size=8)
-    (results_file,) = list(ref_dir.rglob("results_*.json"))
-    data = json.loads(results_file.read_text())
-    data["configs"]["muse_news"]["unlearning_reference"]["model"] = {"pretrained": "retrained-model"}
-    stand_in = tmp_path / "ref" / results_file.name  # the same numbers, as if from another model
-    stand_in.parent.mkdir()
-    stand_in.write_text(json.dumps(data))
+    stand_in = reference_stand_in(ref_dir, "muse_news", tmp_path / "ref", "retrained-model")
     res = run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path,
                       {"data_dir": str(muse_data_dir), "reference": {"news": str(tmp_path / "ref")}}, batch_size=8)
     record = res["configs"]["muse_news_privleak"]["unlearning_reference"]
