@@ -60,6 +60,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
         "progress": False if args.quiet else None, "overwrite": args.overwrite or None,
         "eval_every": args.eval_every, "eval_limit": args.eval_limit, "select": args.select,
+        "select_if": args.select_if,
         "eval_metadata": _json_option(args.eval_metadata, "--eval-metadata"),
     }
     if args.eval_every is not None:  # one line per evaluation during training
@@ -216,6 +217,9 @@ def _add_run_parser(sub) -> None:
                    "step's), e.g. tofu_forget10/forget_quality:max or abs(tofu_forget10/privleak):min (the left side "
                    "of an `unlearn ci` check). NaN values are never selected. The step is recorded in "
                    "train_metrics.json and the model card.")
+    p.add_argument("--select-if", dest="select_if", action="append", metavar="CHECK",
+                   help="With --select: only steps passing this `unlearn ci` check may be chosen (repeatable); "
+                   "baseline is the step-0 value, e.g. 'tofu_forget10/model_utility >= 0.9 * baseline'.")
     p.add_argument("--eval-limit", dest="eval_limit", type=int, metavar="N",
                    help="Documents per task in every evaluation of the run (smoke tests; default all).")
     p.add_argument("--eval-metadata", dest="eval_metadata", metavar="JSON",

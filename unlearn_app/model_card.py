@@ -102,6 +102,9 @@ def _selection_section(record: dict[str, Any]) -> list[str]:
              f"{record.get('final_step')}); one row per evaluation in `{record.get('file')}`.", ""]
     if record.get("select"):
         step, value = record.get("selected_step"), record.get("selected_value")
+        if record.get("select_if"):
+            lines += ["Steps eligible for selection passed: " + ", ".join(f"`{c}`" for c in record["select_if"])
+                      + " (baseline: step 0).", ""]
         if value is None:
             lines += [f"**Selected checkpoint:** step {step}, the last one: `{record['select']}` was NaN at every "
                       "evaluated step, so no step could be selected.", ""]

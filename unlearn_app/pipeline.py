@@ -56,7 +56,7 @@ def check_evaluation(cfg: RunConfig) -> Selection | None:
     step). Returns the parsed ``--select`` rule."""
     if not cfg.eval_tasks:
         return None
-    selection = parse_select(cfg.select) if cfg.select else None
+    selection = parse_select(cfg.select, cfg.select_if) if cfg.select else None
     unknown = unknown_tasks(list(cfg.eval_tasks) + (selection.tasks if selection else []))
     bad = [t for t in cfg.eval_tasks if t in unknown]
     if bad:

@@ -61,6 +61,7 @@ class RunConfig:
     eval_every: int | None = None  # also evaluate eval_tasks on the live weights every N optimizer steps
     eval_limit: int | None = None  # documents per task in every evaluation of the run (smoke tests)
     select: str | None = None  # "TASK/METRIC:max" (or :min): keep the best evaluated step's weights as the output
+    select_if: list[str] = field(default_factory=list)  # checks a step must pass to be selected (baseline = step 0)
     push_to_hub: str | None = None
     hub_private: bool = True
     progress: bool = True
@@ -113,6 +114,8 @@ class RunConfig:
             if getattr(self, key) is not None and not self.eval_tasks:
                 raise ValueError(f"--{key.replace('_', '-')} needs --eval-tasks (the lm-eval tasks to run during "
                                  f"training), e.g. --eval-tasks tofu_forget10 --eval-every 10.")
+        if self.select_if and self.select is None:
+            raise ValueError("--select-if needs --select (it restricts which evaluated steps --select may choose).")
         if self.select is not None and self.eval_every is None:
             raise ValueError("--select needs --eval-every STEPS: it picks the best of the evaluations made during "
                              "training.")

@@ -3,7 +3,8 @@ optimizer steps (and at step 0 and the last step), writes one JSON line per eval
 rule, keeps a copy of the best weights so far and puts them back at the end.
 
 The rule (parsed by the application, :mod:`unlearn_app.selection`) is anything with ``text``, ``mode`` ("max" or
-"min") and ``score(metrics) -> float``; a NaN score is never selected.
+"min") and ``score(metrics) -> float``, optionally ``ineligible(metrics, step0_metrics) -> str | None`` (why a step
+may not be chosen); a NaN score is never selected.
 """
 
 from __future__ import annotations
@@ -106,6 +107,8 @@ class EvalDuringTraining(TrainerCallback):
         self.best: Selected | None = None
         self.evaluated: set[int] = set()
         self.nan_steps: list[int] = []
+        self.ineligible_steps: list[int] = []
+        self.start_metrics: Metrics | None = None  # the first evaluation (step 0): ``baseline`` of --select-if
 
     # ------------------------------------------------------------------ Trainer hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
@@ -133,6 +136,12 @@ class EvalDuringTraining(TrainerCallback):
             for row in kept:
                 f.write(json.dumps({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in row.items()}) + "\n")
         self.evaluated = {int(r["step"]) for r in kept}
+        if kept and kept[0]["step"] == 0:
+            self.start_metrics = {}
+            for key, value in kept[0].items():
+                if "/" in key:
+                    task, metric = key.split("/", 1)
+                    self.start_metrics.setdefault(task, {})[metric] = value
         info = self.best_dir / _BEST_INFO
         if step and self.rule is not None and info.is_file():
             best = Selected(**json.loads(info.read_text()))
@@ -164,14 +173,22 @@ class EvalDuringTraining(TrainerCallback):
         self.evaluated.add(step)
         shown = ", ".join(f"{k} {v:.4g}" for k, v in row.items() if k not in ("step", "epoch"))
         log.info("eval at step %d (epoch %.2f, %.1f s): %s", step, epoch, time.perf_counter() - started, shown)
+        if self.start_metrics is None:
+            self.start_metrics = metrics
         if self.rule is not None:
             self._consider(model, step, epoch, metrics)
 
     def _consider(self, model, step: int, epoch: float, metrics: Metrics) -> None:
+        ineligible = getattr(self.rule, "ineligible", None)
         try:
             value = float(self.rule.score(metrics))
+            reason = ineligible(metrics, self.start_metrics or metrics) if ineligible else None
         except (LookupError, ValueError, ZeroDivisionError) as e:
             raise EvalDuringTrainingError(f"--select {self.rule.text}: {e}") from None
+        if reason:
+            self.ineligible_steps.append(step)
+            log.warning("--select-if: step %d cannot be selected (%s).", step, reason)
+            return
         if math.isnan(value):
             self.nan_steps.append(step)
             log.warning("--select %s is NaN at step %d: this step cannot be selected.", self.rule.text, step)
@@ -200,7 +217,10 @@ class EvalDuringTraining(TrainerCallback):
         copy. Returns the selected step, or None when no evaluated step had a finite score."""
         if self.rule is None:
             return None
-        if self.best is None and not self.nan_steps:
+        if self.best is None and self.ineligible_steps:
+            log.warning("--select %s: no evaluated step passed --select-if (steps %s failed); keeping the last "
+                        "weights (step %d).", self.rule.text, ", ".join(map(str, self.ineligible_steps)), final_step)
+        elif self.best is None and not self.nan_steps:
             log.warning("--select %s: no step was evaluated since the resume; keeping the last weights (step %d).",
                         self.rule.text, final_step)
         elif self.best is None:

@@ -248,7 +248,9 @@ def _selection_record(cfg: RunConfig, callback: EvalDuringTraining, selected: Se
     record: dict[str, Any] = {"file": ROWS_FILE, "every": cfg.eval_every, "tasks": list(cfg.eval_tasks),
                               "final_step": final_step, "evaluated_steps": sorted(callback.evaluated)}
     if cfg.select:
-        record.update({"select": cfg.select, "selected_step": selected.step if selected else final_step,
+        record.update({"select": cfg.select, "select_if": list(cfg.select_if),
+                       "ineligible_steps": callback.ineligible_steps,
+                       "selected_step": selected.step if selected else final_step,
                        "selected_epoch": selected.epoch if selected else None,
                        "selected_value": selected.value if selected else None,
                        "nan_steps": callback.nan_steps})

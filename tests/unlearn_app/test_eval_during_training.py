@@ -277,3 +277,38 @@ def test_plot_puts_other_scales_in_a_second_panel_and_skips_nan(tmp_path):
     two = metrics_vs_step(rows, tmp_path / "b.png", "t", 3)
     h1, h2 = PIL.open(one).size[1], PIL.open(two).size[1]
     assert h2 == pytest.approx(2 * h1, rel=0.02)  # one panel per scale
+
+
+class ScriptedRows(Scripted):
+    """Like Scripted, with a whole ``fake`` metrics dict per evaluation."""
+
+    def __call__(self, model):
+        self.seen.append({n: p.detach().clone() for n, p in model.named_parameters()})
+        return {"fake": self.values[len(self.seen) - 1]}
+
+
+def test_select_if_keeps_steps_that_fail_the_check_out(tmp_path, tiny_model_dir, demo_data_dir, caplog):
+    # steps 0, 4, 6: the best score is step 4, but its utility fell below 0.9 x step 0's, so step 6 is chosen
+    scripted = ScriptedRows([{"score": 0.1, "utility": 1.0}, {"score": 0.9, "utility": 0.5}, {"score": 0.6, "utility": 0.95}])
+    rule = parse_select("fake/score:max", ["fake/utility >= 0.9 * baseline"])
+    with caplog.at_level(logging.WARNING):
+        trained = train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, select="fake/score:max",
+                             select_if=["fake/utility >= 0.9 * baseline"]), select=rule, evaluator=scripted)
+    record = trained.eval_during_training
+    assert record["selected_step"] == FINAL_STEP and record["ineligible_steps"] == [4]
+    assert "step 4 cannot be selected" in caplog.text and "value 0.5 >= bound 0.9" in caplog.text
+    assert _equal_to(_saved(trained.out), scripted.seen[2])
+    card = model_card.render(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "c"), {}, "s", {}, None, False, record)
+    assert "`fake/utility >= 0.9 * baseline`" in card
+
+
+def test_select_if_errors():
+    with pytest.raises(SelectionError, match=r"--select-if 'fake/utility >> 1'"):
+        parse_select("fake/score:max", ["fake/utility >> 1"])
+    with pytest.raises(ValueError, match="--select-if needs --select"):
+        load_run_config(None, method="graddiff", model="m", out="o", eval_tasks=[TASK], eval_every=2,
+                        select_if=[f"{TASK}/forget_prob <= 0.5"])
+    cfg = load_run_config(None, method="graddiff", model="m", out="o", eval_tasks=[TASK], eval_every=2,
+                          select=f"{TASK}/forget_prob:min", select_if=["tofu_nope/x >= 1"])
+    with pytest.raises(SelectionError, match=r"unknown task\(s\) tofu_nope"):
+        check_evaluation(cfg)
