@@ -211,9 +211,12 @@ def _models(args: argparse.Namespace, work: Path) -> tuple[str, str]:
         if not args.retain_model:
             sys.exit("--model needs --retain-model (the reference for Forget Quality and PrivLeak).")
         return args.model, args.retain_model
+    import torch
+
     from unlearn_methods.tiny_model import build_tiny_model
     from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records
 
+    torch.set_num_threads(args.threads)
     paths = []
     for name, seed, split in (("target", 0, "full"), ("retain", 1, "retain90")):
         path = work / name
