@@ -238,7 +238,7 @@ def _fmt(x: float | None) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+    parser = argparse.ArgumentParser(description="A full TOFU evaluation, ours vs open-unlearning's own evaluator.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--open-unlearning", metavar="DIR", help="open-unlearning checkout to run side by side.")
     parser.add_argument("--venv", metavar="DIR", help="Keep open-unlearning's venv here and reuse it (default: temp).")
@@ -247,7 +247,7 @@ def main() -> None:
     parser.add_argument("--data-dir", help="TOFU-schema data folder (default: the demo corpus).")
     parser.add_argument("--finetune-epochs", type=float, default=0,
                         help="Fine-tune the default tiny models first (as `unlearn demo`; 0: random weights).")
-    parser.add_argument("--task", default="tofu_forget10", choices=["tofu_forget01", "tofu_forget05", "tofu_forget10"])
+    parser.add_argument("--task", default="tofu_forget10", help="tofu_forget01, tofu_forget05 or tofu_forget10.")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
@@ -261,6 +261,8 @@ def main() -> None:
         logging.disable(logging.WARNING)
         return _our_child(args)
 
+    if args.task not in ("tofu_forget01", "tofu_forget05", "tofu_forget10"):
+        parser.error(f"--task {args.task}: give tofu_forget01, tofu_forget05 or tofu_forget10.")
     THREADS["n"] = args.threads
     print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; "
           f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
