@@ -326,6 +326,10 @@ def main() -> None:
         x, y = m_ours.get(a), m_ou.get(b)
         diff = abs(x - y) if x is not None and y is not None and not (math.isnan(x) or math.isnan(y)) else None
         print(f"{a + ' / ' + b:<48} {_fmt(x):>12} {_fmt(y):>12} {_fmt(diff):>9}")
+    # its other keys are the parts of the metrics above (unnormalised, paraphrased and perturbed probabilities)
+    theirs_only = sorted(k for k in set(m_ou) - {b for _, b in METRIC_PAIRS} if "_Q_A_" not in k)
+    if theirs_only:
+        print("open-unlearning only (in its timing, not in ours): " + ", ".join(f"{k} {_fmt(m_ou[k])}" for k in theirs_only))
     if ou is None:
         print("(reference: our own evaluation of the retain model; run with --open-unlearning for the other side.)")
 
