@@ -12,7 +12,7 @@ import pytest
 from fixtures import real_model as real_model_data
 from harness_ext.evaluate import run_lm_eval
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.optional]  # optional: about 8 min on 2 CPU cores, plus the first build
 CHANCE = 0.25  # the answer against three wrong options
 
 
