@@ -1,6 +1,6 @@
-"""Relearning attack on the tiny memorised model: GA hides the forget set, a short fine-tune on half of it (or on a
-related corpus about other authors) brings
-the other half back; a model that never saw the forget set gains much less on the held-out half."""
+"""Relearning attack on the tiny memorised model: GA hides the forget set, a short fine-tune on half of it brings
+the other half back (and one on a related corpus about other authors brings the whole of it back); a model that never
+saw the forget set gains much less."""
 
 from __future__ import annotations
 
