@@ -9,9 +9,19 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+def model_arguments(model_dir: str | Path, backend: str = "hf", extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The lm-eval model arguments :func:`run_lm_eval` passes (lm-eval copies them into every task's metadata, so
+    tasks built ahead of the run get ``{**model_arguments(...), **metadata}``)."""
+    model_args: dict[str, Any] = {"pretrained": str(model_dir), "dtype": "float32"}
+    if backend == "vllm":
+        model_args.update({"max_model_len": 512, "enforce_eager": True, "seed": 1234})
+    model_args.update(extra or {})
+    return model_args
+
+
 def run_lm_eval(
     model_dir: str | Path,
-    tasks: list[str],
+    tasks: list[Any],
     output_dir: str | Path,
     metadata: dict[str, Any] | None = None,
     backend: str = "hf",
@@ -24,6 +34,8 @@ def run_lm_eval(
 ) -> dict:
     """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
 
+    ``tasks``: names, or task / group objects already built (with the metadata lm-eval would give them, see
+    :func:`model_arguments`), which lm-eval then evaluates without building them again.
     Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's tasks are indexed (fast start).
     """
     from lm_eval import simple_evaluate
@@ -32,10 +44,7 @@ def run_lm_eval(
 
     from harness_ext import tasks_dir
 
-    model_args: dict[str, Any] = {"pretrained": str(model_dir), "dtype": "float32"}
-    if backend == "vllm":
-        model_args.update({"max_model_len": 512, "enforce_eager": True, "seed": 1234})
-    model_args.update(extra_model_args or {})
+    model_args = model_arguments(model_dir, backend, extra_model_args)
     metadata = {**model_args, **(metadata or {})}
     tracker = EvaluationTracker(output_path=str(output_dir))
     results = simple_evaluate(

@@ -15,6 +15,25 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 pytest_plugins = ["fixtures.hub", "fixtures.waterdrum", "fixtures.muse"]
 
 REPO = Path(__file__).resolve().parents[1]
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--optional",
+        action="store_true",
+        default=os.environ.get("UNLEARN_OPTIONAL_TESTS") == "1",
+        help="also run the optional suites (marked `optional`: the longest end-to-end runs, e.g. the real SmolLM2 "
+        "model, the KLoM ensemble); UNLEARN_OPTIONAL_TESTS=1 does the same",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("--optional"):
+        return
+    skip = pytest.mark.skip(reason="optional suite: run with `python -m pytest --optional` (see README, Tests)")
+    for item in items:
+        if "optional" in item.keywords:
+            item.add_marker(skip)
+
 SHARED_DATA = REPO.parent / "shared" / "data"
 
 

@@ -130,7 +130,7 @@ def test_example_suite_checks_name_real_metrics(tiny_model_dir, tmp_path):
     suite = load_suite(REPO / "examples" / "github-actions" / "unlearn-suite.yaml")
     assert suite.tasks == ["tofu_forget10", "tofu_formats"] and len(suite.checks) == 5
     suite.reference, suite.metadata = None, {"data_dir": str(data)}
-    tasks, groups = build_tasks(suite, {"pretrained": str(tiny_model_dir)})
+    _, tasks, groups = build_tasks(suite, {"pretrained": str(tiny_model_dir)})
     assert "tofu_mcqa" in groups["tofu_formats"]
     validate_checks(suite, {n: task_metric_names(t) for n, t in tasks.items()}, groups)
 
@@ -152,3 +152,25 @@ def test_ci_on_a_lora_adapter_loads_its_base_model(tiny_model_dir, demo_data_dir
     (lm_file,) = (tmp_path / "out" / "lm_eval").rglob("results_*.json")
     model_args = json.loads(lm_file.read_text())["config"]["model_args"]
     assert model_args["peft"] == str(adapter) and model_args["pretrained"] == str(tiny_model_dir)
+
+
+@pytest.mark.slow
+def test_ci_builds_each_task_once(tiny_model_dir, demo_data_dir, tmp_path, monkeypatch):
+    """The suite is validated on the task objects lm-eval then evaluates: one construction per task (was two)."""
+    from unlearn_app.ci.runner import CiOptions, run_ci
+    from unlearn_tasks.tofu.task import TofuTask
+
+    built = []
+    original = TofuTask.__init__
+
+    def counting(self, config=None, **kwargs):
+        original(self, config=config, **kwargs)
+        built.append(self.config.task)
+
+    monkeypatch.setattr(TofuTask, "__init__", counting)
+    suite = _suite(tmp_path / "suite.yaml", demo_data_dir, [f"{TASK}/forget_prob >= 0"])
+    code = run_ci(CiOptions(suite=str(suite), out=str(tmp_path / "out"), model=str(tiny_model_dir), limit=2,
+                            no_cache=True, cache_dir=str(tmp_path / "cache")))
+    assert code == 0
+    assert built == [TASK]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["results"][TASK]["forget_prob"] >= 0

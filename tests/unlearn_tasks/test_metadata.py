@@ -57,3 +57,24 @@ def test_the_key_lists_cover_every_options_field():
 
     for cls in (TofuOptions, WaterDrumOptions, MarginOptions):
         assert {f.name for f in fields(cls)} - {"model_tokenizer"} <= benchmark_keys(), cls
+
+
+def test_one_options_reader_names_the_key_and_its_type_for_every_benchmark():
+    """Every options dataclass reads --metadata through MetadataOptions: unknown keys and wrong types are errors."""
+    from unlearn_tasks.clear.options import ClearOptions
+    from unlearn_tasks.margins.task import MarginOptions
+    from unlearn_tasks.muse.options import MuseOptions
+    from unlearn_tasks.waterdrum.options import WaterDrumOptions
+
+    with pytest.raises(ValueError, match=r"CLEAR task option: seed must be a whole number, got 'x'"):
+        ClearOptions.from_metadata({"seed": "x"})
+    with pytest.raises(ValueError, match=r"MUSE task option: mia_k must be a number, got 'high'"):
+        MuseOptions.from_metadata({"mia_k": "high"})
+    with pytest.raises(ValueError, match=r"ids must be text or a list of whole numbers or null, got \[1, 'a'\]"):
+        WaterDrumOptions.from_metadata({"ids": [1, "a"]})
+    with pytest.raises(ValueError, match=r"margins task option: include_eos must be true or false, got 'yes'"):
+        MarginOptions.from_metadata({"include_eos": "yes", "data_file": "f.jsonl"})
+    with pytest.raises(ValueError, match=r"MUSE task: unknown --metadata key\(s\) 'verbmem_max_token' \(did you mean"):
+        MuseOptions.from_metadata({"verbmem_max_token": 3})
+    assert WaterDrumOptions.from_metadata({"splits": "retain, forget"}).splits == ["retain", "forget"]
+    assert MuseOptions.from_metadata({"pretrained": "m", "revision": "r"}).tokenizer_kwargs == {"revision": "r"}

@@ -91,19 +91,29 @@ def resolve_model(model: str, revision: str | None) -> ModelSpec:
     return ModelSpec(model, args, model_revision(model, revision))
 
 
-def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
-    """lm-eval's task objects of the suite (leaf tasks) and its groups, built as lm-eval will build them."""
+def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[str, list[str]]]:
+    """The suite built once, as lm-eval will evaluate it: the objects of its entries (groups, tasks, a tag's tasks)
+    to hand to lm-eval, its leaf tasks by name, and its groups' members."""
     from lm_eval.tasks import TaskManager
 
     from harness_ext import tasks_dir
+    from harness_ext.evaluate import model_arguments
 
-    manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
-                          metadata={"dtype": "float32", **model_args, **suite.task_metadata()})
+    extra = {k: v for k, v in model_args.items() if k != "pretrained"}
+    metadata = {**model_arguments(model_args.get("pretrained", ""), suite.backend, extra), **suite.task_metadata()}
+    manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata)
     unknown = [t for t in suite.tasks if t not in manager.all_tasks]
     if unknown:
         raise SuiteError(f"{suite.path}: unknown task(s) {unknown} in tasks:; `lm-eval ls tasks` lists them")
-    loaded = manager.load(suite.tasks)
-    return loaded["tasks"], dict(loaded.get("group_map") or {})
+    objects: list[Any] = []
+    tasks: dict[str, Any] = {}
+    groups: dict[str, list[str]] = {}
+    for name in suite.tasks:  # one entry at a time, as lm-eval's own loading does, to keep each entry's object
+        loaded = manager.load([name])
+        objects.extend([loaded["groups"][name]] if name in loaded.get("groups", {}) else loaded["tasks"].values())
+        tasks.update(loaded["tasks"])
+        groups.update(loaded.get("group_map") or {})
+    return objects, tasks, groups
 
 
 def task_metric_names(task: Any) -> list[str]:
@@ -133,7 +143,7 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
 
     spec = resolve_model(opts.model or "", opts.revision)
     model_args = {**suite.model_args, **opts.model_args, **spec.for_backend(suite.backend)}
-    tasks, groups = build_tasks(suite, model_args)
+    objects, tasks, groups = build_tasks(suite, model_args)  # built once: lm-eval evaluates these objects
     validate_checks(suite, {n: task_metric_names(t) for n, t in tasks.items()}, groups)
     limit = opts.limit or suite.limit
     inputs = {"model": spec.revision, "backend": suite.backend, "model_args": _strip_locations(model_args),
@@ -157,7 +167,7 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
         return json.loads(cached.read_text()), info
     extra = {k: v for k, v in model_args.items() if k != "pretrained"}
     try:
-        run_lm_eval(model_args["pretrained"], suite.tasks, lm_out, suite.task_metadata(), backend=suite.backend,
+        run_lm_eval(model_args["pretrained"], objects, lm_out, suite.task_metadata(), backend=suite.backend,
                     batch_size=suite.batch_size, limit=limit, extra_model_args=extra)
     except Exception as e:  # lm-eval and the backends raise many types; exit 2 with the cause
         raise CiError(f"lm-eval failed on {spec.name}: {type(e).__name__}: {e}") from e

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from unlearn_tasks.clear.docs import SETS
 from unlearn_tasks.clear.splits import FORGET_SPLITS, HUB_ID
+from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.options import ANSWER_SCORINGS, PARTS
 
@@ -16,7 +16,10 @@ MODES = ("default", "parity")
 
 
 @dataclass
-class ClearOptions:
+class ClearOptions(MetadataOptions):
+    WHERE = "CLEAR task"
+    EXTRA_KEYS = frozenset({"version", "tofu_data_dir", "tofu_dataset_path"})
+
     forget_split: str = "forget10"
     dataset_path: str = HUB_ID
     data_dir: str | None = None
@@ -29,13 +32,6 @@ class ClearOptions:
     sets: list[str] = field(default_factory=lambda: list(SETS))
     seed: int = 0
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> ClearOptions:
-        known = {f.name for f in fields(cls)}
-        opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
-        opts.validate()
-        return opts
-
     def validate(self) -> None:
         checks = [
             (self.forget_split in FORGET_SPLITS, f"forget_split must be one of {FORGET_SPLITS}"),
@@ -45,11 +41,7 @@ class ClearOptions:
             (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
             (bool(self.sets) and set(self.sets) <= set(SETS), f"sets must be a non-empty subset of {SETS}"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"CLEAR task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     def reference_for_split(self) -> str | None:
-        if isinstance(self.reference, dict):
-            return self.reference.get(self.forget_split)
-        return self.reference
+        return per_key(self.reference, self.forget_split)

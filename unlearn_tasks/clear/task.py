@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import math
 from copy import deepcopy
-from pathlib import Path
 from typing import Any
 
 from lm_eval.api.instance import Instance
@@ -20,7 +19,7 @@ from unlearn_tasks.clear import scoring
 from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.options import ClearOptions
 from unlearn_tasks.prompts import ANSWER_DELIMITER
-from unlearn_tasks.reference_logs import ReferenceLogError, find_records, is_benchmark
+from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark, model_identity, pick_record, reference_used
 from unlearn_tasks.tofu.aggregate import ReferenceData
 
 log = logging.getLogger(__name__)
@@ -41,6 +40,7 @@ class ClearTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = ClearOptions.from_metadata(config.get("metadata"))
+        self.model = model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._reference_out: dict | None = None
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
@@ -63,19 +63,23 @@ class ClearTask(UnlearningTask):
                         self.config.task, HOW_TO_MAKE.format(task=self.config.task))
             return None
         split = self.options.forget_split
-        found = find_records(Path(path).expanduser(),
-                             lambda r: is_benchmark(r, "clear") and r.get("forget_split") == split)
-        if not found:
+        found = pick_record(path, lambda r: is_benchmark(r, "clear"), "forget_split", split, label="CLEAR",
+                            evaluated_model=self.model,
+                            hint=f"Pass the gold model's run of {self.config.task} for {split}.")
+        if found is None:
             raise ReferenceLogError(
                 f"Reference {path} holds no CLEAR results for {split}; pass the output folder of "
                 f"{self.config.task} run on the gold model (trained on the matching retain set)."
             )
-        record, source = found[0]
-        ratios = [float(x) for x in record["forget_truth_ratio"]]
+        ratios = [float(x) for x in found.record["forget_truth_ratio"]]
         if any(math.isnan(x) for x in ratios):
-            raise ReferenceLogError(f"{source}: the forget truth ratios contain NaN; re-run the gold evaluation.")
-        log.info("%s: reference %s (%d forget items)", self.config.task, source, len(ratios))
-        return ReferenceData(ratios, split, {}, None, record.get("answer_scoring"), f"CLEAR results {source}")
+            raise ReferenceLogError(f"{found.file}: the forget truth ratios contain NaN; re-run the gold evaluation.")
+        log.info("%s: reference %s (%d forget items)", self.config.task, found.file, len(ratios))
+        return ReferenceData(ratios, split, {}, None, found.record.get("answer_scoring"), f"CLEAR results {found.file}",
+                             path=found.file)
+
+    def reference_used(self) -> dict[str, Any] | None:
+        return reference_used(self.options.reference_for_split(), self.reference and self.reference.source)
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
@@ -121,7 +125,8 @@ class ClearTask(UnlearningTask):
             self._reference_out = scoring.reference_record(
                 records, self.options.forget_split,
                 {"mode": self.options.mode, "answer_scoring": self.options.answer_scoring,
-                 "truth_ratio_mean": self.options.truth_ratio_mean},
+                 "truth_ratio_mean": self.options.truth_ratio_mean, "model": self.model,
+                 "reference_file": self.reference.path if self.reference else None},
             )
         return metrics
 

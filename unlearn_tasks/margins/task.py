@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,7 @@ from lm_eval.api.instance import Instance
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
-from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int
 from unlearn_tasks.metrics.klom import margins_from_logprobs, reduce_token_margins
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 
@@ -37,7 +37,9 @@ REDUCTIONS = ("mean", "sum")
 
 
 @dataclass
-class MarginOptions:
+class MarginOptions(MetadataOptions):
+    WHERE = "margins task"
+
     benchmark: str = "file"
     forget_split: str = "forget10"
     dataset_path: str | None = None
@@ -52,23 +54,16 @@ class MarginOptions:
     include_eos: bool = False
     keep_token_margins: bool = False
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> MarginOptions:
-        known = {f.name for f in fields(cls)}
-        check_metadata_keys(metadata, known | {"version"}, "margins task")
-        opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
-        check_positive_int(opts.max_items_per_split, "max_items_per_split", "margins task option")
+    def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "margins task option")
         checks = [
-            (opts.benchmark in BENCHMARKS, f"benchmark must be one of {BENCHMARKS}"),
-            (opts.reduction in REDUCTIONS, f"reduction must be one of {REDUCTIONS}"),
-            (opts.benchmark != "file" or bool(opts.data_file),
+            (self.benchmark in BENCHMARKS, f"benchmark must be one of {BENCHMARKS}"),
+            (self.reduction in REDUCTIONS, f"reduction must be one of {REDUCTIONS}"),
+            (self.benchmark != "file" or bool(self.data_file),
              'the generic margins task needs a data file: --metadata \'{"data_file": "FILE.jsonl"}\' (JSON lines of '
              '{"prompt": ..., "target": ...} or {"text": ...}, optional "split")'),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"margins task option: {message}")
-        return opts
+        self.require(checks)
 
 
 # --------------------------------------------------------------------------- documents

@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
 
 
-def _per_corpus(value: Any, corpus: str) -> Any:
-    return value.get(corpus) if isinstance(value, dict) else value
-
-
 @dataclass
-class MuseOptions:
+class MuseOptions(MetadataOptions):
+    WHERE = "MUSE task"
+    DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
+
     corpus: str = "news"
     dataset_path: str | None = None  # another Hub id in MUSE's layout
     data_dir: str | dict[str, str] | None = None  # local copy (or {"news": DIR, "books": DIR})
@@ -27,16 +27,10 @@ class MuseOptions:
     tokenizer: str | None = None  # for VerbMem's 128-token reference (default: the model's, from pretrained=)
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> MuseOptions:
-        md = dict(metadata or {})
-        known = {f.name for f in fields(cls)} - {"tokenizer", "tokenizer_kwargs"}
-        opts = cls(**{k: v for k, v in md.items() if k in known and v is not None})
-        tokenizer = md.get("tokenizer") or md.get("pretrained")
-        opts.tokenizer = tokenizer if isinstance(tokenizer, str) else None
-        opts.tokenizer_kwargs = {k: md[k] for k in ("revision", "trust_remote_code") if md.get(k) is not None}
-        opts.validate()
-        return opts
+    def complete(self, metadata: dict[str, Any]) -> None:
+        tokenizer = metadata.get("tokenizer") or metadata.get("pretrained")
+        self.tokenizer = tokenizer if isinstance(tokenizer, str) else None
+        self.tokenizer_kwargs = {k: metadata[k] for k in ("revision", "trust_remote_code") if metadata.get(k) is not None}
 
     def validate(self) -> None:
         checks = [
@@ -46,18 +40,16 @@ class MuseOptions:
             (self.verbmem_max_tokens >= 1 and self.knowmem_max_tokens >= 1, "verbmem/knowmem_max_tokens must be >= 1"),
             (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"MUSE task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     @property
     def repo_id(self) -> str:
-        return _per_corpus(self.dataset_path, self.corpus) or HUB_IDS[self.corpus]
+        return per_key(self.dataset_path, self.corpus) or HUB_IDS[self.corpus]
 
     @property
     def local_dir(self) -> str | None:
-        return _per_corpus(self.muse_data_dir, self.corpus) or _per_corpus(self.data_dir, self.corpus)
+        return per_key(self.muse_data_dir, self.corpus) or per_key(self.data_dir, self.corpus)
 
     @property
     def reference_for_corpus(self) -> str | float | None:
-        return _per_corpus(self.reference, self.corpus)
+        return per_key(self.reference, self.corpus)

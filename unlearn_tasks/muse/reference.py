@@ -9,13 +9,12 @@
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from unlearn_tasks.muse.corpora import PUBLISHED_RETRAIN_AUC
-from unlearn_tasks.reference_logs import ReferenceLogError, find_records, is_benchmark
+from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark, pick_record, read_log
 
 HOW_TO_MAKE = (
     "Produce one by evaluating the retrained model (trained without the forget set, e.g. muse-bench/MUSE-{Corpus}_retrain) "
@@ -30,34 +29,22 @@ class MuseReference:
     mia_auc: dict[str, float] = field(default_factory=dict)
     source: str = ""
     mia_k: float | None = None
+    path: str | None = None  # the file read (recorded in the results as ``reference_file``)
 
 
-def _ours(path: Path, corpus: str) -> MuseReference | None:
-    records = find_records(path, lambda r: is_benchmark(r, "muse"))
-    if not records:
+def _ours(path: Path, corpus: str, evaluated_model: dict | None) -> MuseReference | None:
+    hint = (f"Pass the retrained model's run of this corpus, or one per corpus: "
+            f'--metadata \'{{"reference": {{"{corpus}": "REF_DIR"}}}}\'.')
+    found = pick_record(path, lambda r: is_benchmark(r, "muse"), "corpus", corpus, label="MUSE",
+                        evaluated_model=evaluated_model, hint=hint)
+    if found is None:
         return None
-    for record, source in records:
-        if record.get("corpus") == corpus:
-            auc = {k: float(v) for k, v in (record.get("mia_auc") or {}).items() if v is not None}
-            return MuseReference(auc, f"lm-eval-unlearning results {source}", record.get("mia_k"))
-    found = sorted({str(r.get("corpus")) for r, _ in records})
-    raise ReferenceLogError(
-        f"Reference {path} holds MUSE results for {found}, not for {corpus}. Pass the retrained model's run of this "
-        f'corpus, or one per corpus: --metadata \'{{"reference": {{"{corpus}": "REF_DIR"}}}}\'.'
-    )
+    auc = {k: float(v) for k, v in (found.record.get("mia_auc") or {}).items() if v is not None}
+    return MuseReference(auc, f"lm-eval-unlearning results {found.file}", found.record.get("mia_k"), found.file)
 
 
 def _open_unlearning(path: Path) -> MuseReference:
-    file = path if path.is_file() else path / "MUSE_EVAL.json"
-    if not file.is_file():
-        raise ReferenceLogError(
-            f"Reference {path} is neither our lm-eval output (results_*.json from a MUSE task) nor an open-unlearning "
-            f"MUSE_EVAL.json."
-        )
-    try:
-        data = json.loads(file.read_text())
-    except json.JSONDecodeError as e:
-        raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+    file, data = read_log(path, ("MUSE_EVAL.json",), "MUSE", "an open-unlearning MUSE_EVAL.json")
     auc = {}
     for attack in ("loss", "zlib", "min_k", "min_k_plus_plus"):
         entry = data.get(f"mia_{attack}") if isinstance(data, dict) else None
@@ -65,11 +52,12 @@ def _open_unlearning(path: Path) -> MuseReference:
             auc[f"mia_{attack}_auc"] = float(entry["agg_value"])
     if "mia_min_k_auc" not in auc:
         raise ReferenceLogError(f"Reference {file} has no mia_min_k.agg_value (the Min-K% AUROC PrivLeak needs).")
-    return MuseReference(auc, f"open-unlearning log {file}", 0.4)
+    return MuseReference(auc, f"open-unlearning log {file}", 0.4, str(file))
 
 
-def load_reference(reference: str | float, corpus: str) -> MuseReference:
-    """The reference AUROCs for ``corpus``; raise :class:`ReferenceLogError` with what to pass if unusable."""
+def load_reference(reference: str | float, corpus: str, evaluated_model: dict | None = None) -> MuseReference:
+    """The reference AUROCs for ``corpus``; raise :class:`ReferenceLogError` with what to pass if unusable. Our
+    results files are read by :func:`unlearn_tasks.reference_logs.pick_record` (never the evaluated model's own)."""
     if isinstance(reference, bool):
         raise ReferenceLogError("reference must be a path, \"published\" or a number, not a boolean.")
     if isinstance(reference, (int, float)):
@@ -79,6 +67,4 @@ def load_reference(reference: str | float, corpus: str) -> MuseReference:
     if str(reference).strip().lower() == "published":
         return MuseReference(dict(PUBLISHED_RETRAIN_AUC[corpus]), f"MUSE's published retrained-model AUROCs ({corpus})", 0.4)
     path = Path(str(reference)).expanduser()
-    if not path.exists():
-        raise ReferenceLogError(f"Reference {path} does not exist.")
-    return _ours(path, corpus) or _open_unlearning(path)
+    return _ours(path, corpus, evaluated_model) or _open_unlearning(path)

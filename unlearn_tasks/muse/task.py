@@ -16,7 +16,7 @@ from unlearn_tasks.muse import aggregate, reference
 from unlearn_tasks.muse.options import MuseOptions
 from unlearn_tasks.muse.prompts import KNOWMEM_STOP, knowmem_messages, truncate_reference
 from unlearn_tasks.muse.scoring import part_of, score_document
-from unlearn_tasks.reference_logs import RESULTS_KEY
+from unlearn_tasks.reference_logs import RESULTS_KEY, model_identity, reference_used
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +28,7 @@ class MuseTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = MuseOptions.from_metadata(config.get("metadata"))
+        self.model = model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._record: dict | None = None
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
@@ -50,12 +51,15 @@ class MuseTask(UnlearningTask):
             log.warning("%s: no reference given, so privleak is reported as NaN. %s", self.config.task,
                         reference.HOW_TO_MAKE.format(task=self.config.task, Corpus=self.options.corpus.title()))
             return None
-        ref = reference.load_reference(given, self.options.corpus)
+        ref = reference.load_reference(given, self.options.corpus, self.model)
         if ref.mia_k is not None and abs(ref.mia_k - self.options.mia_k) > 1e-12:
             log.warning("%s: the reference used mia_k=%s but this run uses %s; Min-K%% AUROCs are not comparable.",
                         self.config.task, ref.mia_k, self.options.mia_k)
         log.info("%s: PrivLeak reference %s: %s", self.config.task, ref.source, ref.mia_auc)
         return ref
+
+    def reference_used(self) -> dict[str, Any] | None:
+        return reference_used(self.options.reference_for_corpus, self.reference and self.reference.source)
 
     def _load_tokenizer(self):
         """The model's tokenizer, for VerbMem's reference cut to its first ``verbmem_max_tokens`` tokens."""
@@ -114,7 +118,10 @@ class MuseTask(UnlearningTask):
         ref_auc = self.reference.mia_auc if self.reference is not None else None
         metrics = aggregate.compute_metrics(records, self.options.parts, ref_auc)
         if "privleak" in self.options.parts:
-            self._record = aggregate.reference_record(records, metrics, self.options.corpus, {"mia_k": self.options.mia_k})
+            self._record = aggregate.reference_record(
+                records, metrics, self.options.corpus,
+                {"mia_k": self.options.mia_k, "model": self.model,
+                 "reference_file": self.reference.path if self.reference else None})
         return metrics
 
     def results_record(self) -> dict | None:

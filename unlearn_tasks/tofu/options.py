@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
 
@@ -20,7 +20,10 @@ PARTS = ("generation", "likelihood")
 
 
 @dataclass
-class TofuOptions:
+class TofuOptions(MetadataOptions):
+    WHERE = "TOFU task"
+    EXTRA_KEYS = frozenset({"version", "sets"})
+
     forget_split: str = "forget10"
     dataset_path: str = HUB_ID
     data_dir: str | None = None
@@ -32,15 +35,9 @@ class TofuOptions:
     parts: list[str] = field(default_factory=lambda: list(PARTS))
     mia_k: float = 0.4
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> TofuOptions:
-        known = {f.name for f in fields(cls)}
-        check_metadata_keys(metadata, known | {"version", "sets"}, "TOFU task")
-        opts = cls(**{k: v for k, v in (metadata or {}).items() if k in known and v is not None})
-        if opts.generation_prompt is None:
-            opts.generation_prompt = "tofu" if opts.answer_scoring == "tofu" else "lm_eval"
-        opts.validate()
-        return opts
+    def complete(self, metadata: dict[str, Any]) -> None:
+        if self.generation_prompt is None:
+            self.generation_prompt = "tofu" if self.answer_scoring == "tofu" else "lm_eval"
 
     def validate(self) -> None:
         check_positive_int(self.max_items_per_split, "max_items_per_split", "TOFU task option")
@@ -54,11 +51,7 @@ class TofuOptions:
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"TOFU task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)
 
     def reference_for_split(self) -> str | None:
-        if isinstance(self.reference, dict):
-            return self.reference.get(self.forget_split)
-        return self.reference
+        return per_key(self.reference, self.forget_split)

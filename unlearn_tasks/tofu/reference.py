@@ -10,18 +10,21 @@ A reference from another forget split (or a different item set) is refused with 
 
 from __future__ import annotations
 
-import hashlib
-import json
-import logging
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from harness_ext.results import results_files
 from unlearn_tasks.metrics.tofu import truth_ratio
-from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark
+from unlearn_tasks.reference_logs import (  # noqa: F401  (model_identity, same_model: TOFU's public names)
+    ReferenceLogError,
+    is_benchmark,
+    model_identity,
+    pick_record,
+    read_log,
+    same_model,
+)
 from unlearn_tasks.tofu.aggregate import ReferenceData
 from unlearn_tasks.tofu.scoring import question_key
 from unlearn_tasks.tofu.splits import FORGET_SIZES, LEGACY_CAP, forget_split_of_size
@@ -33,15 +36,13 @@ HOW_TO_MAKE = (
     "TOFU_EVAL.json also work)."
 )
 
-
-log = logging.getLogger(__name__)
-
-#: Model arguments (lm-eval ``--model_args``) that say which weights were evaluated.
-IDENTITY_KEYS = ("pretrained", "peft", "revision", "delta")
-
-
-#: Benchmarks whose reference records share results files with TOFU's and are never TOFU references.
+#: Benchmarks whose reference records share results files with TOFU's and are never TOFU references (TOFU's own
+#: records from before the ``format`` tag carry none, so TOFU accepts every record but these).
 OTHER_BENCHMARKS = ("muse", "clear")
+
+
+def is_tofu_record(record: dict) -> bool:
+    return not any(is_benchmark(record, b) for b in OTHER_BENCHMARKS)
 
 
 def _legacy(data: dict, source: str, truth_ratio_mean: str) -> ReferenceData:
@@ -76,118 +77,16 @@ def _open_unlearning(data: dict, source: str) -> ReferenceData:
     return ReferenceData(ratios, None, auc, None, "tofu", f"open-unlearning log {source}")
 
 
-def _ours(entries: list[dict], source: str, forget_split: str) -> ReferenceData:
-    for entry in entries:
-        if entry.get("forget_split") == forget_split:
-            return ReferenceData(
-                [float(x) for x in entry["forget_truth_ratio"]],
-                forget_split,
-                {k: float(v) for k, v in entry.get("mia_auc", {}).items() if v is not None},
-                entry.get("forget_question_keys"),
-                entry.get("answer_scoring"),
-                f"lm-eval-unlearning results {source}",
-            )
-    found = sorted({e.get("forget_split") for e in entries})
-    raise ReferenceLogError(
-        f"Reference {source} holds TOFU results for {found}, not for {forget_split}. "
-        f"Pass a reference evaluated on {forget_split}, or one per split: "
-        f'--metadata \'{{"reference": {{"{forget_split}": "REF_DIR"}}}}\'.'
+def _ours(entry: dict, source: str) -> ReferenceData:
+    return ReferenceData(
+        [float(x) for x in entry["forget_truth_ratio"]],
+        entry["forget_split"],
+        {k: float(v) for k, v in entry.get("mia_auc", {}).items() if v is not None},
+        entry.get("forget_question_keys"),
+        entry.get("answer_scoring"),
+        f"lm-eval-unlearning results {source}",
+        path=source,
     )
-
-
-# --------------------------------------------------------------------------- which model made a results file
-def _fingerprint(path: str) -> str | None:
-    """A cheap content fingerprint of a local model folder: names, sizes and 16 sampled 4 KiB blocks of each weight
-    file (None for a Hub id). Two copies of the same weights agree; a retrained model does not."""
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        return None
-    h = hashlib.sha256()
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".pt", ".pth"))
-    for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.name}:{size}".encode())
-        with f.open("rb") as handle:
-            for i in range(16):
-                handle.seek(size * i // 16)
-                h.update(handle.read(4096))
-    return h.hexdigest() if files else None
-
-
-def model_identity(model_args: dict[str, Any] | str | None) -> dict[str, Any]:
-    """What identifies the evaluated weights in lm-eval model arguments (a dict, or the ``k=v,...`` string), with a
-    content fingerprint of local folders."""
-    if isinstance(model_args, str):
-        model_args = dict(kv.split("=", 1) for kv in model_args.split(",") if "=" in kv)
-    ident = {k: str(model_args[k]) for k in IDENTITY_KEYS if (model_args or {}).get(k)}
-    for k in ("pretrained", "peft", "delta"):
-        if k in ident and Path(ident[k]).expanduser().exists():
-            ident[k] = str(Path(ident[k]).expanduser().resolve())
-    prints = [_fingerprint(ident[k]) for k in ("pretrained", "peft", "delta") if k in ident]
-    if prints and all(prints):
-        ident["fingerprint"] = hashlib.sha256("|".join(prints).encode()).hexdigest()[:32]
-    return ident
-
-
-def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True if two identities name the same model: the same weights (content fingerprint), or the same model
-    arguments (``pretrained``, ``peft``, ``revision``; a model retrained in place counts as the same model)."""
-    if not a or not b:
-        return False
-    if a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"):
-        return True
-    return all(a.get(k) == b.get(k) for k in IDENTITY_KEYS)
-
-
-def _our_entries(path: Path, forget_split: str, evaluated: dict[str, Any] | None) -> list[tuple[dict, str]]:
-    """The usable reference entries under ``path``, newest first, from one model only (see :func:`load_reference`)."""
-    entries: list[tuple[dict, str, dict]] = []
-    files = sorted(results_files(path), key=lambda p: p.name, reverse=True) if path.is_dir() and any(
-        path.rglob("results_*.json")) else [path]
-    for f in files:
-        try:
-            data = json.loads(f.read_text())
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            if path.is_file():
-                raise
-            log.warning("reference: skipping %s (not valid JSON)", f)
-            continue
-        if not isinstance(data, dict):
-            continue
-        fallback = model_identity((data.get("config") or {}).get("model_args"))
-        for cfg in (data.get("configs") or {}).values():
-            if isinstance(cfg, dict) and isinstance(cfg.get("unlearning_reference"), dict):
-                entry = cfg["unlearning_reference"]
-                if any(is_benchmark(entry, b) for b in OTHER_BENCHMARKS):
-                    continue
-                entries.append((entry, str(f), entry.get("model") or fallback))
-    if not entries:
-        return []
-    matching = [e for e in entries if e[0].get("forget_split") == forget_split] or entries
-    if evaluated:
-        own = [e for e in matching if same_model(e[2], evaluated)]
-        matching = [e for e in matching if not same_model(e[2], evaluated)]
-        if own and not matching:
-            raise ReferenceLogError(
-                f"Reference {own[0][1]} was produced by the model being evaluated ({_name(evaluated)}): it would be "
-                f"its own reference (Forget Quality 1). Pass the retain model's evaluation."
-            )
-        for _, file, _ in own:
-            log.warning("reference: ignoring %s, produced by the model being evaluated", file)
-    models = []
-    for _, file, ident in matching:
-        if not any(same_model(ident, m) for m, _ in models):
-            models.append((ident, file))
-    if len(models) > 1:
-        raise ReferenceLogError(
-            f"Reference {path} holds TOFU results of {len(models)} different models "
-            f"({'; '.join(f'{_name(m)} in {f}' for m, f in models)}). Pass the results file of the retain model."
-        )
-    return [(e, f) for e, f, _ in matching]
-
-
-def _name(ident: dict[str, Any]) -> str:
-    return ", ".join(f"{k}={ident[k]}" for k in IDENTITY_KEYS if k in ident) or "unknown model"
 
 
 def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric",
@@ -198,27 +97,15 @@ def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = 
     (``evaluated_model``, see :func:`model_identity`) are never used, results of several other models are refused
     (pass the file), and of one model's runs the newest by lm-eval's file-name timestamp is read."""
     path = Path(path).expanduser()
-    if not path.exists():
-        raise ReferenceLogError(f"Reference {path} does not exist.")
-    try:
-        ours = _our_entries(path, forget_split, evaluated_model)
-    except json.JSONDecodeError as e:
-        raise ReferenceLogError(f"Reference {path} is not valid JSON ({e.msg}).") from None
+    hint = (f"Pass a reference evaluated on {forget_split}, or one per split: "
+            f'--metadata \'{{"reference": {{"{forget_split}": "REF_DIR"}}}}\'.')
+    ours = pick_record(path, is_tofu_record, "forget_split", forget_split, label="TOFU",
+                       evaluated_model=evaluated_model, hint=hint)
     if ours:
-        ref = _ours([e for e, _ in ours], ours[0][1], forget_split)
-        ref.path = next(f for e, f in ours if e.get("forget_split") == forget_split)
+        ref = _ours(ours.record, ours.file)
     else:
-        candidates = [path] if path.is_file() else [path / "eval_log_forget.json", path / "TOFU_EVAL.json"]
-        file = next((c for c in candidates if c.is_file()), None)
-        if file is None:
-            raise ReferenceLogError(
-                f"Reference {path} is neither our lm-eval output (results_*.json from a TOFU task), a legacy TOFU "
-                f"eval_log_forget.json nor an open-unlearning TOFU_EVAL.json."
-            )
-        try:
-            data = json.loads(file.read_text())
-        except json.JSONDecodeError as e:
-            raise ReferenceLogError(f"Reference {file} is not valid JSON ({e.msg}).") from None
+        file, data = read_log(path, ("eval_log_forget.json", "TOFU_EVAL.json"), "TOFU",
+                              "a legacy TOFU eval_log_forget.json nor an open-unlearning TOFU_EVAL.json")
         if "avg_paraphrased_loss" in data and "average_perturb_loss" in data:
             ref = _legacy(data, str(file), truth_ratio_mean)
         elif isinstance(data.get("forget_truth_ratio"), dict):

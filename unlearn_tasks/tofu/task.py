@@ -14,10 +14,10 @@ from typing import Any
 from lm_eval.api.instance import Instance
 
 from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
-from harness_ext.provenance import path_fingerprint
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
+from unlearn_tasks.reference_logs import model_identity, reference_used
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.options import TofuOptions
 from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
@@ -38,7 +38,7 @@ class TofuTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         self.options = TofuOptions.from_metadata(config.get("metadata"))
-        self.model = reference.model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
+        self.model = model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._chat = False
         self._reference_out: dict | None = None
 
@@ -77,10 +77,7 @@ class TofuTask(UnlearningTask):
         return ref
 
     def reference_used(self) -> dict[str, Any] | None:
-        path = self.options.reference_for_split()
-        if not path or self.reference is None:
-            return None
-        return {"path": str(path), "source": self.reference.source, "sha256": path_fingerprint(path)}
+        return reference_used(self.options.reference_for_split(), self.reference and self.reference.source)
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import check_metadata_keys, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int
 from unlearn_tasks.waterdrum.data import AX_HUB_ID, SPLITS, TOFU_HUB_ID
 
 BENCHMARKS = {"ax": AX_HUB_ID, "tofu": TOFU_HUB_ID}
@@ -13,8 +13,12 @@ PARTS = ("watermark", "rouge", "knowmem", "mia")
 
 
 @dataclass
-class WaterDrumOptions:
+class WaterDrumOptions(MetadataOptions):
     """Options of ``waterdrum_ax`` / ``waterdrum_tofu`` (all settable with ``--metadata``)."""
+
+    WHERE = "WaterDrum task"
+    DERIVED = frozenset({"model_tokenizer"})
+    COMMA_LISTS = frozenset({"splits", "parts"})
 
     benchmark: str = "ax"
     config: str = "forget_01"
@@ -39,22 +43,11 @@ class WaterDrumOptions:
     max_items_per_split: int | None = None
     model_tokenizer: str | None = None  # from lm-eval's model args (tokenizer= or pretrained=)
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> WaterDrumOptions:
-        md = dict(metadata or {})
-        known = {f.name for f in fields(cls)} - {"model_tokenizer"}
-        check_metadata_keys(md, known | {"version"}, "WaterDrum task")
-        opts = cls(**{k: v for k, v in md.items() if k in known and v is not None})
-        model_tok = md.get("tokenizer") or md.get("pretrained")
-        opts.model_tokenizer = model_tok if isinstance(model_tok, str) else None
-        if isinstance(opts.splits, str):
-            opts.splits = [s.strip() for s in opts.splits.split(",") if s.strip()]
-        if isinstance(opts.parts, str):
-            opts.parts = [s.strip() for s in opts.parts.split(",") if s.strip()]
-        if opts.duplicate_owner is None and opts.benchmark == "tofu":
-            opts.duplicate_owner = 0  # WaterDrum-TOFU's duplicates sit in the retain set (owner 0)
-        opts.validate()
-        return opts
+    def complete(self, metadata: dict[str, Any]) -> None:
+        model_tok = metadata.get("tokenizer") or metadata.get("pretrained")
+        self.model_tokenizer = model_tok if isinstance(model_tok, str) else None
+        if self.duplicate_owner is None and self.benchmark == "tofu":
+            self.duplicate_owner = 0  # WaterDrum-TOFU's duplicates sit in the retain set (owner 0)
 
     @property
     def repo_id(self) -> str:
@@ -81,6 +74,4 @@ class WaterDrumOptions:
             (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
             (isinstance(self.knowmem_max_tokens, int) and self.knowmem_max_tokens >= 1, "knowmem_max_tokens must be >= 1"),
         ]
-        for ok, message in checks:
-            if not ok:
-                raise ValueError(f"WaterDrum task option: {message} (check --metadata / the task YAML).")
+        self.require(checks)

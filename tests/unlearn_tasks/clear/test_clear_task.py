@@ -13,6 +13,7 @@ pytest.importorskip("PIL")
 from lm_eval.tasks import TaskManager  # noqa: E402
 
 from fixtures.commands import run_command  # noqa: E402
+from fixtures.runs import reference_stand_in  # noqa: E402
 from harness_ext import tasks_dir  # noqa: E402
 from harness_ext.evaluate import run_lm_eval  # noqa: E402
 from unlearn_tasks.clear import scoring  # noqa: E402
@@ -76,9 +77,10 @@ def test_a_model_against_its_own_run_has_forget_quality_one(first_run, tiny_llav
     (results_file,) = list(ref_dir.rglob("results_*.json"))
     entry = json.loads(results_file.read_text())["configs"]["clear_forget10_image"]["unlearning_reference"]
     assert entry["format"] == scoring.REFERENCE_FORMAT and entry["n_forget"] == 2 and entry["mode"] == "default"
+    stand_in = reference_stand_in(ref_dir, "clear_forget10_image", tmp_path / "ref", "gold-model")
     res = run_lm_eval(tiny_llava_dir, ["clear_forget10_image"], tmp_path,
-                      {"data_dir": str(clear_data_dir), "reference": str(ref_dir), "parts": ["likelihood"], **SMALL},
-                      backend="hf-multimodal", batch_size=4)
+                      {"data_dir": str(clear_data_dir), "reference": str(stand_in.parent), "parts": ["likelihood"],
+                       **SMALL}, backend="hf-multimodal", batch_size=4)
     assert res["results"]["clear_forget10_image"]["forget_quality,none"] == pytest.approx(1.0)
 
 

@@ -6,12 +6,14 @@ import math
 import pytest
 from lm_eval.tasks import TaskManager
 
+from fixtures.runs import reference_stand_in
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from unlearn_tasks.data import DataError
 from unlearn_tasks.metrics.rouge import rouge_l_f1
 from unlearn_tasks.muse.docs import build_docs
 from unlearn_tasks.muse.options import MuseOptions
+from unlearn_tasks.reference_logs import ReferenceLogError
 
 TASKS = {f"muse_{c}{p}" for c in ("news", "books") for p in ("", "_verbmem", "_knowmem", "_privleak")}
 METRICS = {"forget_verbmem", "forget_knowmem", "retain_knowmem", "mia_loss_auc", "mia_zlib_auc", "mia_min_k_auc",
@@ -127,8 +129,15 @@ def test_results_file_carries_the_reference_record(first_run):
 @pytest.mark.slow
 def test_a_model_against_its_own_run_has_privleak_zero(first_run, muse_tiny_model_dir, muse_data_dir, tmp_path):
     ref_dir, _ = first_run
+    with pytest.raises(ReferenceLogError, match="produced by the model being evaluated"):  # its own run is refused
+        run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path / "own",
+                    {"data_dir": str(muse_data_dir), "reference": {"news": str(ref_dir)}}, batch_size=8)
+    stand_in = reference_stand_in(ref_dir, "muse_news", tmp_path / "ref", "retrained-model")
     res = run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path,
-                      {"data_dir": str(muse_data_dir), "reference": {"news": str(ref_dir)}}, batch_size=8)
+                      {"data_dir": str(muse_data_dir), "reference": {"news": str(tmp_path / "ref")}}, batch_size=8)
+    record = res["configs"]["muse_news_privleak"]["unlearning_reference"]
+    assert record["reference_file"] == str(stand_in)
+    assert record["model"]["pretrained"] == str(muse_tiny_model_dir.resolve())
     assert res["results"]["muse_news_privleak"]["privleak,none"] == pytest.approx(0.0, abs=1e-9)
     res = run_lm_eval(muse_tiny_model_dir, ["muse_news_privleak"], tmp_path / "published",
                       {"data_dir": str(muse_data_dir), "reference": "published"}, batch_size=8)

@@ -6,6 +6,7 @@ import math
 import pytest
 from lm_eval.tasks import TaskManager
 
+from fixtures.runs import reference_stand_in
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from unlearn_tasks.tofu.reference import ReferenceLogError
@@ -109,12 +110,7 @@ def test_a_model_is_refused_as_its_own_reference(first_run, tiny_model_dir, demo
 def test_identical_outputs_give_forget_quality_one_and_the_reference_file_is_recorded(
         first_run, tiny_model_dir, demo_data_dir, tmp_path):
     ref_dir, _ = first_run
-    (results_file,) = list(ref_dir.rglob("results_*.json"))
-    data = json.loads(results_file.read_text())
-    data["configs"]["tofu_forget01"]["unlearning_reference"]["model"] = {"pretrained": "retain-model"}
-    stand_in = tmp_path / "ref" / results_file.name  # the same numbers, as if from another model
-    stand_in.parent.mkdir()
-    stand_in.write_text(json.dumps(data))
+    stand_in = reference_stand_in(ref_dir, "tofu_forget01", tmp_path / "ref", "retain-model")
     res = run_lm_eval(tiny_model_dir, ["tofu_forget01_likelihood"], tmp_path / "out",
                       {"data_dir": str(demo_data_dir), "reference": str(tmp_path / "ref")}, batch_size=8)
     values = res["results"]["tofu_forget01_likelihood"]
