@@ -27,7 +27,7 @@ def _cmd_relearn(args: argparse.Namespace) -> int:
 
     try:
         r = relearn(args.model, args.out, data=args.data, forget=args.forget, data_dir=args.data_dir,
-                    relearn_fraction=args.relearn_fraction, relearn_data=args.relearn_data, steps=args.steps,
+                    relearn_fraction=getattr(args, "relearn_fraction", None), relearn_data=args.relearn_data, steps=args.steps,
                     lr=args.lr, batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
     except (ValueError, OSError) as e:
         return error(str(e))
@@ -110,7 +110,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus) or a Hub id.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder of the dataset's JSON configs.")
     p.add_argument("--forget", default="forget10", help="Forget split.")
-    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=None,
+    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=argparse.SUPPRESS,
                    help="Share of the forget split in the seeded split (default 0.5). Without --relearn-data that "
                    "share is shown to the model; with it, nothing of the forget set is shown and only the rest is "
                    "measured (default then: the whole forget set).")
