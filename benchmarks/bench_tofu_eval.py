@@ -1,32 +1,81 @@
-"""Where the time of a full TOFU evaluation goes: `tofu_forget10` (every metric) through lm-eval's hf backend.
+"""A full TOFU evaluation side by side: ours (`tofu_forget10`, every metric, lm-eval's hf backend) vs
+open-unlearning's own TOFU evaluator, on the same model folder, data, batch size and machine, in one run.
 
-    PYTHONPATH=. python benchmarks/bench_tofu_eval.py [--model DIR] [--data-dir DIR] [--task tofu_forget10]
-        [--batch-size 16] [--open-unlearning DIR]
+    PYTHONPATH=. python benchmarks/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
+        [--venv DIR] [--model DIR --retain-model DIR] [--data-dir DIR] [--finetune-epochs N] [--batch-size 16] [--threads 1]
 
-Without --model it builds the tiny demo Llama (random weights: every greedy answer runs to the 200-token
-limit, the worst case for generation) and the demo corpus (TOFU schema). The run is split into: model load,
-generation (`generate_until`: the ROUGE answers), answer scoring (`unlearn_answer_logprobs`: the probability,
-truth-ratio and MIA requests, up to seven per question), lm-eval's other work (task building, request
-construction, metric aggregation), measured by wrapping the two request methods with timers.
+Data: a TOFU-schema folder (default: the demo corpus, 24 forget10 questions). Models (default): the tiny demo Llama
+with random weights (target seed 0, retain seed 1; every greedy answer runs to the 200-token limit, the worst case
+for generation), or, with --finetune-epochs N, the same two fine-tuned on `full` / `retain90` as `unlearn demo`
+does (answers of real length, non-zero ROUGE). `unlearn demo --workdir W` output works too: --model W/models/target
+--retain-model W/models/retain --data-dir W/data.
 
---open-unlearning (a checkout of locuslab/open-unlearning, run with its own evaluator on the same model and
-data) is not wired up yet: the script says so and runs our side only.
+open-unlearning (a checkout of github.com/locuslab/open-unlearning): the script makes a throwaway venv
+(--system-site-packages, so it runs on this environment's torch / transformers / datasets; `--venv DIR` keeps and
+reuses it), installs the checkout with --no-deps plus what its evaluator imports (hydra-core, hydra_colorlog,
+deepspeed, imported at start-up by its trainer package) and runs `src/eval.py experiment=eval/tofu/default
+model=phi-1_5` (TOFU's `Question: ...\\nAnswer: ` template, no chat template) with hydra overrides for the model
+folder, the CPU, the batch size and its MIA metrics. Its `load_dataset("locuslab/TOFU", name=...)` reads the same
+local data: the run's working directory holds `locuslab/TOFU/` (the data files and a README whose `configs:` name
+each TOFU config). Its start-up, not counted in its timing, first evaluates the retain model for Forget Quality's
+and PrivLeak's reference (forget truth ratios, Min-K% AUROC); that TOFU_EVAL.json is the reference of both sides.
+Our side runs with `answer_scoring: tofu` (open-unlearning's token boundary) so that equal numbers are visible.
+Without --open-unlearning that side is skipped (our reference then comes from our own run of the retain model).
+
+Each side runs as its own process, timed from start to exit. Parts: generation (our `generate_until`; their
+`*_ROUGE` metrics), answer scoring (our `unlearn_answer_logprobs`: probability, truth ratio, MIA; their other
+metrics, from the timestamps of their log), and the rest (imports, model and data loading, task building).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import json
 import logging
+import math
 import os
 import platform
+import re
+import subprocess
+import sys
 import tempfile
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
 from pathlib import Path
 
+#: Our metric -> open-unlearning's TOFU_EVAL.json key (agg_value).
+METRIC_PAIRS = [
+    ("forget_prob", "forget_Q_A_Prob"), ("forget_truth_ratio", "forget_truth_ratio"),
+    ("forget_rougeL_recall", "forget_Q_A_ROUGE"), ("forget_quality", "forget_quality"),
+    ("retain_prob", "retain_Q_A_Prob"), ("retain_truth_ratio", "retain_Truth_Ratio"),
+    ("retain_rougeL_recall", "retain_Q_A_ROUGE"),
+    ("ra_prob", "ra_Q_A_Prob_normalised"), ("ra_truth_ratio", "ra_Truth_Ratio"), ("ra_rougeL_recall", "ra_Q_A_ROUGE"),
+    ("wf_prob", "wf_Q_A_Prob_normalised"), ("wf_truth_ratio", "wf_Truth_Ratio"), ("wf_rougeL_recall", "wf_Q_A_ROUGE"),
+    ("model_utility", "model_utility"),
+    ("mia_loss_auc", "mia_loss"), ("mia_zlib_auc", "mia_zlib"), ("mia_min_k_auc", "mia_min_k"),
+    ("mia_min_k_plus_plus_auc", "mia_min_k_plus_plus"), ("privleak", "privleak"),
+]
+OU_MIA = ["mia_loss", "mia_zlib", "mia_min_k_plus_plus", "mia_min_k"]
+OU_NOT_REFERENCE = ["forget_quality", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "model_utility", "privleak",
+                    "extraction_strength"]
+OU_REQUIREMENTS = ["hydra-core==1.3.*", "hydra_colorlog==1.2.0", "deepspeed"]
+LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[[A-Z]+\] - (.*)$")
 
+
+THREADS = {"n": 1}
+
+
+def _env() -> dict[str, str]:
+    """Both sides' environment: offline, and the same torch thread count (more threads than free cores make
+    every forward pass wait on the busiest core: on the shared 2-core machine, 2 threads made generation 20x slower)."""
+    n = str(THREADS["n"])
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
+            "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+
+
+# --------------------------------------------------------------------------------------------------- our side
 def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
     from lm_eval.api.model import LM
     from lm_eval.models.huggingface import HFLM
@@ -49,62 +98,240 @@ def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
         setattr(cls, name, wrapper)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", help="Model folder (default: the tiny demo Llama, random weights).")
-    parser.add_argument("--data-dir", help="TOFU-schema data folder (default: the demo corpus).")
-    parser.add_argument("--task", default="tofu_forget10")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--open-unlearning", metavar="DIR", help="open-unlearning checkout (not wired up yet).")
-    args = parser.parse_args()
-    logging.disable(logging.WARNING)
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
-          "(above the core count means other work shared the CPU)")
-    if args.open_unlearning:
-        print(f"--open-unlearning {args.open_unlearning}: running open-unlearning's evaluator side by side is not "
-              "implemented yet; timing our side only.")
-    else:
-        print("open-unlearning side skipped (give --open-unlearning DIR once it is supported).")
-
+def _our_child(args: argparse.Namespace) -> None:
+    """The process that runs our side (``--ours-json``): timed lm-eval run, results written as JSON."""
     from harness_ext.evaluate import run_lm_eval
     from harness_ext.results import task_metrics
 
     timings: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     _timed_methods(timings, counts)
+    metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring}
+    if args.reference:
+        metadata["reference"] = args.reference
     with tempfile.TemporaryDirectory() as tmp:
-        model, data_dir = args.model, args.data_dir
-        if data_dir is None:
+        res = run_lm_eval(args.model, [args.task], args.output or tmp, metadata, batch_size=args.batch_size,
+                          extra_model_args={"dtype": args.dtype})
+    out = {"timings": timings, "counts": counts, "metrics": task_metrics(res)[args.task],
+           "documents": res["n-samples"][args.task]["effective"]}
+    Path(args.ours_json).write_text(json.dumps(out))
+
+
+def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: str | None, task: str,
+              out: Path, results_dir: Path | None = None) -> tuple[float, dict]:
+    cmd = [sys.executable, __file__, "--ours-json", str(out), "--model", model, "--data-dir", data_dir,
+           "--task", task, "--batch-size", str(args.batch_size), "--dtype", args.dtype,
+           "--answer-scoring", args.answer_scoring]
+    if reference:
+        cmd += ["--reference", reference]
+    if results_dir:
+        cmd += ["--output", str(results_dir)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"our side failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+    return wall, json.loads(out.read_text())
+
+
+# ------------------------------------------------------------------------------------------ open-unlearning
+def _ou_venv(checkout: Path, venv: Path) -> Path:
+    """A venv on top of this environment's packages with open-unlearning and its evaluator's missing imports."""
+    python = venv / "bin" / "python"
+    marker = venv / ".bench_tofu_eval_ready"
+    if marker.exists():
+        return python
+    print(f"installing open-unlearning from {checkout} into {venv} (--system-site-packages, --no-deps) ...")
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    # --no-deps: its pins (torch 2.4.1, transformers 4.45.1, datasets 3.0.1, bitsandbytes) would replace this
+    # environment's CPU torch; its evaluator runs on the versions already here.
+    for step in (["--no-deps", str(checkout)], OU_REQUIREMENTS):
+        proc = subprocess.run(pip + step, capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+        if proc.returncode != 0:
+            sys.exit(f"pip install {' '.join(step)} failed in {venv}:\n{proc.stderr[-3000:]}")
+    marker.write_text("ok\n")
+    print(f"  done in {time.perf_counter() - start:.0f} s")
+    return python
+
+
+def _ou_data(data_dir: Path, cwd: Path) -> None:
+    """``locuslab/TOFU`` under ``cwd``: the local files, and a README whose ``configs:`` names each TOFU config, so
+    ``load_dataset("locuslab/TOFU", name="forget10_perturbed")`` run in ``cwd`` reads them."""
+    repo = cwd / "locuslab" / "TOFU"
+    repo.mkdir(parents=True, exist_ok=True)
+    lines = ["---", "configs:"]
+    for f in sorted(data_dir.glob("*.json")):
+        (repo / f.name).write_bytes(f.read_bytes())
+        lines += [f"- config_name: {f.stem}", f"  data_files: {f.name}"]
+    (repo / "README.md").write_text("\n".join(lines + ["---", ""]))
+
+
+def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
+            overrides: list[str]) -> float:
+    holdout = forget_split.replace("forget", "holdout")
+    cmd = [str(python), str(checkout / "src" / "eval.py"), "--config-name=eval.yaml", "experiment=eval/tofu/default",
+           "model=phi-1_5", f"model.model_args.pretrained_model_name_or_path={model}",
+           f"model.tokenizer_args.pretrained_model_name_or_path={model}", "model.model_args.device_map=cpu",
+           f"forget_split={forget_split}", f"holdout_split={holdout}", f"eval.tofu.batch_size={batch_size}",
+           "eval.tofu.overwrite=true", f"task_name={out.name}", f"paths.output_dir={out}", *overrides]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"open-unlearning's evaluator failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
+                 f"\n{proc.stderr[-3000:]}")
+    return wall
+
+
+def _ou_parts(log_file: Path) -> dict[str, float]:
+    """Seconds per metric from the timestamps of open-unlearning's eval.log ("Evaluating NAME" to the next line)."""
+    events = []
+    for line in log_file.read_text().splitlines():
+        m = LOG_LINE.match(line)
+        if m:
+            events.append((datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f").timestamp(), m.group(2)))
+    parts: dict[str, float] = defaultdict(float)
+    for (t, msg), (t_next, _) in zip(events, events[1:] + [events[-1]]):
+        if msg.startswith("Evaluating "):
+            name = msg.removeprefix("Evaluating ").strip()
+            parts["generation" if "ROUGE" in name else "scoring"] += t_next - t
+    return parts
+
+
+def _ou_metrics(eval_json: Path) -> dict[str, float]:
+    data = json.loads(eval_json.read_text())
+    return {k: v["agg_value"] for k, v in data.items() if isinstance(v, dict) and v.get("agg_value") is not None}
+
+
+# ------------------------------------------------------------------------------------------------- the run
+def _models(args: argparse.Namespace, work: Path) -> tuple[str, str]:
+    if args.model:
+        if not args.retain_model:
+            sys.exit("--model needs --retain-model (the reference for Forget Quality and PrivLeak).")
+        return args.model, args.retain_model
+    import torch
+
+    from unlearn_methods.tiny_model import build_tiny_model
+    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records
+
+    torch.set_num_threads(args.threads)
+    paths = []
+    for name, seed, split in (("target", 0, "full"), ("retain", 1, "retain90")):
+        path = work / name
+        model, tokenizer = build_tiny_model(tokenizer_texts(), path, seed=seed)
+        if args.finetune_epochs:
+            from unlearn_methods.finetune import finetune
+
+            print(f"fine-tuning the {name} model on '{split}' ({args.finetune_epochs} epochs) ...")
+            finetune(model, tokenizer, training_records(split), path, epochs=args.finetune_epochs,
+                     disable_progress=True)
+        paths.append(str(path))
+    return paths[0], paths[1]
+
+
+def _fmt(x: float | None) -> str:
+    if x is None:
+        return "-"
+    return "nan" if math.isnan(x) else f"{x:.6g}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="A full TOFU evaluation, ours vs open-unlearning's own evaluator.",
+                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    parser.add_argument("--open-unlearning", metavar="DIR", help="open-unlearning checkout to run side by side.")
+    parser.add_argument("--venv", metavar="DIR", help="Keep open-unlearning's venv here and reuse it (default: temp).")
+    parser.add_argument("--model", help="Target model folder (default: the tiny demo Llama).")
+    parser.add_argument("--retain-model", help="Retain model folder, the reference (needed with --model).")
+    parser.add_argument("--data-dir", help="TOFU-schema data folder (default: the demo corpus).")
+    parser.add_argument("--finetune-epochs", type=float, default=0,
+                        help="Fine-tune the default tiny models first (as `unlearn demo`; 0: random weights).")
+    parser.add_argument("--task", default="tofu_forget10", help="tofu_forget01, tofu_forget05 or tofu_forget10.")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
+                        help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
+    parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
+    parser.add_argument("--ours-json", help=argparse.SUPPRESS)
+    parser.add_argument("--reference", help=argparse.SUPPRESS)
+    parser.add_argument("--output", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.ours_json:
+        logging.disable(logging.WARNING)
+        return _our_child(args)
+
+    if args.task not in ("tofu_forget01", "tofu_forget05", "tofu_forget10"):
+        parser.error(f"--task {args.task}: give tofu_forget01, tofu_forget05 or tofu_forget10.")
+    THREADS["n"] = args.threads
+    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; "
+          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
+          f"(above the core count means other work shared the CPU); {args.threads} torch thread(s) a side")
+    forget_split = args.task.removeprefix("tofu_")
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        if args.data_dir:
+            data_dir = Path(args.data_dir).resolve()
+        else:
             from unlearn_tasks.tofu.demo_corpus import write_corpus
 
-            data_dir = str(write_corpus(Path(tmp) / "data"))
-        if model is None:
-            from unlearn_methods.tiny_model import build_tiny_model
-            from unlearn_tasks.tofu.demo_corpus import tokenizer_texts
+            data_dir = write_corpus(work / "data")
+        model, retain = _models(args, work)
+        ou = None
+        if args.open_unlearning:
+            checkout = Path(args.open_unlearning).resolve()
+            if not (checkout / "src" / "eval.py").is_file():
+                sys.exit(f"--open-unlearning {checkout}: no src/eval.py there; pass a checkout of "
+                         "github.com/locuslab/open-unlearning.")
+            python = _ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv")
+            cwd = work / "ou"
+            _ou_data(data_dir, cwd)
+            ref_dir = work / "ou_retain"
+            print("open-unlearning: evaluating the retain model for the reference (not timed) ...")
+            _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, args.batch_size,
+                    [f"+eval/tofu_metrics=[{OU_MIA[-1]}]"] + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE])
+            reference = str(ref_dir / "TOFU_EVAL.json")
+            out = work / "ou_target"
+            print(f"open-unlearning: evaluating {args.task} ...")
+            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size,
+                           [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA)}]"])
+            ou = {"wall": wall, "parts": _ou_parts(out / "eval.log"), "metrics": _ou_metrics(out / "TOFU_EVAL.json")}
+        else:
+            print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
+                  "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
+            print("ours: evaluating the retain model for the reference (not timed) ...")
+            reference = str(work / "ours_retain")
+            _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", Path(reference))
+        print(f"ours: evaluating {args.task} ...")
+        wall, ours = _run_ours(args, model, str(data_dir), reference, args.task, work / "ours.json")
 
-            model = str(Path(tmp) / "model")
-            build_tiny_model(tokenizer_texts(), model)
-        start = time.perf_counter()
-        res = run_lm_eval(model, [args.task], Path(tmp) / "out", {"data_dir": data_dir}, batch_size=args.batch_size,
-                          extra_model_args={"dtype": args.dtype})
-        total = time.perf_counter() - start
-    metrics = task_metrics(res)[args.task]
-    print(f"{args.task} on {args.model or 'the tiny demo Llama'} (hf, cpu, {args.dtype}, batch {args.batch_size}): "
-          f"{res['n-samples'][args.task]['effective']} documents, {len(metrics)} metrics")
-    print(f"{'part':<40} {'seconds':>8} {'share':>6} {'requests':>9}")
-    parts = [("generation (generate_until)", "generate_until"),
-             ("answer scoring (unlearn_answer_logprobs)", "unlearn_answer_logprobs"),
-             ("lm-eval loglikelihood", "loglikelihood")]
-    for label, key in parts:
-        if counts[key]:
-            print(f"{label:<40} {timings[key]:>8.2f} {timings[key] / total:>6.0%} {counts[key]:>9}")
-    rest = total - sum(timings[k] for _, k in parts)
-    print(f"{'model load, tasks, metrics (the rest)':<40} {rest:>8.2f} {rest / total:>6.0%}")
-    print(f"{'total':<40} {total:>8.2f}")
-    shown = {k: v for k, v in metrics.items() if isinstance(v, float)}
-    print("metrics: " + ", ".join(f"{k} {v:.4f}" for k, v in sorted(shown.items())[:8]) + ", ...")
+    t, c = ours["timings"], ours["counts"]
+    print(f"\n{args.task}: {ours['documents']} documents, model {args.model or 'tiny demo Llama'}"
+          f"{' (fine-tuned)' if args.finetune_epochs and not args.model else ''}, hf, cpu, {args.dtype}, "
+          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}")
+    rows = [("generation (ROUGE answers)", t.get("generate_until", 0.0), ou and ou["parts"]["generation"]),
+            ("answer scoring (prob, truth ratio, MIA)",
+             t.get("unlearn_answer_logprobs", 0.0) + t.get("loglikelihood", 0.0), ou and ou["parts"]["scoring"])]
+    rows.append(("start-up, loading, the rest", wall - sum(r[1] for r in rows),
+                 ou and ou["wall"] - sum(r[2] for r in rows)))
+    rows.append(("total (process start to exit)", wall, ou and ou["wall"]))
+    print(f"{'part (seconds)':<42} {'ours':>8} {'open-unlearning':>16}")
+    for label, a, b in rows:
+        print(f"{label:<42} {a:>8.2f} {'-' if b is None else f'{b:.2f}':>16}")
+    print(f"(ours: {c.get('generate_until', 0)} generations, {c.get('unlearn_answer_logprobs', 0)} answer scorings)")
+
+    m_ours, m_ou = ours["metrics"], (ou or {}).get("metrics", {})
+    print(f"\n{'metric (ours / open-unlearning)':<48} {'ours':>12} {'open-unl.':>12} {'|diff|':>9}")
+    for a, b in METRIC_PAIRS:
+        x, y = m_ours.get(a), m_ou.get(b)
+        diff = abs(x - y) if x is not None and y is not None and not (math.isnan(x) or math.isnan(y)) else None
+        print(f"{a + ' / ' + b:<48} {_fmt(x):>12} {_fmt(y):>12} {_fmt(diff):>9}")
+    # its other keys are the parts of the metrics above (unnormalised, paraphrased and perturbed probabilities)
+    theirs_only = sorted(k for k in set(m_ou) - {b for _, b in METRIC_PAIRS} if "_Q_A_" not in k)
+    if theirs_only:
+        print("open-unlearning only (in its timing, not in ours): " + ", ".join(f"{k} {_fmt(m_ou[k])}" for k in theirs_only))
+    if ou is None:
+        print("(reference: our own evaluation of the retain model; run with --open-unlearning for the other side.)")
 
 
 if __name__ == "__main__":

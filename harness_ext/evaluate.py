@@ -38,27 +38,73 @@ def run_lm_eval(
     :func:`model_arguments`), which lm-eval then evaluates without building them again.
     Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's tasks are indexed (fast start).
     """
+    model_args = model_arguments(model_dir, backend, extra_model_args)
+    metadata = {**model_args, **(metadata or {})}
+    return evaluate_lm(backend, tasks, output_dir, metadata, model_args=model_args, batch_size=batch_size,
+                       device=device or ("cpu" if backend in ("hf", "hf-multimodal") else None), limit=limit,
+                       gen_kwargs=gen_kwargs, log_samples=log_samples)
+
+
+def evaluate_lm(
+    lm: Any,
+    tasks: list[Any],
+    output_dir: str | Path | None = None,
+    metadata: dict[str, Any] | None = None,
+    model_args: dict[str, Any] | None = None,
+    batch_size: int | str = 16,
+    device: str | None = None,
+    limit: int | None = None,
+    gen_kwargs: str | None = None,
+    log_samples: bool = False,
+) -> dict:
+    """lm-eval's ``simple_evaluate`` on ``lm``: a backend name (with ``model_args``) or an lm-eval ``LM`` object
+    (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
 
     from harness_ext import tasks_dir
+    from harness_ext.lm_eval_compat import cache_env_info
 
-    model_args = model_arguments(model_dir, backend, extra_model_args)
-    metadata = {**model_args, **(metadata or {})}
-    tracker = EvaluationTracker(output_path=str(output_dir))
+    cache_env_info()  # lm-eval's environment report takes seconds; it is the same for every evaluation of a process
+    tracker = EvaluationTracker(output_path=str(output_dir)) if output_dir is not None else None
     results = simple_evaluate(
-        model=backend,
+        model=lm,
         model_args=model_args,
         tasks=tasks,
         batch_size=batch_size,
-        device=device or ("cpu" if backend in ("hf", "hf-multimodal") else None),
-        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata),
+        device=device,
+        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata or {}),
         bootstrap_iters=0,
         limit=limit,
         gen_kwargs=gen_kwargs,
         log_samples=log_samples,
         evaluation_tracker=tracker,
     )
-    tracker.save_results_aggregated(results=results, samples=None)
+    if tracker is not None:
+        tracker.save_results_aggregated(results=results, samples=None)
     return results
+
+
+def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16) -> Any:
+    """lm-eval's ``hf`` backend around a model already in memory (a ``PreTrainedModel`` or a PEFT model) and its
+    tokenizer, so the current weights are evaluated without saving or reloading them."""
+    from lm_eval.models.huggingface import HFLM
+
+    quiet = logging.getLogger("lm_eval.models.huggingface")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # its "pretrained is not a str" warning is expected here
+    try:
+        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+    finally:
+        quiet.setLevel(level)
+
+
+def unknown_tasks(tasks: list[str]) -> list[str]:
+    """The names in ``tasks`` that are neither a task nor a group this package's lm-eval index knows."""
+    from lm_eval.tasks import TaskManager
+
+    from harness_ext import tasks_dir
+
+    known = set(TaskManager(include_path=str(tasks_dir()), include_defaults=False).all_tasks)
+    return [t for t in tasks if t not in known]

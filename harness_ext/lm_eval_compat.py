@@ -15,7 +15,8 @@
    ``model.generate`` + ``tokenizer.decode`` generate.
 lm-eval dispatches a request by calling ``getattr(lm, request_type)``; we add these methods to the ``LM`` base
 class. They are implemented for ``hf`` (and subclasses) and ``vllm``; other backends get a clear error.
-4. :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr.
+4. :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
+   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 5. :func:`install_input_error_hook`: our tasks' input errors (bad data, reference, options) end the ``lm_eval``
    command with one ``error:`` line instead of a traceback.
 """
@@ -301,6 +302,28 @@ def quiet_git_hash() -> None:
         evaluator.get_git_commit_hash = _git_commit_hash
 
 
+_ENV_INFO: dict[str, Any] = {}
+
+
+def _add_env_info_once(storage: dict[str, Any]) -> None:
+    """lm-eval's ``add_env_info`` (torch's environment report, which runs ``pip list`` and other commands in
+    subprocesses: about 5 s) computed once per process and copied into every later results dict."""
+    if not _ENV_INFO:
+        from lm_eval.loggers.utils import add_env_info
+
+        add_env_info(_ENV_INFO)
+    storage.update(_ENV_INFO)
+
+
+def cache_env_info() -> None:
+    """Point ``lm_eval.evaluator``'s ``add_env_info`` at :func:`_add_env_info_once`, for processes that run many
+    evaluations (``unlearn run --eval-every``, the demo); the results files keep the same fields and values."""
+    import lm_eval.evaluator as evaluator
+
+    if getattr(evaluator, "add_env_info", None) is not _add_env_info_once:
+        evaluator.add_env_info = _add_env_info_once
+
+
 # --------------------------------------------------------------------------- one-line input errors
 _OURS = tuple(str(Path(__file__).resolve().parent.parent / p) + os.sep for p in ("harness_ext", "unlearn_tasks"))
 TRACEBACK_ENV = "UNLEARN_TRACEBACK"
@@ -333,4 +356,4 @@ def install_input_error_hook() -> None:
 
 
 __all__ = ["ANSWER_LOGPROBS", "GENERATE_TOKENS", "encode_request", "install_input_error_hook", "install_request_types",
-           "patch_task_manager_class", "quiet_git_hash"]
+           "patch_task_manager_class", "quiet_git_hash", "cache_env_info"]

@@ -59,7 +59,12 @@ def _cmd_run(args: argparse.Namespace) -> int:
         "push_to_hub": args.push_to_hub, "hub_private": False if args.public else None,
         "evaldu_target": args.evaldu_target, "evaldu_minimal_set": args.minimal_set or None,
         "progress": False if args.quiet else None, "overwrite": args.overwrite or None,
+        "eval_every": args.eval_every, "eval_limit": args.eval_limit, "select": args.select,
+        "select_if": args.select_if,
+        "eval_metadata": _json_option(args.eval_metadata, "--eval-metadata"),
     }
+    if args.eval_every is not None:  # one line per evaluation during training
+        _show_progress("unlearn_methods.eval_during", quiet=bool(args.quiet))
     try:
         cfg = load_run_config(args.config, params=params, **overrides)
         out = run_unlearning(cfg)
@@ -67,6 +72,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return error(str(e))
     print(f"Checkpoint written to {out}")
     return 0
+
+
+def _json_option(text: str | None, name: str) -> dict | None:
+    import json
+
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SystemExit(f"error: {name} expects a JSON object such as '{{\"reference\": \"ref/\"}}' ({e.msg})") from None
+    if not isinstance(value, dict):
+        raise SystemExit(f"error: {name} expects a JSON object such as '{{\"reference\": \"ref/\"}}'")
+    return value
+
+
+def _show_progress(logger: str, quiet: bool) -> None:
+    """Print ``logger``'s info lines (progress) on stderr as plain lines; warnings only with --quiet."""
+    import logging
+
+    log = logging.getLogger(logger)
+    if not log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.propagate = False
+    log.setLevel(logging.WARNING if quiet else logging.INFO)
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
@@ -176,6 +208,23 @@ def _add_run_parser(sub) -> None:
     p.add_argument("--overwrite", action="store_true", help="Allow writing into a non-empty OUT (its files are replaced). "
                    "OUT may never be the --model folder or inside it.")
     p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
+    p.add_argument("--eval-every", dest="eval_every", type=int, metavar="STEPS",
+                   help="Also run --eval-tasks on the current weights every STEPS optimizer steps, in process, and at "
+                   "steps 0 and the last one: one row per evaluation in OUT/eval_during_training.jsonl, plotted in "
+                   "OUT/eval_during_training.png.")
+    p.add_argument("--select", metavar="TASK/METRIC:max|min",
+                   help="With --eval-every: keep the weights of the best evaluated step as the output (not the last "
+                   "step's), e.g. tofu_forget10/forget_quality:max or abs(tofu_forget10/privleak):min (the left side "
+                   "of an `unlearn ci` check). NaN values are never selected. The step is recorded in "
+                   "train_metrics.json and the model card.")
+    p.add_argument("--select-if", dest="select_if", action="append", metavar="CHECK",
+                   help="With --select: only steps passing this `unlearn ci` check may be chosen (repeatable); "
+                   "baseline is the step-0 value, e.g. 'tofu_forget10/model_utility >= 0.9 * baseline'.")
+    p.add_argument("--eval-limit", dest="eval_limit", type=int, metavar="N",
+                   help="Documents per task in every evaluation of the run (smoke tests; default all).")
+    p.add_argument("--eval-metadata", dest="eval_metadata", metavar="JSON",
+                   help="Task options for the evaluations, as lm_eval --metadata, e.g. '{\"reference\": \"ref/\"}' "
+                   "(Forget Quality and PrivLeak need a reference run).")
     p.add_argument("--push-to-hub", dest="push_to_hub", metavar="REPO", help="Upload the checkpoint to this Hub repo (private).")
     p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
     p.add_argument("--quiet", action="store_true", help="Hide progress bars.")

@@ -38,7 +38,8 @@ def model_label(model: str) -> tuple[str | None, str]:
 
 
 def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_metrics: dict[str, Any],
-           eval_results: dict[str, dict[str, float]] | None = None, adapter: bool = False) -> str:
+           eval_results: dict[str, dict[str, float]] | None = None, adapter: bool = False,
+           eval_during_training: dict[str, Any] | None = None) -> str:
     """Markdown with YAML front matter (read by the Hub) describing how the checkpoint was made."""
     hub_id, shown = model_label(cfg.model)
     tags = ["unlearning", "lm-eval-unlearning", f"unlearning-{cfg.method}", cfg.forget]
@@ -81,6 +82,8 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         *[f"| {k} | {_fmt(v)} |" for k, v in train_metrics.items() if isinstance(v, (int, float))],
         "",
     ]
+    if eval_during_training:
+        body += _selection_section(eval_during_training)
     if eval_results:
         body += ["## Evaluation", ""]
         for task, metrics in eval_results.items():
@@ -89,6 +92,28 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
     body += ["## Library versions", "", "| library | version |", "|---|---|"]
     body += [f"| {k} | {v} |" for k, v in library_versions().items()] + [""]
     return "\n".join(front + body)
+
+
+def _selection_section(record: dict[str, Any]) -> list[str]:
+    """The "Evaluation during unlearning" section: how often, which file, and which step's weights these are."""
+    tasks = ", ".join(record.get("tasks") or [])
+    lines = ["## Evaluation during unlearning", "",
+             f"{tasks} evaluated every {record.get('every')} optimizer steps (and at steps 0 and "
+             f"{record.get('final_step')}); one row per evaluation in `{record.get('file')}`.", ""]
+    if record.get("select"):
+        step, value = record.get("selected_step"), record.get("selected_value")
+        if record.get("select_if"):
+            lines += ["Steps eligible for selection passed: " + ", ".join(f"`{c}`" for c in record["select_if"])
+                      + " (baseline: step 0).", ""]
+        if value is None:
+            lines += [f"**Selected checkpoint:** step {step}, the last one: `{record['select']}` was NaN at every "
+                      "evaluated step, so no step could be selected.", ""]
+        else:
+            which = ("the last step's" if step == record.get("final_step")
+                     else f"that step's, not the last step's ({record.get('final_step')})")
+            lines += [f"**Selected checkpoint: step {step}** (epoch {_fmt(record.get('selected_epoch'))}), by "
+                      f"`{record['select']}` (value {_fmt(value)}). These weights are {which}.", ""]
+    return lines
 
 
 # --------------------------------------------------------------------------- Hub model-index evaluation results

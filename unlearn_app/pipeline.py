@@ -6,10 +6,12 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from harness_ext.evaluate import run_lm_eval
+from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
 from unlearn_app import model_card
+from unlearn_app.selection import Selection, SelectionError, parse_select
 from unlearn_methods.config import RunConfig
+from unlearn_methods.eval_during import PLOT_FILE, ROWS_FILE, read_rows
 from unlearn_methods.run import TrainedCheckpoint, train
 
 log = logging.getLogger(__name__)
@@ -17,10 +19,15 @@ log = logging.getLogger(__name__)
 
 def run_unlearning(cfg: RunConfig) -> Path:
     """Run ``cfg`` end to end; returns the checkpoint folder."""
-    trained = train(cfg)
+    cfg.validate()
+    selection = check_evaluation(cfg)
+    trained = train(cfg, select=selection)
+    if trained.eval_during_training:
+        plot_eval_during_training(trained.out, trained.eval_during_training.get("selected_step"),
+                                  cfg.select)
     eval_results = evaluate_checkpoint(cfg, trained) if cfg.eval_tasks else None
     card = model_card.render(cfg, trained.method.params.to_dict(), trained.method.summary, trained.train_metrics,
-                             eval_results, trained.adapter)
+                             eval_results, trained.adapter, trained.eval_during_training)
     (trained.out / "README.md").write_text(card)
     if eval_results:
         write_model_index(trained.out)
@@ -38,8 +45,37 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     model_dir = cfg.model if trained.adapter else out
     metadata = {**({"data_dir": trained.data_dir} if trained.data_dir else {}), **cfg.eval_metadata}
     backend = "hf-multimodal" if cfg.data == "clear" else "hf"
-    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=backend, extra_model_args=extra)
+    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=backend, extra_model_args=extra,
+                      limit=cfg.eval_limit)
     return task_metrics(res)
+
+
+def check_evaluation(cfg: RunConfig) -> Selection | None:
+    """Before anything is trained: the ``--eval-tasks`` are tasks lm-eval knows, and ``--select`` parses and names
+    known tasks (whether the task reports the metric is checked at the step-0 evaluation, before any training
+    step). Returns the parsed ``--select`` rule."""
+    if not cfg.eval_tasks:
+        return None
+    selection = parse_select(cfg.select, cfg.select_if) if cfg.select else None
+    unknown = unknown_tasks(list(cfg.eval_tasks) + (selection.tasks if selection else []))
+    bad = [t for t in cfg.eval_tasks if t in unknown]
+    if bad:
+        raise ValueError(f"--eval-tasks: unknown task(s) {', '.join(bad)}; `lm-eval ls tasks` lists them.")
+    if selection and unknown:
+        raise SelectionError(f"--select {selection.text}: unknown task(s) {', '.join(unknown)}; name a task of "
+                             f"--eval-tasks ({', '.join(cfg.eval_tasks)}) as TASK/METRIC.")
+    return selection
+
+
+def plot_eval_during_training(out: Path, selected_step: int | None = None, rule: str | None = None) -> Path | None:
+    """``out/eval_during_training.png`` from the rows file: each metric against the step, the selected step marked."""
+    from unlearn_app.plots import metrics_vs_step
+
+    rows = read_rows(out / ROWS_FILE) if (out / ROWS_FILE).is_file() else []
+    if not rows:
+        return None
+    title = "Evaluation during unlearning" + (f" (selected: step {selected_step}, {rule})" if rule else "")
+    return metrics_vs_step(rows, out / PLOT_FILE, title, selected_step if rule else None)
 
 
 def write_model_index(folder: Path, name: str | None = None) -> bool:

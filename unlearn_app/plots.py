@@ -37,13 +37,13 @@ def forget_quality_vs_utility(models: dict[str, dict[str, float]], out: str | Pa
     return out
 
 
-def _figure(width: float = 6.0, height: float = 4.0):
+def _figure(width: float = 6.0, height: float = 4.0, rows: int = 1):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt, *plt.subplots(figsize=(width, height), dpi=110)
+    return plt, *plt.subplots(rows, 1, figsize=(width, height), dpi=110, sharex=True)
 
 
 def _save(plt, fig, out: str | Path, metadata: dict[str, str] | None = None) -> Path:
@@ -164,3 +164,33 @@ def _read_back(ax, attack_at: dict[int, str]) -> dict:
         if text.get_gid() == "recovery":
             out[attack_at[round(float(text.xy[1]))]]["recovery_label"] = text.get_text()
     return out
+
+
+def metrics_vs_step(rows: list[dict[str, float]], out: str | Path, title: str,
+                    selected_step: int | None = None) -> Path:
+    """Each ``TASK/METRIC`` column of ``rows`` (one row per evaluation, with ``step``) against the step, one line
+    per metric, NaN points left out, the selected step marked with a dashed vertical line. Metrics on a 0-1 scale
+    and the others (PrivLeak in %, Truth Ratios above 1, ...) get separate panels, so neither flattens the other."""
+    names = list(dict.fromkeys(k for r in rows for k in r if k not in ("step", "epoch")))
+    series = {}
+    for name in names:
+        points = [(r["step"], r[name]) for r in rows if isinstance(r.get(name), (int, float)) and math.isfinite(r[name])]
+        if points:
+            series[name] = points
+    unit = {n: p for n, p in series.items() if all(-0.05 <= y <= 1.05 for _, y in p)}
+    other = {n: p for n, p in series.items() if n not in unit}
+    panels = [(label, group) for label, group in (("0-1 scale", unit), ("other scales", other)) if group] or [("", {})]
+    plt, fig, axes = _figure(9.0, 3.6 * len(panels), rows=len(panels))
+    axes = list(axes) if len(panels) > 1 else [axes]
+    for ax, (label, group) in zip(axes, panels):
+        for name, points in group.items():
+            ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", ms=3, lw=1.2, label=name)
+        if selected_step is not None:
+            ax.axvline(selected_step, color="black", lw=1.0, ls="--", label=f"selected: step {selected_step}")
+        ax.set_ylabel(f"metric value ({label})" if label else "metric value")
+        ax.grid(alpha=0.3)
+        if group:
+            ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    axes[-1].set_xlabel("optimizer step")
+    axes[0].set_title(title, fontsize=10)
+    return _save(plt, fig, out)

@@ -58,6 +58,10 @@ class RunConfig:
     overwrite: bool = False  # allow writing into a non-empty --out (never into --model itself)
     eval_tasks: list[str] = field(default_factory=list)
     eval_metadata: dict[str, Any] = field(default_factory=dict)
+    eval_every: int | None = None  # also evaluate eval_tasks on the live weights every N optimizer steps
+    eval_limit: int | None = None  # documents per task in every evaluation of the run (smoke tests)
+    select: str | None = None  # "TASK/METRIC:max" (or :min): keep the best evaluated step's weights as the output
+    select_if: list[str] = field(default_factory=list)  # checks a step must pass to be selected (baseline = step 0)
     push_to_hub: str | None = None
     hub_private: bool = True
     progress: bool = True
@@ -102,6 +106,19 @@ class RunConfig:
             raise ValueError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}.")
         if self.save_steps is not None and self.save_steps <= 0:
             raise ValueError(f"--save-steps must be positive, got {self.save_steps}.")
+        if self.eval_every is not None and self.eval_every <= 0:
+            raise ValueError(f"--eval-every must be a positive number of optimizer steps, got {self.eval_every}.")
+        if self.eval_limit is not None and self.eval_limit <= 0:
+            raise ValueError(f"--eval-limit must be a positive number of documents, got {self.eval_limit}.")
+        for key in ("eval_every", "select"):
+            if getattr(self, key) is not None and not self.eval_tasks:
+                raise ValueError(f"--{key.replace('_', '-')} needs --eval-tasks (the lm-eval tasks to run during "
+                                 f"training), e.g. --eval-tasks tofu_forget10 --eval-every 10.")
+        if self.select_if and self.select is None:
+            raise ValueError("--select-if needs --select (it restricts which evaluated steps --select may choose).")
+        if self.select is not None and self.eval_every is None:
+            raise ValueError("--select needs --eval-every STEPS: it picks the best of the evaluations made during "
+                             "training.")
         if self.dtype not in DTYPES:
             raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
         self.method_params = coerce_method_params(self.method, self.method_params)

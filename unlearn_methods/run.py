@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,17 @@ from unlearn_methods.data import (
     evaldu_forget_retain,
     load_qa,
     load_texts,
+)
+from unlearn_methods.eval_during import (
+    BEST_DIR,
+    PLOT_FILE,
+    ROWS_FILE,
+    EvalDuringTraining,
+    EvalDuringTrainingError,
+    Metrics,
+    Selected,
+    SelectionRule,
+    lm_eval_evaluator,
 )
 from unlearn_methods.finetune import finetune
 from unlearn_methods.idk import load_idk_answers
@@ -217,12 +229,54 @@ class TrainedCheckpoint:
     adapter: bool  # a LoRA adapter folder (load with the base model) rather than full weights
     data_dir: str | None  # the local data the run read, if any (the evaluation reads the same)
     train_metrics: dict[str, Any]
+    #: With ``--eval-every``: the rows file, the interval and, with ``--select``, the selected step (else None).
+    eval_during_training: dict[str, Any] | None = None
 
 
-def train(cfg: RunConfig) -> TrainedCheckpoint:
-    """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on."""
+def _eval_callback(cfg: RunConfig, tokenizer, data_dir: str | None, out: Path, select: SelectionRule | None,
+                   evaluator: Callable[[Any], Metrics] | None) -> EvalDuringTraining | None:
+    if cfg.eval_every is None:
+        return None
+    if evaluator is None:
+        metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.eval_metadata}
+        evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit)
+    return EvalDuringTraining(evaluator, cfg.eval_every, out, select)
+
+
+def _selection_record(cfg: RunConfig, callback: EvalDuringTraining, selected: Selected | None,
+                      final_step: int) -> dict[str, Any]:
+    record: dict[str, Any] = {"file": ROWS_FILE, "every": cfg.eval_every, "tasks": list(cfg.eval_tasks),
+                              "final_step": final_step, "evaluated_steps": sorted(callback.evaluated)}
+    if cfg.select:
+        record.update({"select": cfg.select, "select_if": list(cfg.select_if),
+                       "ineligible_steps": callback.ineligible_steps,
+                       "selected_step": selected.step if selected else final_step,
+                       "selected_epoch": selected.epoch if selected else None,
+                       "selected_value": selected.value if selected else None,
+                       "nan_steps": callback.nan_steps})
+    return record
+
+
+def train(cfg: RunConfig, select: SelectionRule | None = None,
+          evaluator: Callable[[Any], Metrics] | None = None) -> TrainedCheckpoint:
+    """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on.
+
+    With ``cfg.eval_every``, ``evaluator(model) -> {task: {metric: value}}`` (default: lm-eval on ``cfg.eval_tasks``)
+    runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
+    the evaluated step whose weights are saved.
+    """
     cfg.validate()
+    if cfg.select and select is None:
+        raise ValueError(f"--select {cfg.select!r} given without its parsed rule; run it through "
+                         "unlearn_app.pipeline.run_unlearning (or pass select=parse_select(cfg.select)).")
     method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
+    if cfg.eval_every is not None and not method.trains:
+        raise UnlearningFailed(f"--eval-every: the {method.name} method does not train step by step (it computes the "
+                               "weights once), so there is nothing to evaluate during training. Leave --eval-every "
+                               "out; --eval-tasks evaluates the result.")
+    if cfg.eval_every is not None and cfg.data == "clear":
+        raise UnlearningFailed("--eval-every is not available with --data clear yet (vision-language models are "
+                               "evaluated with hf-multimodal); leave it out, --eval-tasks evaluates the result.")
     out = check_output_folder(cfg)
     if cfg.text_data:
         if method.name in QA_ONLY_METHODS:
@@ -241,9 +295,11 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     else:  # --overwrite: the old run's checkpoints, evaluations and last good weights must not be mistaken for this run's
         import shutil
 
-        for stale in ("checkpoints", "eval", "last_good"):
+        for stale in ("checkpoints", "eval", "last_good", BEST_DIR):
             if (out / stale).is_dir():
                 shutil.rmtree(out / stale)
+        for stale in (ROWS_FILE, PLOT_FILE):
+            (out / stale).unlink(missing_ok=True)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
     vision = cfg.data == "clear"
@@ -268,6 +324,7 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
     method.prepare(run)
 
     train_metrics: dict[str, Any] = {}
+    eval_record: dict[str, Any] | None = None
     adapter = False
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
@@ -283,18 +340,23 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
             dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
                                           seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
         collator = VisionPairCollator(tokenizer.tokenizer.pad_token_id) if vision else PairCollator(tokenizer.pad_token_id)
+        callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
-                                 data_collator=collator, method=method, l1_lora=cfg.l1_lora)
+                                 data_collator=collator, method=method, l1_lora=cfg.l1_lora,
+                                 callbacks=[callback] if callback else None)
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
         if cfg.resume and resume is None:
             log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
         try:
             result = trainer.train(resume_from_checkpoint=resume)
         except KeyboardInterrupt:
+            kept = f" The evaluations made so far are in {out / ROWS_FILE}." if callback else ""
             raise UnlearningFailed(
                 f"Interrupted at step {trainer.state.global_step}. Checkpoints saved so far are in {out / 'checkpoints'}; "
-                f"run the same command with --resume to continue."
+                f"run the same command with --resume to continue.{kept}"
             ) from None
+        except EvalDuringTrainingError as e:
+            raise UnlearningFailed(f"{e} (evaluations so far: {out / ROWS_FILE}).") from e
         except NonFiniteLossError as e:
             keep = out / "last_good"
             trainer.save_model(str(keep))
@@ -305,12 +367,20 @@ def train(cfg: RunConfig) -> TrainedCheckpoint:
                 f"{out / 'checkpoints'} (resume with --resume after changing the settings)."
             ) from e
         train_metrics = dict(result.metrics)
-        (out / METRICS_FILE).write_text(json.dumps({"metrics": train_metrics, "log_history": trainer.state.log_history}, indent=2))
         model = trainer.model
+        saved: dict[str, Any] = {"metrics": train_metrics, "log_history": trainer.state.log_history}
+        if callback:
+            try:
+                selected = callback.restore_best(model, trainer.state.global_step)
+            except EvalDuringTrainingError as e:
+                raise UnlearningFailed(str(e)) from e
+            eval_record = saved["eval_during_training"] = _selection_record(cfg, callback, selected,
+                                                                            trainer.state.global_step)
+        (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
     model = method.finalize(run, model)
     if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
 
-    return TrainedCheckpoint(out, method, adapter, data_dir, train_metrics)
+    return TrainedCheckpoint(out, method, adapter, data_dir, train_metrics, eval_record)

@@ -219,6 +219,28 @@ def parse_check(text: str, line: int | None = None) -> Check:
     return Check(text.strip(), left, op, right, line, subject)
 
 
+def parse_expression(text: str) -> object:
+    """Parse one side of a check (arithmetic over numbers and ``TASK/METRIC``, no comparison, no ``baseline``);
+    :class:`CheckSyntaxError` says where it went wrong."""
+    if not isinstance(text, str) or not text.strip():
+        raise CheckSyntaxError("an expression must be a non-empty string such as 'tofu_forget10/forget_quality'")
+    parser = _Parser(text.strip())
+    node = parser.expr()
+    tok = parser.peek()
+    if tok is not None:
+        parser.fail(tok[2], f"unexpected {tok[1]!r} after the expression")
+    if uses_baseline(node):
+        raise CheckSyntaxError(f"{text!r}: baseline has no meaning here (no baseline run)")
+    if not refs(node):
+        raise CheckSyntaxError(f"{text!r} names no TASK/METRIC")
+    return node
+
+
+def expression_value(node: object, current: Lookup) -> float:
+    """The value of a tree from :func:`parse_expression` (``current`` as for :func:`evaluate`)."""
+    return _value(node, current, None, None)
+
+
 @dataclass
 class Outcome:
     """A check evaluated: ``value`` (left side), ``bound`` (right side), pass/fail and a sentence."""

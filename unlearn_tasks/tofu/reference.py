@@ -90,7 +90,7 @@ def _ours(entry: dict, source: str) -> ReferenceData:
 
 
 def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = "geometric",
-                   evaluated_model: dict[str, Any] | None = None) -> ReferenceData:
+                   evaluated_model: dict[str, Any] | None = None, n_forget: int | None = None) -> ReferenceData:
     """Read a reference log in any supported format for ``forget_split``; raise :class:`ReferenceLogError` if unusable.
 
     In a folder of our results files the choice is deterministic: results of the evaluated model itself
@@ -117,7 +117,7 @@ def load_reference(path: str | Path, forget_split: str, truth_ratio_mean: str = 
             )
         n = len(ref.forget_truth_ratios)
         splits = forget_split_of_size(n)
-        if forget_split not in splits:
+        if forget_split not in splits and n != n_forget:
             raise ReferenceLogError(
                 f"Reference {file} covers {n} forget items, which is "
                 f"{' or '.join(splits) if splits else 'no TOFU forget split'}; this task evaluates {forget_split} "

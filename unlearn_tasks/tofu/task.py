@@ -64,8 +64,9 @@ class TofuTask(UnlearningTask):
                 reference.HOW_TO_MAKE.format(task=self.config.task),
             )
             return None
-        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean, self.model)
         forget_keys = [question_key(d["question"]) for d in self.test_docs() if d["split"] == "forget"]
+        ref = reference.load_reference(path, self.options.forget_split, self.options.truth_ratio_mean, self.model,
+                                       n_forget=len(forget_keys))
         reference.check_items(ref, forget_keys)
         if ref.answer_scoring and ref.answer_scoring != self.options.answer_scoring:
             log.warning(

@@ -66,6 +66,21 @@ def test_open_unlearning_format(tmp_path):
         load_reference(path, "forget05")
 
 
+def test_open_unlearning_log_of_local_data_is_accepted_when_its_count_is_the_tasks(tmp_path):
+    """A local TOFU-schema folder (the demo corpus: 24 forget10 questions) is no TOFU split size; its
+    open-unlearning log is accepted when the task evaluates that many forget items, refused otherwise."""
+    path = tmp_path / "TOFU_EVAL.json"
+    by_index = {str(i): {"score": 0.2 + i / 100} for i in range(24)}
+    path.write_text(json.dumps({"forget_truth_ratio": {"agg_value": 0.5, "value_by_index": by_index}}))
+    with pytest.raises(ReferenceLogError, match="covers 24 forget items, which is no TOFU forget split"):
+        load_reference(path, "forget10")
+    with pytest.raises(ReferenceLogError, match="covers 24 forget items"):
+        load_reference(path, "forget10", n_forget=23)
+    ref = load_reference(path, "forget10", n_forget=24)
+    assert ref.forget_split == "forget10" and len(ref.forget_truth_ratios) == 24
+    assert ref.forget_truth_ratios[:2] == pytest.approx([0.2, 0.21])
+
+
 def test_our_results_format_and_split_refusal(tmp_path):
     entry = {"format": "lm-eval-unlearning/tofu-reference/1", "forget_split": "forget05", "n_forget": 2,
              "forget_truth_ratio": [0.3, 0.9], "forget_question_keys": ["a", "b"],
