@@ -9,7 +9,9 @@
    TOFU data-transformation formats (``tofu_formats``: MCQA, cloze, analogy, odd-one-out, comprehension);
 7. fine-tune on a generated Eval-DU family knowledge base and unlearn one target fact, alone and as a whole
    minimal deep-unlearning set, scored with the ``evaldu`` task;
-8. print the tables and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
+8. relearning attack (Hu et al., 2024) on the NPO model: a few fine-tuning steps on a seeded half of the forget
+   split, the other half's answer probability before and after (run last, so the rows above are unchanged);
+9. print the tables and write ``WORKDIR/results.json``, ``WORKDIR/report.md`` and the Forget Quality vs Model
    Utility plot ``WORKDIR/forget_quality_vs_utility.png``.
 """
 
@@ -38,6 +40,9 @@ class DemoConfig:
     quiet: bool = False
     #: (method, epochs, learning rate) run from the target model; full fine-tuning of the tiny model.
     methods: tuple[tuple[str, float, float], ...] = (("graddiff", 5, 1e-3), ("npo", 5, 5e-4))
+    #: Relearning attack on the NPO model (its own seed, run after every other stage): (steps, learning rate).
+    relearn: tuple[int, float] = (10, 1e-3)
+    relearn_seed: int = 0
 
 
 def _stage(n: int, total: int, text: str) -> float:
@@ -62,7 +67,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     hf_logging.set_verbosity_error()
     wd = cfg.workdir.resolve()
     retain_name = retain_split(cfg.forget_split)
-    total, start = 8, time.perf_counter()
+    total, start = 9, time.perf_counter()
     task = f"tofu_{cfg.forget_split}"
 
     _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
@@ -112,12 +117,22 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     _stage(7, total, "Deep unlearning on a generated Eval-DU knowledge base: target fact alone vs its minimal set")
     deep = _deep_unlearning(cfg, wd)
 
-    _stage(8, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
+    attacked = "npo" if "npo" in unlearned else unlearned[-1]
+    steps, lr = cfg.relearn
+    t0 = _stage(8, total, f"Relearning attack on {attacked}: {steps} steps on a seeded half of {cfg.forget_split}, "
+                "measured on the other half")
+    attack = _relearn_attack(cfg, wd, data_dir, models, attacked)
+    attack["seconds"] = time.perf_counter() - t0
+    print(f"      held-out answer probability {attack['before']:.4f} -> {attack['after']:.4f} "
+          f"({attack['seconds']:.0f} s)")
+
+    _stage(9, total, f"Writing {wd / 'results.json'} and {wd / 'report.md'}")
     ordered = {name: table[name] for name in ["target", *unlearned, "retain"]}
     formats = {name: formats[name] for name in ordered}
-    report = _report(ordered, formats, deep, cfg, task, time.perf_counter() - start)
+    report = _report(ordered, formats, deep, attack, cfg, task, time.perf_counter() - start)
     (wd / "results.json").write_text(json.dumps(json_safe({"task": task, "models": ordered, "formats": formats,
-                                                           "deep_unlearning": deep, "provenance": provenance,
+                                                           "deep_unlearning": deep, "relearn_attack": attack,
+                                                           "provenance": provenance,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
     from unlearn_app.plots import forget_quality_vs_utility
@@ -167,8 +182,46 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     return {"target": target, "target_fact": kb.fact_text(target), "models": scores}
 
 
-def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], deep: dict, cfg: DemoConfig,
-            task: str, seconds: float) -> str:
+def _relearn_attack(cfg: DemoConfig, wd: Path, data_dir: Path, models: dict[str, Path], attacked: str) -> dict:
+    """The relearning attack on ``attacked`` (seeded half of the forget split shown, the other half measured), with
+    the target and retain models' answer probabilities on the same held-out items for reference."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearn_app.attack_report import recovery_ratio
+    from unlearn_methods.attacks.relearn import answer_probability, relearn
+    from unlearn_methods.data import load_qa
+
+    steps, lr = cfg.relearn
+    r = relearn(models[attacked], wd / "models" / f"{attacked}_relearn", data="demo", forget=cfg.forget_split,
+                data_dir=str(data_dir), relearn_fraction=0.5, steps=steps, lr=lr, seed=cfg.relearn_seed,
+                progress=not cfg.quiet)
+    records = load_qa(cfg.forget_split, data_dir=str(data_dir))
+    held = [records[i] for i in r.held_out]
+    refs = {name: answer_probability(AutoModelForCausalLM.from_pretrained(models[name]),
+                                     AutoTokenizer.from_pretrained(models[name]), held) for name in ("target", "retain")}
+    return {"model": attacked, "steps": steps, "lr": lr, "seed": cfg.relearn_seed, "shown": len(r.shown),
+            "held_out": len(r.held_out), "before": r.held_out_prob_before, "after": r.held_out_prob_after,
+            "target": refs["target"], "retain": refs["retain"],
+            "recovery": recovery_ratio(r.held_out_prob_before, r.held_out_prob_after, refs["target"])}
+
+
+def _attack_section(a: dict, cfg: DemoConfig) -> str:
+    recovery = "-" if a["recovery"] is None else f"{a['recovery']:.2f}"
+    return (
+        f"## Does the forgetting last? Relearning attack on {a['model']} (Hu et al.)\n\n"
+        f"{a['model']} was fine-tuned for {a['steps']} steps (lr {a['lr']:g}, seed {a['seed']}) on a seeded half of "
+        f"{cfg.forget_split} ({a['shown']} items); the row is the length-normalised answer probability of the other "
+        f"{a['held_out']} items, which the attack never showed (`unlearn attack relearn`).\n\n"
+        f"| held-out forget items | target | {a['model']} | {a['model']} after relearning | retain | recovery |\n"
+        f"|---|---:|---:|---:|---:|---:|\n"
+        f"| Forget probability | {a['target']:.4f} | {a['before']:.4f} | {a['after']:.4f} | {a['retain']:.4f} | "
+        f"{recovery} |\n\n"
+        f"recovery = (after - before) / (target - before): 0 = nothing came back, 1 = back to the target.\n\n"
+    )
+
+
+def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, float]], deep: dict, attack: dict,
+            cfg: DemoConfig, task: str, seconds: float) -> str:
     return (
         f"# lm-eval-unlearning demo: {task}\n\n"
         f"Tiny Llama fine-tuned on the embedded fictitious-author corpus. *target* saw every author; *retain* never "
@@ -188,5 +241,6 @@ def _report(models: dict[str, dict[str, float]], formats: dict[str, dict[str, fl
         f"The tiny model memorises only part of this knowledge base (see the first column's accuracy), so read the "
         f"columns against each other, not as absolute numbers.\n\n"
         f"{markdown_table(deep['models'], DEEP_ROWS)}\n\n"
+        f"{_attack_section(attack, cfg)}"
         f"Backend: {cfg.backend}; seed {cfg.seed}; wall time {seconds:.0f} s.\n"
     )

@@ -1,4 +1,5 @@
-"""Plots people would rather look at than read: TOFU's Forget Quality vs Model Utility scatter."""
+"""Plots people would rather look at than read: TOFU's Forget Quality vs Model Utility scatter, grouped bars,
+labelled scatters, and the attack recovery dot plot."""
 
 from __future__ import annotations
 
@@ -45,11 +46,11 @@ def _figure(width: float = 6.0, height: float = 4.0, rows: int = 1):
     return plt, *plt.subplots(rows, 1, figsize=(width, height), dpi=110, sharex=True)
 
 
-def _save(plt, fig, out: str | Path) -> Path:
+def _save(plt, fig, out: str | Path, metadata: dict[str, str] | None = None) -> Path:
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png")
+    fig.savefig(out, format="png", metadata=metadata)
     plt.close(fig)
     return out
 
@@ -91,6 +92,78 @@ def labelled_scatter(points: dict[str, tuple[float, float]], out: str | Path, ti
     ax.set_title(title)
     ax.grid(alpha=0.3)
     return _save(plt, fig, out)
+
+
+#: Series of the recovery plot: (row field, legend label, marker, colour).
+RECOVERY_SERIES = (("retain", "retain", "s", "tab:grey"), ("unlearned", "unlearned", "o", "tab:blue"),
+                   ("after", "attacked", "D", "tab:red"), ("target", "target", "^", "tab:green"))
+
+
+def recovery_dots(rows, out: str | Path, title: str = "Does the forgetting last?") -> dict:
+    """Dot plot of attack recovery rows (:class:`unlearn_app.attack_report.RecoveryRow`): one panel per metric, one
+    line per attack with the retain / unlearned / attacked / target values, an arrow from unlearned to attacked and
+    the recovery ratio written beside it. Missing values are left out.
+
+    Returns what was drawn, read back from the figure's markers and labels
+    (``{metric: {attack: {series: value, "recovery_label": text}}}``); it is also stored in the PNG as the text
+    chunk ``recovery_data`` (JSON), so a reader can check the picture against the report."""
+    import json
+
+    metrics = list(dict.fromkeys(r.metric for r in rows))
+    attacks = list(dict.fromkeys(r.attack for r in rows))
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(len(metrics), 1, squeeze=False, dpi=110,
+                             figsize=(7.0, 0.9 + len(metrics) * (0.55 * len(attacks) + 0.9)))
+    axes = axes[:, 0]
+    drawn: dict = {}
+    for ax, metric in zip(axes, metrics):
+        mine = {r.attack: r for r in rows if r.metric == metric}
+        ys = {a: len(attacks) - 1 - i for i, a in enumerate(attacks)}  # first attack on top
+        for key, label, marker, colour in RECOVERY_SERIES:
+            pts = [(getattr(r, key), ys[a]) for a, r in mine.items() if _finite(getattr(r, key))]
+            if pts:
+                ax.scatter([x for x, _ in pts], [y for _, y in pts], marker=marker, color=colour, s=45, zorder=3,
+                           label=label)
+        for a, r in mine.items():
+            if _finite(r.unlearned) and _finite(r.after):
+                ax.annotate("", xy=(r.after, ys[a]), xytext=(r.unlearned, ys[a]),
+                            arrowprops={"arrowstyle": "->", "color": "tab:red", "lw": 1.2})
+            if r.recovery is not None and _finite(r.after):
+                ax.annotate(f"recovery {r.recovery:.2f}", (r.after, ys[a]), textcoords="offset points",
+                            xytext=(0, 7), ha="center", fontsize=8, gid="recovery")
+        values = [getattr(r, k) for r in mine.values() for k, *_ in RECOVERY_SERIES if _finite(getattr(r, k))]
+        if metric.endswith("forget_quality") and values and min(values) > 0:  # KS p-values span decades
+            ax.set_xscale("log")
+        ax.set_yticks(list(ys.values()), list(ys), fontsize=8)
+        ax.set_ylim(-0.7, len(attacks) - 0.2)
+        ax.set_title(metric, fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+        drawn[metric] = _read_back(ax, {y: a for a, y in ys.items()})
+    axes[0].legend(fontsize=7, ncol=4, loc="lower left", bbox_to_anchor=(0, 1.15), frameon=False)
+    fig.suptitle(title, fontsize=10)
+    _save(plt, fig, out, metadata={"Title": title, "recovery_data": json.dumps(drawn)})
+    return drawn
+
+
+def _finite(v) -> bool:
+    return v is not None and not math.isnan(v)
+
+
+def _read_back(ax, attack_at: dict[int, str]) -> dict:
+    """``{attack: {series: x, "recovery_label": text}}`` from an axes' markers and recovery labels."""
+    labels = {label: key for key, label, _, _ in RECOVERY_SERIES}
+    out: dict = {a: {} for a in attack_at.values()}
+    for coll in ax.collections:
+        for x, y in coll.get_offsets():
+            out[attack_at[round(float(y))]][labels[coll.get_label()]] = float(x)
+    for text in ax.texts:
+        if text.get_gid() == "recovery":
+            out[attack_at[round(float(text.xy[1]))]]["recovery_label"] = text.get_text()
+    return out
 
 
 def metrics_vs_step(rows: list[dict[str, float]], out: str | Path, title: str,

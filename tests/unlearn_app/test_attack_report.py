@@ -19,6 +19,26 @@ def _results(path, values):
     return path
 
 
+def _png_data(path):
+    from PIL import Image
+
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.size[0] > 300
+        return json.loads(img.text["recovery_data"])
+
+
+def test_recovery_plot_draws_each_attack_and_leaves_out_missing_values(tmp_path):
+    from unlearn_app.plots import recovery_dots
+
+    rows = recovery_rows({"t/p": 0.1, "t/u": 0.8}, {"int4": {"t/p": 0.4, "t/u": 0.7}, "relearn": {"t/p": 0.7, "t/u": 0.8}},
+                         ["t/p", "t/u"], {"t/p": 0.9, "t/u": 0.8})  # no retain; target = unlearned on t/u
+    drawn = recovery_dots(rows, tmp_path / "r.png")
+    assert drawn == _png_data(tmp_path / "r.png")
+    assert drawn["t/p"] == {"int4": {"unlearned": 0.1, "after": 0.4, "target": 0.9, "recovery_label": "recovery 0.38"},
+                            "relearn": {"unlearned": 0.1, "after": 0.7, "target": 0.9, "recovery_label": "recovery 0.75"}}
+    assert drawn["t/u"]["int4"] == {"unlearned": 0.8, "after": 0.7, "target": 0.8}  # recovery undefined: no label
+
+
 def test_recovery_ratio_by_hand():
     assert recovery_ratio(0.2, 0.5, 0.8) == pytest.approx(0.5)
     assert recovery_ratio(0.2, 0.2, 0.8) == 0.0
@@ -52,6 +72,13 @@ def test_attack_report_command(tmp_path):
     assert got["tofu_forget10/forget_prob"]["retain"] == 0.25
     md = (tmp_path / "report.md").read_text()
     assert "| int4 | tofu_forget10/forget_prob | 0.2 | 0.35 | 0.8 | 0.25 | 0.25 |" in md
+    # the plot draws the report's numbers (read back from the PNG's data chunk, written from the drawn markers)
+    drawn = _png_data(tmp_path / "report.png")
+    for row in data["rows"]:
+        point = drawn[row["metric"]][row["attack"]]
+        assert point == {"retain": pytest.approx(row["retain"]), "unlearned": pytest.approx(row["unlearned"]),
+                         "after": pytest.approx(row["after"]), "target": pytest.approx(row["target"]),
+                         "recovery_label": f"recovery {row['recovery']:.2f}"}
     bad = subprocess.run([sys.executable, "-m", "unlearn_app", "attack", "report", "--unlearned", str(u),
                           "--attacked", str(q), "--metrics", "tofu_forget10/forget_prob", "--out", str(out)],
                          capture_output=True, text=True, env=os.environ.copy())

@@ -75,6 +75,10 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     assert set(deep) == {"knows all", "graddiff, target fact", "graddiff, minimal set"}
     assert deep["graddiff, minimal set"]["success_du"] == 1.0  # the whole minimal set gone: target not derivable
     assert "## Deep unlearning" in report
+    attack = json.loads((tmp_path / "results.json").read_text())["relearn_attack"]  # run last, its own seed
+    assert attack["model"] == "npo" and attack["shown"] == attack["held_out"] == 12
+    assert attack["after"] > attack["before"] + 0.1 and attack["retain"] < attack["after"] < attack["target"]
+    assert f"| Forget probability | {attack['target']:.4f} | {attack['before']:.4f} | {attack['after']:.4f} |" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
 

@@ -1,5 +1,6 @@
 """Relearning attack on the tiny memorised model: GA hides the forget set, a short fine-tune on half of it brings
-the other half back; a model that never saw the forget set gains much less on the held-out half."""
+the other half back (and one on a related corpus about other authors brings the whole of it back); a model that never
+saw the forget set gains much less."""
 
 from __future__ import annotations
 
@@ -37,15 +38,21 @@ def trained_dirs(tmp_path_factory, tiny_model_dir):
     return dirs
 
 
-@pytest.mark.slow
-def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_dirs, demo_data_dir):
+@pytest.fixture(scope="module")
+def ga_dir(tmp_path_factory, trained_dirs, demo_data_dir):
+    """The memorised model after Gradient Ascent on forget10 (3 epochs)."""
     from unlearn_methods.config import load_run_config
     from unlearn_methods.run import train
 
-    memorised, retain = trained_dirs
-    cfg = load_run_config(None, method="ga", model=str(memorised), out=str(tmp_path / "ga"), data_dir=str(demo_data_dir),
-                          forget="forget10", lora=False, epochs=3, batch_size=8, lr=5e-4, progress=False)
-    ga = train(cfg).out
+    cfg = load_run_config(None, method="ga", model=str(trained_dirs[0]), out=str(tmp_path_factory.mktemp("ga") / "ga"),
+                          data_dir=str(demo_data_dir), forget="forget10", lora=False, epochs=3, batch_size=8, lr=5e-4,
+                          progress=False)
+    return train(cfg).out
+
+
+@pytest.mark.slow
+def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_dirs, ga_dir, demo_data_dir):
+    ga, retain = ga_dir, trained_dirs[1]
     kw = dict(data="demo", data_dir=str(demo_data_dir), forget="forget10", relearn_fraction=0.5, steps=10, lr=1e-3,
               seed=0, progress=False)
     r_ga = relearn(ga, tmp_path / "ga_relearn", **kw)
@@ -66,3 +73,38 @@ def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_di
     print("GA", r_ga.held_out_prob_before, r_ga.held_out_prob_after, "retain", r_retain.held_out_prob_before,
           r_retain.held_out_prob_after)
     assert gain_ga > 0.2 and gain_ga > gain_retain + 0.1, (r_ga, r_retain)
+
+
+@pytest.mark.slow
+def test_related_corpus_brings_back_a_forget_set_it_never_shows(tmp_path, trained_dirs, ga_dir, demo_data_dir):
+    """The related corpus: question-answer pairs about *other* fictitious authors (the demo corpus's holdout authors,
+    in neither model's training data) in the forget set's question forms, written to a parquet file. It says nothing
+    about the forget authors, so a retain-only model gains little on the forget set; the GA-unlearned model, which
+    still holds the facts, gains clearly more on the whole forget set."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from unlearn_methods.data import load_qa
+
+    related = load_qa("holdout10", data_dir=str(demo_data_dir))
+    forget = load_qa("forget10", data_dir=str(demo_data_dir))
+    forget_names = {r["question"].removeprefix("Where was ").removesuffix(" born?") for r in forget
+                    if r["question"].startswith("Where was ")}
+    assert len(forget_names) == 4 and not any(n in r["question"] + r["answer"] for r in related for n in forget_names)
+    corpus = tmp_path / "related.parquet"
+    pq.write_table(pa.Table.from_pylist(related), corpus)
+
+    ga, retain = ga_dir, trained_dirs[1]
+    kw = dict(data="demo", data_dir=str(demo_data_dir), forget="forget10", relearn_data=corpus, steps=20, lr=1e-3,
+              seed=0, progress=False)
+    r_ga = relearn(ga, tmp_path / "ga_related", **kw)
+    r_retain = relearn(retain, tmp_path / "retain_related", **kw)
+    assert r_ga.held_out == list(range(len(forget))) and r_ga.shown == [] and r_ga.measured.startswith("whole")
+    assert r_ga.relearn_data["kind"] == "qa" and r_ga.relearn_data["rows"] == len(related)
+    saved = json.loads((tmp_path / "ga_related" / "relearn.json").read_text())
+    assert saved["relearn_data"]["format"] == "parquet" and saved["held_out_prob_after"] == r_ga.held_out_prob_after
+    gain_ga = r_ga.held_out_prob_after - r_ga.held_out_prob_before
+    gain_retain = r_retain.held_out_prob_after - r_retain.held_out_prob_before
+    print("GA", r_ga.held_out_prob_before, r_ga.held_out_prob_after, "retain", r_retain.held_out_prob_before,
+          r_retain.held_out_prob_after)
+    assert gain_ga > 0.06 and gain_ga > gain_retain + 0.04, (r_ga, r_retain)

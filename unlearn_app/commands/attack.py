@@ -27,13 +27,20 @@ def _cmd_relearn(args: argparse.Namespace) -> int:
 
     try:
         r = relearn(args.model, args.out, data=args.data, forget=args.forget, data_dir=args.data_dir,
-                    relearn_fraction=args.relearn_fraction, steps=args.steps, lr=args.lr, batch_size=args.batch_size,
-                    seed=args.seed, progress=not args.quiet)
+                    relearn_fraction=getattr(args, "relearn_fraction", None), relearn_data=args.relearn_data, steps=args.steps,
+                    lr=args.lr, batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
     except (ValueError, OSError) as e:
         return error(str(e))
-    print(f"Held-out forget probability ({len(r.held_out)} items never shown): {r.held_out_prob_before:.4f} -> "
-          f"{r.held_out_prob_after:.4f}; shown ({len(r.shown)} items): {r.shown_prob_before:.4f} -> "
-          f"{r.shown_prob_after:.4f}. Checkpoint, relearn_split.json and relearn.json in {args.out}")
+    if r.relearn_data is not None:
+        c = r.relearn_data
+        print(f"Relearned on {c['rows']} {'question-answer' if c['kind'] == 'qa' else 'text'} rows of {c['path']}. "
+              f"Forget probability, {r.measured} ({len(r.held_out)} items): {r.held_out_prob_before:.4f} -> "
+              f"{r.held_out_prob_after:.4f}.")
+    else:
+        print(f"Held-out forget probability ({len(r.held_out)} items never shown): {r.held_out_prob_before:.4f} -> "
+              f"{r.held_out_prob_after:.4f}; shown ({len(r.shown)} items): {r.shown_prob_before:.4f} -> "
+              f"{r.shown_prob_after:.4f}.")
+    print(f"Checkpoint, relearn_split.json and relearn.json in {args.out}")
     return 0
 
 
@@ -59,8 +66,12 @@ def _cmd_report(args: argparse.Namespace) -> int:
     md = to_markdown(rows)
     out.with_suffix(".md").write_text(md)
     out.with_suffix(".json").write_text(json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
+    from unlearn_app.plots import recovery_dots
+
+    recovery_dots(rows, out.with_suffix(".png"))
     print(md)
-    print(f"Written {out.with_suffix('.md')} and {out.with_suffix('.json')}")
+    print(f"Written {out.with_suffix('.md')}, {out.with_suffix('.json')} and {out.with_suffix('.png')} (per metric: "
+          "retain, unlearned, attacked and target values, recovery written beside the attacked point)")
     return 0
 
 
@@ -91,14 +102,22 @@ def add_parsers(sub) -> None:
                         description="Targeted relearning (Hu et al., 2024): a seeded --relearn-fraction of the "
                         "forget split is shown to the model for --steps fine-tuning steps (answer tokens only); the "
                         "held-out rest's forget probability (mean length-normalised answer probability) is measured "
-                        "before and after. Writes the checkpoint, relearn_split.json (shown / held-out items) and "
-                        "relearn.json (probabilities).")
+                        "before and after. With --relearn-data, a related corpus is shown instead of forget items and "
+                        "the whole forget set is measured (or, with --relearn-fraction too, the same held-out part "
+                        "the forget-set attack with that seed measures). Writes the checkpoint, relearn_split.json "
+                        "(shown / measured items) and relearn.json (probabilities, what was measured, the corpus).")
     p.add_argument("--model", required=True, help="Unlearned checkpoint folder.")
     p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus) or a Hub id.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder of the dataset's JSON configs.")
     p.add_argument("--forget", default="forget10", help="Forget split.")
-    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=0.5,
-                   help="Share of the forget split shown to the model.")
+    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=argparse.SUPPRESS,
+                   help="Share of the forget split in the seeded split (default 0.5). Without --relearn-data that "
+                   "share is shown to the model; with it, nothing of the forget set is shown and only the rest is "
+                   "measured (default then: the whole forget set).")
+    p.add_argument("--relearn-data", dest="relearn_data", metavar="PATH",
+                   help="Related corpus to relearn on instead of forget items: a .jsonl/.json, .csv or .parquet file, "
+                   "or a Hugging Face datasets folder (save_to_disk), with a 'text' column (every token trained) or "
+                   "'question' and 'answer' columns (formatted like the forget set).")
     p.add_argument("--steps", type=int, default=20, help="Optimiser steps.")
     p.add_argument("--lr", type=float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
     p.add_argument("--batch-size", dest="batch_size", type=int, default=4)
@@ -111,12 +130,13 @@ def add_parsers(sub) -> None:
                         description="Reads lm-eval results (output folders or results_*.json) of the unlearned "
                         "model, each attacked model, and optionally the target and retain models; per attack and "
                         "metric writes OUT.md and OUT.json with recovery = (after - unlearned) / (target - "
-                        "unlearned): 0 = nothing came back, 1 = back to the target model.")
+                        "unlearned): 0 = nothing came back, 1 = back to the target model; and OUT.png, one panel per "
+                        "metric with the retain / unlearned / attacked / target values and the recovery.")
     p.add_argument("--unlearned", required=True, help="lm-eval results of the unlearned model (before attack).")
     p.add_argument("--attacked", required=True, action="append", metavar="NAME=PATH",
                    help="lm-eval results of an attacked model (repeat for several attacks).")
     p.add_argument("--target", help="lm-eval results of the target model (before unlearning).")
     p.add_argument("--retain", help="lm-eval results of the retain model (never trained on the forget set).")
     p.add_argument("--metrics", required=True, help="Comma-separated task/metric, e.g. tofu_forget10/forget_quality.")
-    p.add_argument("--out", default="attack_report", help="Output path prefix (.md and .json are added).")
+    p.add_argument("--out", default="attack_report", help="Output path prefix (.md, .json and .png are added).")
     p.set_defaults(func=_cmd_report)

@@ -5,6 +5,12 @@ A seeded ``relearn_fraction`` of the forget set is shown to the unlearned model 
 on the held-out items was never shown by the attack, so it was still in the weights. The held-out forget
 probability (mean length-normalised answer probability, TOFU's "probability" without the retain-style ratio) is
 measured before and after.
+
+With a related corpus (``relearn_data``, :mod:`unlearn_methods.attacks.corpus`) the corpus is shown *instead of* any
+forget item, so the whole forget set is held out and measured; if ``relearn_fraction`` is also given, only the
+held-out part of the same seeded split is measured (the items the forget-set attack with that seed and fraction
+holds out), so the two attacks are compared on the same items. ``relearn.json`` records which (``measured``) and
+the corpus used (path, format, kind, rows, sha256).
 """
 
 from __future__ import annotations
@@ -28,16 +34,20 @@ from unlearn_tasks.tofu.splits import HUB_ID
 class RelearnResult:
     model: str
     forget: str
-    relearn_fraction: float
+    relearn_fraction: float | None  # None: a related corpus was shown and the whole forget set measured
     steps: int
     lr: float
     seed: int
-    shown: list[int] = field(default_factory=list)  # indices into the forget split
-    held_out: list[int] = field(default_factory=list)
+    shown: list[int] = field(default_factory=list)  # indices into the forget split shown to the model
+    held_out: list[int] = field(default_factory=list)  # indices measured (never shown)
     held_out_prob_before: float = math.nan
     held_out_prob_after: float = math.nan
-    shown_prob_before: float = math.nan
-    shown_prob_after: float = math.nan
+    shown_prob_before: float | None = None  # None when no forget item was shown (related corpus)
+    shown_prob_after: float | None = None
+    #: "held-out part of the forget set" or "whole forget set (none shown)"
+    measured: str = "held-out part of the forget set"
+    relearn_data: dict | None = None  # the related corpus used: path, format, kind, rows, columns, sha256
+    train_loss: float = math.nan
 
 
 def split_forget(n: int, fraction: float, seed: int) -> tuple[list[int], list[int]]:
@@ -69,32 +79,52 @@ def answer_probability(model, tokenizer, records: list[dict]) -> float:
 
 
 def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forget: str = "forget10",
-            data_dir: str | None = None, relearn_fraction: float = 0.5, steps: int = 20, lr: float = 1e-5,
-            batch_size: int = 4, seed: int = 0, progress: bool = True) -> RelearnResult:
-    """Fine-tune ``model_dir`` on a seeded part of ``forget``; save the checkpoint, ``relearn_split.json`` and
+            data_dir: str | None = None, relearn_fraction: float | None = None, relearn_data: str | Path | None = None,
+            steps: int = 20, lr: float = 1e-5, batch_size: int = 4, seed: int = 0,
+            progress: bool = True) -> RelearnResult:
+    """Fine-tune ``model_dir`` on a seeded part of ``forget`` (``relearn_fraction``, default 0.5) or on a related
+    corpus (``relearn_data``, see the module docstring); save the checkpoint, ``relearn_split.json`` and
     ``relearn.json`` (probabilities before/after) to ``out``."""
+    from unlearn_methods.attacks.corpus import read_corpus
+
     out = Path(out)
+    corpus = read_corpus(relearn_data) if relearn_data is not None else None
     if data == "demo" and not data_dir:
         from unlearn_tasks.tofu.demo_corpus import write_corpus
 
         data_dir = str(write_corpus(out / "demo_data"))
     records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
-    shown, held = split_forget(len(records), relearn_fraction, seed)
+    if corpus is None:
+        relearn_fraction = 0.5 if relearn_fraction is None else relearn_fraction
+        shown, held = split_forget(len(records), relearn_fraction, seed)
+    elif relearn_fraction is None:
+        shown, held = [], list(range(len(records)))
+    else:  # the corpus replaces the shown part; measure the same held-out items as the forget-set attack
+        shown, held = [], split_forget(len(records), relearn_fraction, seed)[1]
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
     shown_r, held_r = [records[i] for i in shown], [records[i] for i in held]
     result = RelearnResult(str(model_dir), forget, relearn_fraction, steps, lr, seed, shown, held)
+    if corpus is not None:
+        result.measured = "whole forget set (none shown)" if relearn_fraction is None else \
+            "held-out part of the forget set (none shown)"
+        result.relearn_data = corpus.describe()
     result.held_out_prob_before = answer_probability(model, tokenizer, held_r)
-    result.shown_prob_before = answer_probability(model, tokenizer, shown_r)
+    if shown_r:
+        result.shown_prob_before = answer_probability(model, tokenizer, shown_r)
     model.train()
-    finetune(model, tokenizer, shown_r, out, lr=lr, batch_size=batch_size, seed=seed, max_steps=steps,
-             warmup_steps=0, disable_progress=not progress)
+    metrics = finetune(model, tokenizer, corpus.records if corpus is not None else shown_r, out, lr=lr,
+                       batch_size=batch_size, seed=seed, max_steps=steps, warmup_steps=0,
+                       disable_progress=not progress)
+    result.train_loss = float(metrics.get("train_loss", math.nan))
     result.held_out_prob_after = answer_probability(model, tokenizer, held_r)
-    result.shown_prob_after = answer_probability(model, tokenizer, shown_r)
+    if shown_r:
+        result.shown_prob_after = answer_probability(model, tokenizer, shown_r)
     (out / "relearn_split.json").write_text(json.dumps(
-        {"forget": forget, "seed": seed, "relearn_fraction": relearn_fraction, "shown": shown, "held_out": held,
+        {"forget": forget, "seed": seed, "relearn_fraction": relearn_fraction, "measured": result.measured,
+         "relearn_data": result.relearn_data, "shown": shown, "held_out": held,
          "shown_questions": [r["question"] for r in shown_r], "held_out_questions": [r["question"] for r in held_r]},
         indent=2) + "\n")
     (out / "relearn.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
