@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 
@@ -14,3 +15,12 @@ def error(message: str) -> int:
     """Print ``error: message`` to stderr and return the exit code for bad input (2)."""
     print(f"error: {message}", file=sys.stderr)
     return 2
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` shows each option's default, except where there is none (no "(default: None)" noise)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.default is None or action.required or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)

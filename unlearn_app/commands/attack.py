@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from unlearn_app.commands import error
+from unlearn_app.commands import DefaultsHelpFormatter, error
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
@@ -84,7 +84,7 @@ def add_parsers(sub) -> None:
     asub = attack.add_subparsers(dest="attack_command", required=True)
 
     p = asub.add_parser("quantize", help="Quantize linear weights to int8/int4 (torchao), write the dequantized "
-                        "checkpoint.", formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        "checkpoint.", formatter_class=DefaultsHelpFormatter,
                         description="Symmetric per-group round-to-nearest quantization of every linear layer but the "
                         "output head (torchao's affine quantization), as in Zhang et al. (ICLR 2025). The checkpoint "
                         "holds the dequantized weights: the same numbers as the quantized model, loadable by "
@@ -98,7 +98,7 @@ def add_parsers(sub) -> None:
     p.set_defaults(func=_cmd_quantize)
 
     p = asub.add_parser("relearn", help="Fine-tune on part of the forget set; measure the held-out part.",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+                        formatter_class=DefaultsHelpFormatter,
                         description="Targeted relearning (Hu et al., 2024): a seeded --relearn-fraction of the "
                         "forget split is shown to the model for --steps fine-tuning steps (answer tokens only); the "
                         "held-out rest's forget probability (mean length-normalised answer probability) is measured "

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearn_app.commands import error
+from unlearn_app.commands import DefaultsHelpFormatter, error
 
 #: Above this many margins (models x samples) the commands show progress bars (unless --quiet).
 PROGRESS_THRESHOLD = 2_000_000
@@ -263,7 +263,7 @@ def add_parsers(sub) -> None:
         "margins (20 bins shared by both, clipped to +/-100, eps 1e-5), summarised per split by its 95th percentile "
         "and mean. 0 = the unlearned models behave as if never trained on the sample. Default: EasyDUB's exact "
         "computation, KL(unlearned || oracle).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     _add_inputs(p)
     p.add_argument("--direction", default="unlearned-oracle", choices=DIRECTIONS,
                    help="KL(unlearned || oracle) (EasyDUB, default) or KL(oracle || unlearned) (what "
@@ -285,7 +285,7 @@ def add_parsers(sub) -> None:
         "min(#unlearned, #oracle): with equal counts, leave-one-pair-out); each fold's models are the targets and "
         "the other folds' models the shadows. Reports the attack's AUROC and balanced accuracy at LR = 1 "
         "over the chosen split; 0.5 = unlearned models indistinguishable from retrained ones.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     _add_inputs(p)
     p.add_argument("--split", default="forget", help="Split to attack (when splits are given).")
     p.add_argument("--target-unlearned", dest="target_unlearned", nargs="+",
@@ -305,7 +305,7 @@ def add_parsers(sub) -> None:
         '{"prompt", "target"} (or {"text"}) records, optional "split", or `tofu` for TOFU forget/retain/holdout. '
         "`unlearn margins gather RUN_DIRS... --out ens.npy` stacks lm-eval runs of a margins task into "
         "[n_models, n_samples].",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     p.add_argument("--model", nargs="+", help="Model folder(s) or Hub id(s); several give an ensemble "
                    "[n_models, n_samples]. A LoRA adapter folder (unlearn run's default) is loaded on its base model.")
     p.add_argument("--data", help="Data file, or 'tofu'.")
