@@ -29,13 +29,18 @@ class DataError(ValueError):
     """A dataset is missing, unreadable, or lacks a field the benchmark needs. The message says what to fix."""
 
 
-def _read_json_records(path: Path) -> list[dict]:
+def read_json_records(path: Path, hint: str = "", text_array: bool = True) -> list[dict]:
+    """Records of a JSON-lines file or a JSON array of objects; ``text_array`` also takes an array of strings (as
+    ``{"text": ...}``, MUSE's release files). A :class:`DataError` names the file and line; ``hint`` ends it."""
     text = path.read_text(encoding="utf-8").strip()
     if not text:
         return []
     if text[0] == "[":
-        records = json.loads(text)
-        if records and all(isinstance(r, str) for r in records):  # a JSON array of texts (MUSE's release files)
+        try:
+            records = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise DataError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}).") from None
+        if text_array and records and all(isinstance(r, str) for r in records):
             records = [{"text": r} for r in records]
     else:
         records = []
@@ -46,7 +51,7 @@ def _read_json_records(path: Path) -> list[dict]:
                 except json.JSONDecodeError as e:
                     raise DataError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
     if not all(isinstance(r, dict) for r in records):
-        raise DataError(f"{path}: expected one JSON object per record.")
+        raise DataError(f"{path}: expected one JSON object per record{hint}.")
     return records
 
 
@@ -191,7 +196,7 @@ def load_config(
                 f"No file for config {config!r} in {folder}: expected {folder / (config + '.json')} "
                 f"(JSON lines, one record per line, as on the Hub repository {repo_id})."
             )
-        records = _read_json_records(path)
+        records = read_json_records(path)
         if not records:
             raise DataError(f"{path} holds no records.")
         note_data_source("local", repo_id, config, path=path)

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearn_tasks.data import DataError, check_rows
+from unlearn_tasks.data import DataError, check_rows, read_json_records
 
 FILE_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 ACCEPTED = "a .jsonl/.json (JSON lines or an array of objects), .csv or .parquet file, or a Hugging Face datasets " \
@@ -44,27 +43,6 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _json_rows(path: Path) -> list[dict]:
-    text = path.read_text(encoding="utf-8").strip()
-    if text.startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise DataError(f"{path} is not valid JSON ({e.msg}, line {e.lineno}).") from None
-    else:
-        rows = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
-    if not all(isinstance(r, dict) for r in rows):
-        raise DataError(f"{path}: expected one JSON object per record (with a 'text' column, or 'question' and "
-                        "'answer').")
-    return rows
-
-
 def _datasets_rows(path: Path) -> list[dict]:
     import datasets
 
@@ -88,7 +66,7 @@ def _read_rows(path: Path) -> tuple[list[dict], str]:
         return _datasets_rows(path), "datasets"
     fmt = FILE_FORMATS.get(path.suffix.lower())
     if fmt == "jsonl":
-        return _json_rows(path), fmt
+        return read_json_records(path, hint=" (with a 'text' column, or 'question' and 'answer')", text_array=False), fmt
     if fmt == "csv":
         with path.open(newline="", encoding="utf-8") as f:
             return list(csv.DictReader(f)), fmt
