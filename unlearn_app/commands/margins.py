@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
+from unlearn_app.adapter import find_adapter
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import write_json
 
@@ -32,17 +32,6 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
         write_json(args.splits_out, ens.splits)
         print(f"splits ({', '.join(f'{k}: {len(v)}' for k, v in ens.splits.items())}): {args.splits_out}")
     return 0
-
-
-def model_args_for(model: str) -> tuple[str, dict | None]:
-    """(pretrained, extra model args) for lm-eval: a LoRA adapter folder (``unlearn run``'s default output) is
-    loaded on its base model with ``peft=``."""
-    adapter = Path(model) / "adapter_config.json"
-    if adapter.is_file():
-        base = json.loads(adapter.read_text()).get("base_model_name_or_path")
-        if base:
-            return base, {"peft": str(model)}
-    return model, None
 
 
 def _cmd_margins(args: argparse.Namespace) -> int:
@@ -76,8 +65,9 @@ def _cmd_margins(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for i, model in enumerate(models):
             out_dir = Path(args.lm_eval_out or tmp) / (f"{i:03d}_{Path(model).name}" if len(args.model) > 1 else "")
-            pretrained, extra = model_args_for(model)
             try:
+                adapter = find_adapter(model)  # a LoRA adapter folder (unlearn run's default) loads on its base
+                pretrained, extra = (adapter.base, adapter.model_args(args.backend)) if adapter else (model, None)
                 run_lm_eval(pretrained, [task], out_dir, metadata=metadata, backend=args.backend,
                             batch_size=args.batch_size, device=args.device, extra_model_args=extra)
                 record, _ = read_record(out_dir, task)
