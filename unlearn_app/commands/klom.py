@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
+from unlearn_app import plots
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import add_inputs, load_inputs, write_json
 
@@ -28,36 +29,6 @@ def _sample_list(text: str, n_samples: int) -> list[int]:
     if not samples or bad:
         raise KlomInputError(f"--plot-samples: {bad or text!r} not valid sample indices (0..{n_samples - 1})")
     return samples
-
-
-def plot_margin_histograms(unlearned: np.ndarray, oracle: np.ndarray, samples: list[int], values: np.ndarray,
-                           path: str | Path) -> Path:
-    """One panel per sample: both ensembles' margins (clipped to +/-100) on the 20 shared KLoM bins (matplotlib
-    draws a value on the top edge in the last bar; KLoM drops it, as EasyDUB does)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from unlearn_tasks.metrics.klom import CLIP, N_BINS, shared_edges
-
-    fig, axes = plt.subplots(1, len(samples), figsize=(4 * len(samples), 3.2), squeeze=False)
-    for ax, j in zip(axes[0], samples):
-        u = np.clip(unlearned[:, j : j + 1], -CLIP, CLIP)
-        o = np.clip(oracle[:, j : j + 1], -CLIP, CLIP)
-        edges = shared_edges(u, o, N_BINS + 1)[:, 0]
-        ax.hist(o[:, 0], bins=edges, alpha=0.6, label=f"oracle ({o.shape[0]})", color="tab:blue")
-        ax.hist(u[:, 0], bins=edges, alpha=0.6, label=f"unlearned ({u.shape[0]})", color="tab:red")
-        ax.set_title(f"sample {j}: KLoM {values[j]:.3g}")
-        ax.set_xlabel("margin")
-    axes[0][0].set_ylabel("models")
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
 
 
 def _cmd_klom(args: argparse.Namespace) -> int:
@@ -92,7 +63,7 @@ def _cmd_klom(args: argparse.Namespace) -> int:
             per_sample[missing] = klom_per_sample(u.margins, o.margins, direction=args.direction,
                                                   binning=args.binning, indices=missing)
         plot = args.plot or str(Path(args.out).with_suffix(".png"))
-        print(f"plot: {plot_margin_histograms(u.margins, o.margins, plot_samples, per_sample, plot)}")
+        print(f"plot: {plots.margin_histograms(u.margins, o.margins, plot_samples, per_sample, plot)}")
     return 0
 
 
