@@ -25,7 +25,7 @@ import datasets
 import numpy as np
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
 from unlearn_tasks.metadata import MetadataOptions, check_positive_int
