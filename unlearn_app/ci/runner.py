@@ -96,8 +96,8 @@ def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[list[Any], di
     to hand to lm-eval, its leaf tasks by name, and its groups' members."""
     from lm_eval.tasks import TaskManager
 
-    from harness_ext.plugins import include_paths
     from harness_ext.evaluate import model_arguments
+    from harness_ext.plugins import include_paths
 
     extra = {k: v for k, v in model_args.items() if k != "pretrained"}
     metadata = {**model_arguments(model_args.get("pretrained", ""), suite.backend, extra), **suite.task_metadata()}
