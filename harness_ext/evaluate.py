@@ -63,8 +63,8 @@ def evaluate_lm(
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
 
-    from harness_ext import tasks_dir
     from harness_ext.lm_eval_patches import cache_env_info
+    from harness_ext.plugins import include_paths
 
     cache_env_info()  # lm-eval's environment report takes seconds; it is the same for every evaluation of a process
     tracker = EvaluationTracker(output_path=str(output_dir)) if output_dir is not None else None
@@ -74,7 +74,7 @@ def evaluate_lm(
         tasks=tasks,
         batch_size=batch_size,
         device=device,
-        task_manager=TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata or {}),
+        task_manager=TaskManager(include_path=include_paths(), include_defaults=False, metadata=metadata or {}),
         bootstrap_iters=0,
         limit=limit,
         gen_kwargs=gen_kwargs,
@@ -104,7 +104,7 @@ def unknown_tasks(tasks: list[str]) -> list[str]:
     """The names in ``tasks`` that are neither a task nor a group this package's lm-eval index knows."""
     from lm_eval.tasks import TaskManager
 
-    from harness_ext import tasks_dir
+    from harness_ext.plugins import include_paths
 
-    known = set(TaskManager(include_path=str(tasks_dir()), include_defaults=False).all_tasks)
+    known = set(TaskManager(include_path=include_paths(), include_defaults=False).all_tasks)
     return [t for t in tasks if t not in known]

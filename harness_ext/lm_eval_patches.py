@@ -23,7 +23,7 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from harness_ext import tasks_dir
+from harness_ext.plugins import include_paths
 
 #: lm-eval's backend (``--model``) -> (class name, module prefix) of its ``LM`` subclass.
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -53,24 +53,20 @@ def hf_batch_size(lm: Any) -> int:
 
 # --------------------------------------------------------------------------- task discovery
 def patch_task_manager_class(cls: type) -> None:
-    """Make ``cls.__init__`` prepend our task folder to ``include_path`` (idempotent)."""
+    """Make ``cls.__init__`` prepend our task folders (:func:`~harness_ext.plugins.include_paths`) to
+    ``include_path`` (idempotent)."""
     if getattr(cls.__init__, "_unlearn_patched", False):
         return
     original = cls.__init__
     signature = inspect.signature(original)
-    ours = str(tasks_dir())
+    ours = include_paths()  # this package's task folder and the installed benchmarks' (harness_ext.plugins)
 
     @functools.wraps(original)
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         bound = signature.bind(self, *args, **kwargs)
         given = bound.arguments.get("include_path")
-        if given is None:
-            paths: list = [ours]
-        elif isinstance(given, (list, tuple)):
-            paths = [ours, *[p for p in given if str(p) != ours]]
-        else:
-            paths = [ours] if str(given) == ours else [ours, given]
-        bound.arguments["include_path"] = paths
+        given = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
+        bound.arguments["include_path"] = [*ours, *[p for p in given if str(p) not in ours]]
         original(*bound.args, **bound.kwargs)
 
     __init__._unlearn_patched = True  # type: ignore[attr-defined]

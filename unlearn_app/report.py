@@ -6,52 +6,17 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-#: The TOFU table's rows, in the order the literature reports them.
-TOFU_ROWS = [
-    ("forget_quality", "Forget Quality (KS p-value vs retain)"),
-    ("model_utility", "Model Utility"),
-    ("forget_rougeL_recall", "Forget ROUGE-L recall"),
-    ("forget_prob", "Forget probability"),
-    ("forget_truth_ratio", "Forget Truth Ratio"),
-    ("retain_rougeL_recall", "Retain ROUGE-L recall"),
-    ("retain_prob", "Retain probability"),
-    ("retain_truth_ratio", "Retain Truth Ratio"),
-    ("ra_rougeL_recall", "Real authors ROUGE-L recall"),
-    ("ra_prob", "Real authors probability"),
-    ("ra_truth_ratio", "Real authors Truth Ratio"),
-    ("wf_rougeL_recall", "World facts ROUGE-L recall"),
-    ("wf_prob", "World facts probability"),
-    ("wf_truth_ratio", "World facts Truth Ratio"),
-    ("mia_min_k_auc", "MIA Min-K% AUROC (forget vs holdout)"),
-    ("mia_min_k_plus_plus_auc", "MIA Min-K%++ AUROC"),
-    ("mia_loss_auc", "MIA LOSS AUROC"),
-    ("mia_zlib_auc", "MIA zlib AUROC"),
-    ("privleak", "PrivLeak (%, vs retain)"),
-]
-
-
-#: MUSE's rows (``muse_news``, ``muse_books`` and their parts), in the paper's order (C1 - C4).
-MUSE_ROWS = [
-    ("forget_verbmem", "VerbMem on forget (ROUGE-L F1)"),
-    ("forget_knowmem", "KnowMem on forget (ROUGE-L F1)"),
-    ("privleak", "PrivLeak (%, vs retrained)"),
-    ("retain_knowmem", "KnowMem on retain (utility, ROUGE-L F1)"),
-    ("mia_min_k_auc", "MIA Min-K% AUROC (forget vs holdout)"),
-    ("mia_min_k_plus_plus_auc", "MIA Min-K%++ AUROC"),
-    ("mia_loss_auc", "MIA LOSS AUROC"),
-    ("mia_zlib_auc", "MIA zlib AUROC"),
-]
-
-#: lm-eval's own WMDP tasks (``wmdp`` group, ``wmdp_bio``, ``wmdp_chem``, ``wmdp_cyber``).
-WMDP_ROWS = [("acc", "Accuracy (4 options, chance 0.25; lower = more hazardous knowledge removed)")]
-
-#: Task-name prefix -> the rows of its table, in order; other tasks get the TOFU order, then alphabetical.
-KNOWN_TASKS = {"tofu": TOFU_ROWS, "muse": MUSE_ROWS, "wmdp": WMDP_ROWS}
+#: The benchmark whose rows a task of no benchmark with rows gets.
+DEFAULT_BENCHMARK = "tofu"
 
 
 def rows_for_task(task: str) -> list[tuple[str, str]]:
-    """The ordered, labelled rows of a known task family (TOFU's for unknown tasks)."""
-    return next((rows for prefix, rows in KNOWN_TASKS.items() if task.startswith(prefix)), TOFU_ROWS)
+    """The ordered, labelled rows of a task's benchmark, as the benchmark declares them
+    (:mod:`unlearn_tasks.benchmarks`); TOFU's for a task of no benchmark, or of one that declares no rows."""
+    from unlearn_tasks.benchmarks import benchmark, benchmark_of_task
+
+    found = benchmark_of_task(task)
+    return list(found.rows if found is not None and found.rows else benchmark(DEFAULT_BENCHMARK).rows)
 
 
 def _fmt(value: float | None) -> str:
@@ -62,8 +27,9 @@ def _fmt(value: float | None) -> str:
     return f"{value:.4f}"
 
 
-def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, str]] = TOFU_ROWS) -> str:
-    """One column per model, one row per metric present in at least one model."""
+def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, str]] | None = None) -> str:
+    """One column per model, one row per metric present in at least one model (``rows``: TOFU's by default)."""
+    rows = rows_for_task(DEFAULT_BENCHMARK) if rows is None else rows
     names = list(models)
     lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     for key, label in rows:
@@ -73,7 +39,7 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
 
 
 def generic_rows(models: dict[str, dict[str, float]], task: str = "") -> list[tuple[str, str]]:
-    """Rows for any task: its family's known metrics in order (:data:`KNOWN_TASKS`), then every other metric
+    """Rows for any task: its benchmark's rows in order (:func:`rows_for_task`), then every other metric
     alphabetically."""
     rows = rows_for_task(task)
     known = {k for k, _ in rows}

@@ -18,20 +18,11 @@ import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-#: Keys every task YAML may carry, and the options of each benchmark (``--metadata`` reaches every task of a run).
+#: Keys every task YAML may carry (a benchmark's own keys are the fields of its options classes, which register
+#: themselves: see :class:`MetadataOptions`).
 COMMON_KEYS = {"version", "data_dir", "dataset_path", "max_items_per_split", "parts", "sets", "config", "benchmark"}
 #: Keys lm-eval itself adds to every task's metadata.
 LM_EVAL_KEYS = {"config_source", "_metadata"}
-TOFU_KEYS = {"forget_split", "reference", "answer_scoring", "truth_ratio_mean", "mia_k", "generation_prompt"}
-MARGINS_KEYS = {"data_file", "prompt_field", "target_field", "text_field", "split_field", "reduction", "include_eos",
-                "keep_token_margins"}
-WATERDRUM_KEYS = {"waterdrum_data_dir", "splits", "duplicate_owner", "owners", "generations", "prompt_tokens",
-                  "prompt_tokenizer", "verify_tokenizer", "verify_vocab_size", "ids", "k_p", "workers",
-                  "knowmem_split", "knowmem_max_tokens", "mia_k"}
-RELU_KEYS = {"relu_format", "relu_splits", "relu_pair", "relu_options", "relu_mode", "relu_data_dir", "relu_dataset_path"}
-DEEP_UNLEARNING_KEYS = {"mquake_path", "target", "fix_rule_typos"}
-CLEAR_KEYS = {"mode", "seed", "tofu_data_dir", "tofu_dataset_path"}
-MUSE_KEYS = {"corpus", "muse_data_dir", "verbmem_max_tokens", "knowmem_max_tokens", "tokenizer", "tokenizer_kwargs"}
 
 #: lm-eval model arguments (hf, vllm and common ``from_pretrained`` keywords); the loaded backends' own
 #: constructor parameters are added at check time.
@@ -62,9 +53,12 @@ def _backend_params() -> set[str]:
 
 
 def benchmark_keys() -> set[str]:
-    """Every option key of every benchmark of this package (tests check these sets against the options classes)."""
-    return (COMMON_KEYS | LM_EVAL_KEYS | TOFU_KEYS | WATERDRUM_KEYS | MARGINS_KEYS | RELU_KEYS | DEEP_UNLEARNING_KEYS
-            | CLEAR_KEYS | MUSE_KEYS)
+    """Every option key of every benchmark: the keys of every registered options class (all benchmarks' options
+    modules are imported first, :func:`unlearn_tasks.benchmarks.import_options`), the common and lm-eval's keys."""
+    from unlearn_tasks.benchmarks import import_options
+
+    import_options()
+    return COMMON_KEYS | LM_EVAL_KEYS | set().union(*(cls.metadata_keys() for cls in _REGISTERED.values()))
 
 
 def check_metadata_keys(metadata: dict[str, Any] | None, own_keys: Iterable[str], where: str) -> None:
@@ -128,33 +122,62 @@ def _matches(value: Any, hint: Any) -> bool:
     return isinstance(value, hint) if isinstance(hint, type) else True
 
 
+#: Every options class, by qualified name (each registers itself when defined: :meth:`MetadataOptions.__init_subclass__`).
+_REGISTERED: dict[str, type[MetadataOptions]] = {}
+
+
 class MetadataOptions:
     """Base of a benchmark's options dataclass: :meth:`from_metadata` reads the task's metadata (task YAML
     ``metadata`` + ``--metadata`` + lm-eval's model arguments) into the dataclass's fields.
 
-    It refuses keys no benchmark knows (:func:`check_metadata_keys`), fills the fields (:meth:`complete` then sets
-    what comes from elsewhere), runs :meth:`validate` (its messages say which values are allowed) and checks every
-    field's value against its type, naming the key and the type.
+    It refuses keys no benchmark knows (:func:`check_metadata_keys`: the union of every registered options class's
+    keys), fills the fields (:meth:`complete` then sets what comes from elsewhere), runs :meth:`validate` (its
+    messages say which values are allowed) and checks every field's value against its type, naming the key and the
+    type. A subclass registers itself when it is defined.
     Class attributes: ``WHERE`` (the task's name in messages), ``EXTRA_KEYS`` (keys accepted that are not fields),
-    ``DERIVED`` (fields never read from the metadata), ``COMMA_LISTS`` (list fields that also take "a,b" text)."""
+    ``DERIVED`` (fields never read from the metadata), ``COMMA_LISTS`` (list fields that also take "a,b" text),
+    ``RENAMED`` (metadata key -> field, for fields read under another key, e.g. ``relu_mode`` -> ``mode``).
+    A field without a default is required: its absence is an error naming its key."""
 
     WHERE: ClassVar[str] = "task"
     EXTRA_KEYS: ClassVar[frozenset[str]] = frozenset({"version"})
     DERIVED: ClassVar[frozenset[str]] = frozenset()
     COMMA_LISTS: ClassVar[frozenset[str]] = frozenset()
+    RENAMED: ClassVar[dict[str, str]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _REGISTERED[f"{cls.__module__}.{cls.__qualname__}"] = cls
+
+    @classmethod
+    def _fields_by_key(cls) -> dict[str, dataclasses.Field]:
+        """The fields read from the metadata, by the key they are read under."""
+        fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in cls.DERIVED}  # type: ignore[arg-type]
+        renamed = {key: fields.pop(name) for key, name in cls.RENAMED.items() if name in fields}
+        return {**fields, **renamed}
+
+    @classmethod
+    def metadata_keys(cls) -> set[str]:
+        """The ``--metadata`` keys this class reads or accepts."""
+        return set(cls._fields_by_key()) | cls.EXTRA_KEYS
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any] | None):
         md = dict(metadata or {})
-        known = {f.name for f in dataclasses.fields(cls)} - cls.DERIVED  # type: ignore[arg-type]
-        check_metadata_keys(md, known | cls.EXTRA_KEYS, cls.WHERE)
-        values = {k: v for k, v in md.items() if k in known and v is not None}
+        by_key = cls._fields_by_key()
+        check_metadata_keys(md, cls.metadata_keys(), cls.WHERE)
+        missing = [key for key, f in by_key.items() if md.get(key) is None and f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise ValueError(f"{cls.WHERE}: metadata lacks {', '.join(missing)} (check the task YAML).")
+        values = {by_key[k].name: v for k, v in md.items() if k in by_key and v is not None}
         for name in cls.COMMA_LISTS & set(values):
             if isinstance(values[name], str):
                 values[name] = [part.strip() for part in values[name].split(",") if part.strip()]
         opts = cls(**values)
         opts.complete(md)
         hints = typing.get_type_hints(cls)
+        key_of = {f.name: key for key, f in by_key.items()}
         wrong = next((k for k, v in sorted(values.items()) if not _matches(v, hints[k])), None)
         try:
             opts.validate()
@@ -162,8 +185,8 @@ class MetadataOptions:
             if wrong is None:
                 raise
         if wrong is not None:
-            raise ValueError(f"{cls.WHERE} option: {wrong} must be {_type_name(hints[wrong])}, got {values[wrong]!r} "
-                             f"(check --metadata / the task YAML).")
+            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {_type_name(hints[wrong])}, got "
+                             f"{values[wrong]!r} (check --metadata / the task YAML).")
         return opts
 
     def complete(self, metadata: dict[str, Any]) -> None:

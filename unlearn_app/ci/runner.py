@@ -88,12 +88,12 @@ def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[list[Any], di
     to hand to lm-eval, its leaf tasks by name, and its groups' members."""
     from lm_eval.tasks import TaskManager
 
-    from harness_ext import tasks_dir
     from harness_ext.evaluate import model_arguments
+    from harness_ext.plugins import include_paths
 
     extra = {k: v for k, v in model_args.items() if k != "pretrained"}
     metadata = {**model_arguments(model_args.get("pretrained", ""), suite.backend, extra), **suite.task_metadata()}
-    manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata)
+    manager = TaskManager(include_path=include_paths(), include_defaults=False, metadata=metadata)
     unknown = [t for t in suite.tasks if t not in manager.all_tasks]
     if unknown:
         raise SuiteError(f"{suite.path}: unknown task(s) {unknown} in tasks:; `lm-eval ls tasks` lists them")

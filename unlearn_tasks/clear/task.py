@@ -16,6 +16,7 @@ from lm_eval.api.instance import Instance
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.clear import scoring
+from unlearn_tasks.clear.benchmark import BENCHMARK
 from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.options import ClearOptions
 from unlearn_tasks.prompts import ANSWER_DELIMITER
@@ -24,7 +25,8 @@ from unlearn_tasks.tofu.aggregate import ReferenceData
 
 log = logging.getLogger(__name__)
 
-LOWER_IS_BETTER = {f"{s}_{m}" for s in scoring.FORGET_SETS for m in scoring.METRICS} | {"forget_score"}
+#: Direction of every metric: declared with the benchmark (:mod:`unlearn_tasks.clear.benchmark`).
+LOWER_IS_BETTER = BENCHMARK.lower_is_better
 HOW_TO_MAKE = (
     "Produce one by evaluating the gold model (trained on the matching retain set only) with the same task: "
     "`lm_eval --model hf-multimodal --model_args pretrained=GOLD_MODEL --tasks {task} --output_path REF_DIR`, then "
@@ -52,7 +54,7 @@ class ClearTask(UnlearningTask):
         return scoring.metric_names(self.options.parts, self.options.sets)
 
     def lower_is_better(self) -> set[str]:
-        return LOWER_IS_BETTER
+        return set(LOWER_IS_BETTER)
 
     def _load_reference(self):
         if "likelihood" not in self.options.parts or "forget_caption" not in self.options.sets:

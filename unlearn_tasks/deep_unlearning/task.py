@@ -28,7 +28,7 @@ import datasets
 
 from harness_ext.provenance import note_data_source
 from harness_ext.task_base import UnlearningTask
-from unlearn_tasks.metadata import DEEP_UNLEARNING_KEYS, check_metadata_keys
+from unlearn_tasks.deep_unlearning.options import DeepUnlearningOptions
 
 from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
 from .metrics import answer_is_correct, score_targets
@@ -93,9 +93,8 @@ class DeepUnlearningTask(UnlearningTask):
 
     def setup(self, config: dict) -> None:
         meta = config.get("metadata") or {}
-        check_metadata_keys(meta, DEEP_UNLEARNING_KEYS | {"data_dir", "benchmark", "version"}, "Deep unlearning task")
+        target = DeepUnlearningOptions.from_metadata(meta).target  # checks the keys and their types
         self.kb, self.kb_path = load_kb_from_metadata(meta, config.get("task", "evaldu"))
-        target = meta.get("target")
         self.target = None if target is None else self.kb.check_target(target)
         if not self.kb.targets and self.target is None:
             raise ValueError(f"{self.kb.name} lists no targets; pass --metadata '{{\"target\": ID}}'")

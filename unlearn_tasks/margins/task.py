@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,43 +27,11 @@ from lm_eval.api.instance import Instance
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.data import read_json_lines
+from unlearn_tasks.margins.benchmark import BENCHMARK
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.margins.options import MarginOptions
 from unlearn_tasks.metrics.klom import margins_from_logprobs, reduce_token_margins
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
-
-BENCHMARKS = ("tofu", "file")
-REDUCTIONS = ("mean", "sum")
-
-
-@dataclass
-class MarginOptions(MetadataOptions):
-    WHERE = "margins task"
-
-    benchmark: str = "file"
-    forget_split: str = "forget10"
-    dataset_path: str | None = None
-    data_dir: str | None = None
-    data_file: str | None = None
-    prompt_field: str = "prompt"
-    target_field: str = "target"
-    text_field: str = "text"
-    split_field: str = "split"
-    max_items_per_split: int | None = None
-    reduction: str = "mean"
-    include_eos: bool = False
-    keep_token_margins: bool = False
-
-    def validate(self) -> None:
-        check_positive_int(self.max_items_per_split, "max_items_per_split", "margins task option")
-        checks = [
-            (self.benchmark in BENCHMARKS, f"benchmark must be one of {BENCHMARKS}"),
-            (self.reduction in REDUCTIONS, f"reduction must be one of {REDUCTIONS}"),
-            (self.benchmark != "file" or bool(self.data_file),
-             'the generic margins task needs a data file: --metadata \'{"data_file": "FILE.jsonl"}\' (JSON lines of '
-             '{"prompt": ..., "target": ...} or {"text": ...}, optional "split")'),
-        ]
-        self.require(checks)
 
 
 # --------------------------------------------------------------------------- documents
@@ -144,7 +111,7 @@ class MarginsTask(UnlearningTask):
         return self._names
 
     def lower_is_better(self) -> set[str]:
-        return {"margin_forget"}
+        return set(BENCHMARK.lower_is_better)
 
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
         return doc["prompt"]

@@ -15,8 +15,6 @@ MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
 PRIVLEAK_ATTACK = "min_k"
 ROUGE_METRICS = {"forget_verbmem": "verbmem_forget", "forget_knowmem": "knowmem_forget",
                  "retain_knowmem": "knowmem_retain"}
-#: forget-set memorisation and MIA AUROCs fall with unlearning; privleak is best near 0 (marked as TOFU's).
-LOWER_IS_BETTER = {"forget_verbmem", "forget_knowmem", "privleak"} | {f"mia_{a}_auc" for a in MIA_ATTACKS}
 
 
 def metric_names(parts: list[str]) -> list[str]:

@@ -13,6 +13,7 @@ from lm_eval.api.instance import Instance
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.muse import aggregate, reference
+from unlearn_tasks.muse.benchmark import BENCHMARK
 from unlearn_tasks.muse.options import MuseOptions
 from unlearn_tasks.muse.prompts import KNOWMEM_STOP, knowmem_messages, truncate_reference
 from unlearn_tasks.muse.scoring import part_of, score_document
@@ -40,7 +41,7 @@ class MuseTask(UnlearningTask):
         return aggregate.metric_names(self.options.parts)
 
     def lower_is_better(self) -> set[str]:
-        return aggregate.LOWER_IS_BETTER
+        return set(BENCHMARK.lower_is_better)
 
     # ------------------------------------------------------------------ reference and tokenizer
     def _load_reference(self) -> reference.MuseReference | None:

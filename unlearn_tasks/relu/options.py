@@ -8,12 +8,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import RELU_KEYS, check_metadata_keys, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int
 from unlearn_tasks.relu.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
 
 
 @dataclass
-class ReluOptions:
+class ReluOptions(MetadataOptions):
+    WHERE = "ReLU task"
+    #: The ``relu_`` keys and the fields they fill; ``data_dir`` is read too when ``relu_data_dir`` is absent.
+    RENAMED = {"relu_format": "format", "relu_splits": "splits", "relu_options": "n_options", "relu_mode": "mode",
+               "relu_data_dir": "data_dir", "relu_dataset_path": "dataset_path"}
+    EXTRA_KEYS = frozenset({"version", "data_dir", "relu_pair"})
+    DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
+
     format: str
     splits: list[str] = field(default_factory=list)  # one split, or [forget, retain] for a pair task
     n_options: int | None = None
@@ -24,29 +31,17 @@ class ReluOptions:
     tokenizer: str | None = None  # for comprehension QA's generation budget
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
-    @classmethod
-    def from_metadata(cls, metadata: dict[str, Any] | None) -> ReluOptions:
-        md = dict(metadata or {})
-        check_metadata_keys(md, RELU_KEYS | {"data_dir", "max_items_per_split", "version"}, "ReLU task")
-        if "relu_format" not in md:
-            raise ValueError("ReLU task: metadata lacks relu_format (check the task YAML).")
-        splits = list(md.get("relu_splits") or [])
-        if len(splits) == 2 and md.get("relu_pair"):
-            splits = [md["relu_pair"], retain_of(md["relu_pair"])]
-        tokenizer = md.get("tokenizer") or md.get("pretrained")
-        opts = cls(
-            format=md["relu_format"],
-            splits=splits,
-            n_options=md.get("relu_options"),
-            mode=md.get("relu_mode") or "default",
-            data_dir=md.get("relu_data_dir") or md.get("data_dir"),
-            dataset_path=md.get("relu_dataset_path") or HUB_ID,
-            max_items_per_split=md.get("max_items_per_split"),
-            tokenizer=tokenizer if isinstance(tokenizer, str) else None,
-            tokenizer_kwargs={k: md[k] for k in ("revision", "trust_remote_code") if md.get(k) is not None},
-        )
-        opts.validate()
-        return opts
+    def complete(self, metadata: dict[str, Any]) -> None:
+        """``relu_pair`` picks a pair task's forget split (its retain split follows); ``data_dir`` stands in for
+        ``relu_data_dir``; the tokenizer comes from the model arguments."""
+        if len(self.splits) == 2 and metadata.get("relu_pair"):
+            self.splits = [metadata["relu_pair"], retain_of(metadata["relu_pair"])]
+        self.data_dir = self.data_dir or metadata.get("data_dir")
+        self.mode = self.mode or "default"
+        self.dataset_path = self.dataset_path or HUB_ID
+        tokenizer = metadata.get("tokenizer") or metadata.get("pretrained")
+        self.tokenizer = tokenizer if isinstance(tokenizer, str) else None
+        self.tokenizer_kwargs = {k: metadata[k] for k in ("revision", "trust_remote_code") if metadata.get(k) is not None}
 
     @property
     def fmt(self) -> Format:

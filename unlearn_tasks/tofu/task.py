@@ -19,16 +19,14 @@ from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
 from unlearn_tasks.reference_logs import model_identity, reference_used
 from unlearn_tasks.tofu import aggregate, reference
+from unlearn_tasks.tofu.benchmark import BENCHMARK
 from unlearn_tasks.tofu.options import TofuOptions
 from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
 
 log = logging.getLogger(__name__)
 
-#: Direction of every metric (privleak: closest to 0 is best; reported as "higher is better" of -|x| is not
-#: expressible in lm-eval, so we mark it False, i.e. a strongly negative value means forget data still leaks).
-LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak"} | {
-    f"mia_{a}_auc" for a in aggregate.MIA_ATTACKS
-}
+#: Direction of every metric: declared with the benchmark (:mod:`unlearn_tasks.tofu.benchmark`).
+LOWER_IS_BETTER = BENCHMARK.lower_is_better
 
 
 class TofuTask(UnlearningTask):
@@ -50,7 +48,7 @@ class TofuTask(UnlearningTask):
         return aggregate.metric_names(self.options.parts)
 
     def lower_is_better(self) -> set[str]:
-        return LOWER_IS_BETTER
+        return set(LOWER_IS_BETTER)
 
     # ------------------------------------------------------------------ reference
     def _load_reference(self) -> aggregate.ReferenceData | None:

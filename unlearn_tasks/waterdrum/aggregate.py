@@ -20,8 +20,6 @@ from unlearn_tasks.waterdrum.verify import verify_texts
 NAN = float("nan")
 FORMAT = "lm-eval-unlearning/waterdrum/1"
 BASELINES = {"rouge": "rougeL_recall", "knowmem": "knowmem", "mia": "min_k"}
-#: Metrics where a smaller value means better unlearning or a cleaner control.
-LOWER_IS_BETTER = {"forget_strength", "other_id_strength", "forget_rougeL_recall", "forget_knowmem", "retain_min_k"}
 
 
 def metric_names(options: WaterDrumOptions) -> list[str]:

@@ -18,6 +18,7 @@ from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.waterdrum import aggregate
+from unlearn_tasks.waterdrum.benchmark import BENCHMARK
 from unlearn_tasks.waterdrum.options import WaterDrumOptions
 from unlearn_tasks.waterdrum.runs import RESULTS_KEY
 from unlearn_tasks.waterdrum.scoring import KNOWMEM, LOGPROBS, SAMPLE, request_plan, score_document
@@ -56,7 +57,7 @@ class WaterDrumTask(UnlearningTask):
         return aggregate.metric_names(self.options)
 
     def lower_is_better(self) -> set[str]:
-        return aggregate.LOWER_IS_BETTER
+        return set(BENCHMARK.lower_is_better)
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:
