@@ -3,7 +3,9 @@
 lm-eval 0.4.13 only scans its own task folder and ``--include_path``. The wheel ships
 ``lm_eval_unlearning.pth``, which imports this module at interpreter start. It does **not** import lm-eval:
 it adds a post-import hook, so that when ``lm_eval.tasks.manager`` is first imported, ``TaskManager`` gets our
-task folder prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name clashes).
+task folder, and those of the benchmarks installed through the ``lm_eval_unlearning.benchmarks`` entry points
+(:mod:`harness_ext.plugins`), prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name
+clashes).
 Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
 :mod:`harness_ext.lm_eval_patches`.
 """
@@ -25,7 +27,7 @@ def _enabled() -> bool:
 
 
 def patch_task_manager(module: ModuleType) -> None:
-    """Wrap ``TaskManager.__init__`` so our task folder is always on the include path."""
+    """Wrap ``TaskManager.__init__`` so our task folders are always on the include path."""
     from harness_ext.lm_eval_patches import patch_task_manager_class
 
     patch_task_manager_class(module.TaskManager)

@@ -40,7 +40,13 @@ def _python(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 def test_the_toy_declares_its_options_rows_and_directions(tmp_path):
     """Found through its entry point: its keys join the union every task accepts, and its own check names them."""
     env = install_toy(tmp_path / "site")
+    broken = tmp_path / "site" / "broken_bench-0.1.dist-info"  # a plugin whose module is missing: skipped, named
+    broken.mkdir()
+    (broken / "METADATA").write_text("Metadata-Version: 2.1\nName: broken-bench\nVersion: 0.1\n")
+    (broken / "entry_points.txt").write_text("[lm_eval_unlearning.benchmarks]\nbroken = no_such_bench.benchmark\n")
+    toy_dir = str((tmp_path / "site" / "toy_bench").resolve())
     code = (
+        f"from harness_ext.plugins import include_paths\nassert include_paths()[1:] == [{toy_dir!r}]\n"
         "from unlearn_tasks.benchmarks import benchmarks\n"
         "from unlearn_tasks.metadata import benchmark_keys\n"
         "from unlearn_tasks.tofu.options import TofuOptions\n"
@@ -62,6 +68,7 @@ def test_the_toy_declares_its_options_rows_and_directions(tmp_path):
                         "(check --metadata / the task YAML).")
     assert lines[2] == str([("forget_logprob", "Forget log-probability"), ("retain_logprob", "Retain log-probability"),
                             ("forget_retain_gap", "Gap (forget - retain)")])
+    assert "broken = no_such_bench.benchmark is skipped" in done.stderr
 
 
 @pytest.mark.slow

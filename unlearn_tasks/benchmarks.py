@@ -71,7 +71,8 @@ def _builtin_modules(module: str) -> list[str]:
 @functools.lru_cache(maxsize=1)
 def benchmarks() -> dict[str, Benchmark]:
     """Every benchmark by name: this package's (``unlearn_tasks/*/benchmark.py``), then the installed ones (entry
-    points of ``lm_eval_unlearning.benchmarks``; one that fails to import is skipped with a warning)."""
+    points of ``lm_eval_unlearning.benchmarks``; one that fails to import, declares nothing or reuses a name is
+    skipped with a warning)."""
     found: dict[str, Benchmark] = {}
 
     def add(bench: Benchmark, where: str) -> None:
@@ -83,12 +84,10 @@ def benchmarks() -> dict[str, Benchmark]:
         add(_declared(importlib.import_module(name), name), name)
     for ep in benchmark_entry_points():
         where = f"entry point {ep.name} = {ep.value}"
-        try:
-            module = ep.load()
-        except Exception as e:  # a broken plugin must not stop the other benchmarks
+        try:  # a broken or clashing plugin must not stop the other benchmarks
+            add(_declared(ep.load(), where), where)
+        except Exception as e:
             log.warning("benchmark %s is skipped: %s: %s", where, type(e).__name__, e)
-            continue
-        add(_declared(module, where), where)
     return found
 
 
