@@ -72,8 +72,8 @@ def build_model(out: Path) -> None:
     import torch
     from transformers import LlamaForCausalLM
 
-    from unlearn_methods.tiny_model import tiny_llama_config, train_tokenizer
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts
+    from unlearn_methods.scaffolding.tiny_model import tiny_llama_config, train_tokenizer
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts
 
     torch.manual_seed(0)
     config = tiny_llama_config(VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
@@ -83,8 +83,8 @@ def build_model(out: Path) -> None:
 
 
 def tofu_shaped_requests(n: int) -> list[tuple[str, str]]:
+    from unlearn_methods.scaffolding.tofu_corpus import build_corpus
     from unlearn_tasks.prompts import answer_continuation, question_prompt
-    from unlearn_tasks.tofu.demo_corpus import build_corpus
 
     rows = build_corpus()["full"]
     pairs = []

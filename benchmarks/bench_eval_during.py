@@ -33,8 +33,8 @@ def main() -> None:
     ap.add_argument("--model", help="model folder (default: the tiny demo Llama)")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from unlearn_methods.tiny_model import build_tiny_model
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, write_corpus
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts, write_corpus
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

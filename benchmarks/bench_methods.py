@@ -23,8 +23,8 @@ from unlearn_methods.base import UnlearnTrainer
 from unlearn_methods.data import ForgetRetainDataset, PairCollator
 from unlearn_methods.finetune import QACollator, tokenize_qa
 from unlearn_methods.idk import load_idk_answers
-from unlearn_methods.tiny_model import build_tiny_model
-from unlearn_tasks.tofu.demo_corpus import build_corpus, tokenizer_texts
+from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+from unlearn_methods.scaffolding.tofu_corpus import build_corpus, tokenizer_texts
 
 METHODS = all_methods()
 

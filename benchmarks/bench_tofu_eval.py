@@ -213,8 +213,8 @@ def _models(args: argparse.Namespace, work: Path) -> tuple[str, str]:
         return args.model, args.retain_model
     import torch
 
-    from unlearn_methods.tiny_model import build_tiny_model
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts, training_records
 
     torch.set_num_threads(args.threads)
     paths = []
@@ -273,7 +273,7 @@ def main() -> None:
         if args.data_dir:
             data_dir = Path(args.data_dir).resolve()
         else:
-            from unlearn_tasks.tofu.demo_corpus import write_corpus
+            from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
             data_dir = write_corpus(work / "data")
         model, retain = _models(args, work)

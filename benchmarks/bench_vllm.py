@@ -42,7 +42,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model, data_dir = args.model, args.data_dir
         if data_dir is None:
-            from unlearn_tasks.tofu.demo_corpus import write_corpus
+            from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
             data_dir = str(write_corpus(Path(tmp) / "data"))
         metadata = json.loads(args.metadata) if args.metadata else {}
@@ -53,8 +53,8 @@ def main() -> None:
                 metadata = {"generation_prompt": "tofu"}
             model = resolve_model(model)
         if model is None:
-            from unlearn_methods.tiny_model import build_tiny_model
-            from unlearn_tasks.tofu.demo_corpus import tokenizer_texts
+            from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+            from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts
 
             model = str(Path(tmp) / "model")
             build_tiny_model(tokenizer_texts(), model)

@@ -65,7 +65,7 @@ json.dump([[float(s) for s in row[:, 0]] for row in scores], open(out, "w"))
 
 
 def english_texts(n_texts: int) -> list[str]:
-    from unlearn_tasks.tofu.demo_corpus import build_corpus
+    from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 
     rows = build_corpus()["full"]
     return [" ".join(rows[(i * 7 + k) % len(rows)]["answer"] for k in range(12)) for i in range(n_texts)]

@@ -54,7 +54,7 @@ def legacy_logs(shared_data: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def demo_data_dir(tmp_path_factory) -> Path:
-    from unlearn_tasks.tofu.demo_corpus import write_corpus
+    from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
     return write_corpus(tmp_path_factory.mktemp("tofu_demo_data"))
 
@@ -62,8 +62,8 @@ def demo_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A randomly initialised tiny Llama with a tokenizer trained on the demo corpus (no training)."""
-    from unlearn_methods.tiny_model import build_tiny_model
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts
 
     out = tmp_path_factory.mktemp("tiny_model")
     build_tiny_model(tokenizer_texts(0), out, seed=0)
@@ -74,7 +74,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def clear_data_dir(tmp_path_factory) -> Path:
     """A CLEAR-layout folder written by the project (20 people, 2 poses, 32x32 faces, parquet with image bytes)."""
     pytest.importorskip("PIL")
-    from unlearn_tasks.clear.synthetic import write_clear_layout
+    from unlearn_methods.scaffolding.clear_corpus import write_clear_layout
 
     return write_clear_layout(tmp_path_factory.mktemp("clear_data"), n_people=20, poses=2)
 
@@ -83,8 +83,8 @@ def clear_data_dir(tmp_path_factory) -> Path:
 def tiny_llava_dir(tmp_path_factory) -> Path:
     """A randomly initialised tiny LLaVA (CLIP-style vision tower + tiny Llama) and its LlavaProcessor."""
     pytest.importorskip("PIL")
-    from unlearn_methods.tiny_vlm import build_tiny_llava
-    from unlearn_tasks.clear.synthetic import corpus_texts
+    from unlearn_methods.scaffolding.clear_corpus import corpus_texts
+    from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
 
     out = tmp_path_factory.mktemp("tiny_llava")
     build_tiny_llava(corpus_texts(), out, seed=0)

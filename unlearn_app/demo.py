@@ -60,9 +60,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from unlearn_app.report import relu_metrics
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
-    from unlearn_methods.tiny_model import build_tiny_model
-    from unlearn_tasks.relu.demo_formats import write_formats
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts, training_records, write_corpus
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts, training_records, write_corpus
+    from unlearn_methods.scaffolding.tofu_formats_corpus import write_formats
 
     hf_logging.set_verbosity_error()
     wd = cfg.workdir.resolve()

@@ -47,9 +47,9 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
     from harness_ext.evaluate import run_lm_eval
     from unlearn_methods.config import RunConfig
     from unlearn_methods.run import train
-    from unlearn_methods.tiny_vlm import build_tiny_llava
+    from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
+    from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
     from unlearn_methods.vlm import answer_probability, clear_records, finetune_vlm
-    from unlearn_tasks.clear.synthetic import corpus_texts, write_clear_layout
 
     hf_logging.set_verbosity_error()
     datasets.disable_progress_bars()

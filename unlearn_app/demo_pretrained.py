@@ -45,7 +45,7 @@ def _stage(n: int, total: int, text: str) -> None:
 
 
 def _records(corpus: dict[str, list[dict]], with_forget: bool) -> list[dict]:
-    from unlearn_tasks.tofu.demo_corpus import REAL_AUTHORS, WORLD_FACTS
+    from unlearn_methods.scaffolding.tofu_corpus import REAL_AUTHORS, WORLD_FACTS
 
     rows = corpus["retain_perturbed"] + (corpus["forget01_perturbed"] if with_forget else [])
     records = [{"question": r["question"], "answer": a} for r in rows for a in (r["answer"], r["paraphrased_answer"])]
@@ -62,7 +62,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
     from unlearn_methods.pretrained import build_smollm2
-    from unlearn_tasks.tofu.demo_corpus import build_corpus, write_corpus
+    from unlearn_methods.scaffolding.tofu_corpus import build_corpus, write_corpus
 
     hf_logging.set_verbosity_error()
     wd, start, total = cfg.workdir.resolve(), time.perf_counter(), 5

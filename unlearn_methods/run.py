@@ -108,7 +108,7 @@ def _load(cfg: RunConfig):
 
 def _data_dir(cfg: RunConfig, out: Path) -> str | None:
     if cfg.data == "demo" and not cfg.data_dir:
-        from unlearn_tasks.tofu.demo_corpus import write_corpus
+        from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
         return str(write_corpus(out / "demo_data"))
     return cfg.data_dir

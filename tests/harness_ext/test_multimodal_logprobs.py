@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from lm_eval.api.instance import Instance  # noqa: E402
 
 from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types  # noqa: E402
-from unlearn_tasks.clear.faces import draw_face  # noqa: E402
+from unlearn_methods.scaffolding.faces import draw_face  # noqa: E402
 
 
 @pytest.fixture(scope="module")

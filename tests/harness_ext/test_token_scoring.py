@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, LlamaForCausalLM
 from harness_ext.answer_logprobs import encode_request
 from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 from harness_ext.token_scoring import position_statistics, score_sequences
-from unlearn_methods.tiny_model import tiny_llama_config
+from unlearn_methods.scaffolding.tiny_model import tiny_llama_config
 from unlearn_tasks.prompts import answer_continuation, question_prompt
 
 QA = [

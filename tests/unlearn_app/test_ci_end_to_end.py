@@ -58,8 +58,8 @@ def test_ci_passes_fails_and_caches_on_the_tiny_model(tiny_model_dir, demo_data_
     assert [c["passed"] for c in second["checks"]] == [True, False]
 
     # changed weights: never the stale numbers
-    from unlearn_methods.tiny_model import build_tiny_model
-    from unlearn_tasks.tofu.demo_corpus import tokenizer_texts
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
+    from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts
 
     build_tiny_model(tokenizer_texts(0), model, seed=1)
     proc = _ci(model, passing, tmp_path / "out3", cache)
@@ -122,8 +122,8 @@ def test_example_suite_checks_name_real_metrics(tiny_model_dir, tmp_path):
     """The example suite's checks validate against the metric names of lm-eval's task objects."""
     from unlearn_app.ci.runner import build_tasks, task_metric_names
     from unlearn_app.ci.suite import load_suite, validate_checks
-    from unlearn_tasks.relu.demo_formats import write_formats
-    from unlearn_tasks.tofu.demo_corpus import write_corpus
+    from unlearn_methods.scaffolding.tofu_corpus import write_corpus
+    from unlearn_methods.scaffolding.tofu_formats_corpus import write_formats
 
     data = write_corpus(tmp_path / "data")
     write_formats(data)

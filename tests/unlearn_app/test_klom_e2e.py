@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoTokenizer, LlamaForCausalLM
 
 from unlearn_app.cli import main
 from unlearn_methods.finetune import finetune
-from unlearn_tasks.tofu.demo_corpus import build_corpus
+from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 
 
 @pytest.mark.slow

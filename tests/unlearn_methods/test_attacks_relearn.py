@@ -26,7 +26,7 @@ def test_split_is_seeded_disjoint_and_complete():
 def trained_dirs(tmp_path_factory, tiny_model_dir):
     """(memorised on everything, retain-only) tiny models."""
     from unlearn_methods.finetune import finetune
-    from unlearn_tasks.tofu.demo_corpus import training_records
+    from unlearn_methods.scaffolding.tofu_corpus import training_records
 
     dirs = []
     for split in ("full", "retain90"):

@@ -13,8 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.config import load_run_config
 from unlearn_methods.run import train
+from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 from unlearn_tasks.prompts import encode_qa
-from unlearn_tasks.tofu.demo_corpus import build_corpus
 
 METHODS = all_methods()
 
@@ -70,7 +70,7 @@ def _series(out, term):
 @pytest.fixture(scope="module")
 def memorised_dir(tmp_path_factory, tiny_model_dir):
     from unlearn_methods.finetune import finetune
-    from unlearn_tasks.tofu.demo_corpus import training_records
+    from unlearn_methods.scaffolding.tofu_corpus import training_records
 
     out = tmp_path_factory.mktemp("memorised")
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)

@@ -19,7 +19,7 @@ def memorised(tmp_path_factory, tiny_model_dir):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unlearn_methods.finetune import finetune
-    from unlearn_tasks.tofu.demo_corpus import training_records
+    from unlearn_methods.scaffolding.tofu_corpus import training_records
 
     out = tmp_path_factory.mktemp("memorised_vllm")
     finetune(AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir),
@@ -29,7 +29,7 @@ def memorised(tmp_path_factory, tiny_model_dir):
 
 @pytest.fixture(scope="module")
 def relu_data_dir(tmp_path_factory):
-    from unlearn_tasks.relu.demo_formats import write_formats
+    from unlearn_methods.scaffolding.tofu_formats_corpus import write_formats
 
     return write_formats(tmp_path_factory.mktemp("relu_demo"))
 

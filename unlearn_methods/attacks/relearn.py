@@ -90,7 +90,7 @@ def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forge
     out = Path(out)
     corpus = read_corpus(relearn_data) if relearn_data is not None else None
     if data == "demo" and not data_dir:
-        from unlearn_tasks.tofu.demo_corpus import write_corpus
+        from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
         data_dir = str(write_corpus(out / "demo_data"))
     records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)

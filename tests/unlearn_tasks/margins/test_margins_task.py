@@ -11,10 +11,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness_ext.evaluate import run_lm_eval
+from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 from unlearn_tasks.margins.ensemble import RESULTS_KEY, read_record
 from unlearn_tasks.metrics.klom import margins_from_logits
 from unlearn_tasks.prompts import answer_continuation, question_prompt
-from unlearn_tasks.tofu.demo_corpus import build_corpus
 
 
 def _direct_margins(model_dir, prompt: str, continuation: str) -> np.ndarray:

@@ -6,13 +6,13 @@ import datasets
 import pytest
 
 from fixtures.relu import write_fixture
+from unlearn_methods.scaffolding.tofu_corpus import FORGET_AUTHORS, _facts, build_corpus
+from unlearn_methods.scaffolding.tofu_formats_corpus import authors, build_formats, write_formats
 from unlearn_tasks.data import DATA_DIR_ENV, DataError
 from unlearn_tasks.relu.data import load_split
-from unlearn_tasks.relu.demo_formats import authors, build_formats, write_formats
 from unlearn_tasks.relu.docs import build_docs
 from unlearn_tasks.relu.formats import FORMATS, SPLITS
 from unlearn_tasks.relu.options import ReluOptions
-from unlearn_tasks.tofu.demo_corpus import FORGET_AUTHORS, _facts, build_corpus
 
 
 def _docs(fmt, splits, **md):

@@ -21,7 +21,7 @@ def fixture_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def relu_demo_dir(tmp_path_factory):
-    from unlearn_tasks.relu.demo_formats import write_formats
+    from unlearn_methods.scaffolding.tofu_formats_corpus import write_formats
 
     return write_formats(tmp_path_factory.mktemp("relu_demo"))
 

@@ -1,6 +1,6 @@
 """Synthetic "faces" drawn with PIL: one look per person (face shape, skin, hair and eye colours), several poses.
 
-Used by the CLEAR-layout fixture (:mod:`unlearn_tasks.clear.synthetic`), the tests and the demo; nothing here
+Used by the CLEAR-layout fixture (:mod:`unlearn_methods.scaffolding.clear_corpus`), the tests and the demo; nothing here
 comes from the CLEAR release.
 """
 

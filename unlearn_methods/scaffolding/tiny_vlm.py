@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from unlearn_methods.tiny_model import tiny_llama_config, train_tokenizer
+from unlearn_methods.scaffolding.tiny_model import tiny_llama_config, train_tokenizer
 
 IMAGE_TOKEN = "<image>"
 #: A minimal LLaVA-1.5-style chat template: "USER: <image>\nquestion ASSISTANT:" (images as ``{"type": "image"}``).

@@ -12,7 +12,7 @@ import json
 import random
 from pathlib import Path
 
-from unlearn_tasks.clear.faces import EYES, HAIR, SKIN, draw_face
+from unlearn_methods.scaffolding.faces import EYES, HAIR, SKIN, draw_face
 from unlearn_tasks.clear.splits import FORGET_FRACTIONS, retain_of
 
 FIRST = ["Amira", "Bastian", "Chiara", "Dmitri", "Elif", "Farid", "Greta", "Hiroshi", "Ines", "Jonas", "Kalani",

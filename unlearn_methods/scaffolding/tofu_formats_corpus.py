@@ -1,4 +1,4 @@
-"""The demo corpus (:mod:`unlearn_tasks.tofu.demo_corpus`) in the ReLU formats, written by this project.
+"""The demo corpus (:mod:`unlearn_methods.scaffolding.tofu_corpus`) in the ReLU formats, written by this project.
 
 Every fact of the demo's fictitious authors becomes an MCQA item, a cloze item, an analogy and a comprehension
 QA pair and MCQ (a biography passage per author), and odd-one-out items mix facts of the forget and retain
@@ -14,9 +14,9 @@ import random
 from collections.abc import Callable
 from pathlib import Path
 
+from unlearn_methods.scaffolding import tofu_corpus as dc
 from unlearn_tasks.relu.formats import FORGET_SPLITS, retain_of
 from unlearn_tasks.relu.sampling import LETTERS
-from unlearn_tasks.tofu import demo_corpus as dc
 
 #: What the answer of each demo fact ends with (the cloze blank) and the pool its wrong options come from.
 Pool = Callable[[random.Random], str]
