@@ -21,7 +21,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import RunConfig
+from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig
 from unlearn_methods.data import (
     ForgetRetainDataset,
     PairCollator,
@@ -145,13 +145,6 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         disable_tqdm=not cfg.progress,
         dataloader_num_workers=0,
     )
-
-
-#: Settings that must be equal for ``--resume`` to continue a run (epochs may grow; where output goes may change).
-RESUME_KEYS = ("method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
-               "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
-               "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file")
-PATH_KEYS = ("model", "out", "data_dir", "idk_file")
 
 
 def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
