@@ -16,10 +16,8 @@ from typing import Any
 
 import yaml
 
+from unlearn_methods.data_sources import DataSource, data_help, data_source
 from unlearn_methods.params import in_range, param
-from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
-from unlearn_tasks.muse.corpora import corpus_of
-from unlearn_tasks.tofu.splits import HUB_ID
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -44,12 +42,6 @@ def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[st
                  default_text=default_text, unit=unit, required=required, resume=resume, path=path, **bounds)
 
 
-DATA_HELP = ("'tofu' (locuslab/TOFU), 'demo' (embedded corpus), 'evaldu' (--data-dir = an Eval-DU JSON folder), "
-             "'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default retain1; methods limited "
-             "to questions in `unlearn methods` do not apply), 'clear' (therem/CLEAR, text and images: --model is a "
-             "LLaVA-style vision-language model) or a Hub id in TOFU's schema.")
-
-
 @dataclass
 class RunConfig:
     """Every option of ``unlearn run``, declared once: the command-line flags, the defaults in ``--help``, the
@@ -60,7 +52,7 @@ class RunConfig:
     model: str = option("", "Hub id or local folder of the model to unlearn from.", required=True, resume=True,
                         path=True)
     out: str = option("", "Output folder for the checkpoint.", required=True, path=True)
-    data: str = option("tofu", DATA_HELP, resume=True)
+    data: str = option("tofu", data_help(), resume=True)
     evaldu_target: int | None = option(None, "With --data evaldu: the relationship fact id to unlearn (e.g. 272).",
                                        resume=True)
     evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
@@ -126,20 +118,18 @@ class RunConfig:
     progress: bool = option(True, "Hide progress bars.", flag="--quiet", inverted=True)
 
     @property
-    def dataset(self) -> str:
-        if self.data == "clear":
-            from unlearn_tasks.clear.splits import HUB_ID as CLEAR_HUB_ID
+    def source(self) -> DataSource:
+        """The data source of ``data`` (:mod:`unlearn_methods.data_sources`)."""
+        return data_source(self.data)
 
-            return CLEAR_HUB_ID
-        if self.data == "tofu":
-            return HUB_ID
-        corpus = corpus_of(self.data)
-        return MUSE_HUB_IDS[corpus] if corpus else self.data
+    @property
+    def dataset(self) -> str:
+        return self.source.dataset(self.data)
 
     @property
     def text_data(self) -> bool:
         """Whether the forget / retain data are raw text corpora (MUSE) rather than QA pairs."""
-        return corpus_of(self.data) is not None
+        return self.source.text
 
     def validate(self) -> None:
         """Convert every field to its declared type and check its declared range, then the rules between options;
