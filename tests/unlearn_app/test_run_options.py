@@ -159,4 +159,15 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
 def test_the_run_command_names_no_option():
     source = Path(run_command.__file__).read_text()
     named = [name for name in FIELDS if f'"{name}"' in source or f"args.{name}" in source]
-    assert sorted(named) == ["eval_every", "method_params"]  # --eval-every switches the progress lines; --param merges
+    # --eval-every (unless --quiet: progress) shows the evaluation lines; --param merges over the file's parameters
+    assert sorted(named) == ["eval_every", "method_params", "progress"]
+
+
+def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
+    import logging
+
+    log = logging.getLogger("unlearn_methods.eval_during")
+    for extra, level in (([], logging.INFO), (["--quiet"], logging.WARNING)):
+        args = _run_parser().parse_args(["--eval-every", "2", *extra])  # no --model: refused after the set-up
+        assert run_command._cmd_run(args) == 2 and "Missing required option(s): --model, --out." in capsys.readouterr().err
+        assert log.level == level

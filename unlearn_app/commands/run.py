@@ -26,8 +26,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     overrides = option_values(args)
     params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
-    if args.eval_every is not None:  # one line per evaluation during training
-        _show_progress("unlearn_methods.eval_during", quiet=bool(args.quiet))
+    if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
+        _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
     try:
         cfg = load_run_config(args.config, params=params, **overrides)
         out = run_unlearning(cfg)
