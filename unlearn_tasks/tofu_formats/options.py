@@ -1,0 +1,80 @@
+"""The switches of a ReLU task, read from its metadata (task YAML ``metadata`` + ``--metadata`` + model args).
+
+The ``relu_`` prefix keeps them apart from the TOFU tasks' keys, since ``--metadata`` reaches every task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from unlearn_tasks.metadata import RELU_KEYS, check_metadata_keys, check_positive_int
+from unlearn_tasks.tofu_formats.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
+
+
+@dataclass
+class ReluOptions:
+    format: str
+    splits: list[str] = field(default_factory=list)  # one split, or [forget, retain] for a pair task
+    n_options: int | None = None
+    mode: str = "default"
+    data_dir: str | None = None
+    dataset_path: str = HUB_ID
+    max_items_per_split: int | None = None
+    tokenizer: str | None = None  # for comprehension QA's generation budget
+    tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, Any] | None) -> ReluOptions:
+        md = dict(metadata or {})
+        check_metadata_keys(md, RELU_KEYS | {"data_dir", "max_items_per_split", "version"}, "ReLU task")
+        if "relu_format" not in md:
+            raise ValueError("ReLU task: metadata lacks relu_format (check the task YAML).")
+        splits = list(md.get("relu_splits") or [])
+        if len(splits) == 2 and md.get("relu_pair"):
+            splits = [md["relu_pair"], retain_of(md["relu_pair"])]
+        tokenizer = md.get("tokenizer") or md.get("pretrained")
+        opts = cls(
+            format=md["relu_format"],
+            splits=splits,
+            n_options=md.get("relu_options"),
+            mode=md.get("relu_mode") or "default",
+            data_dir=md.get("relu_data_dir") or md.get("data_dir"),
+            dataset_path=md.get("relu_dataset_path") or HUB_ID,
+            max_items_per_split=md.get("max_items_per_split"),
+            tokenizer=tokenizer if isinstance(tokenizer, str) else None,
+            tokenizer_kwargs={k: md[k] for k in ("revision", "trust_remote_code") if md.get(k) is not None},
+        )
+        opts.validate()
+        return opts
+
+    @property
+    def fmt(self) -> Format:
+        return FORMATS[self.format]
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.splits) == 2
+
+    def roles(self) -> list[tuple[str, str]]:
+        """(role, split) per evaluated split: role is forget/retain in a pair task, else the split itself."""
+        if self.is_pair:
+            return [("forget", self.splits[0]), ("retain", self.splits[1])]
+        return [(self.splits[0], self.splits[0])]
+
+    def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "ReLU task option")
+        fmt = FORMATS.get(self.format)
+        checks = [
+            (fmt is not None, f"relu_format must be one of {sorted(FORMATS)}"),
+            (self.mode in MODES, f"relu_mode must be one of {MODES}"),
+            (len(self.splits) in (1, 2), "relu_splits must name one split, or a forget and a retain split"),
+            (fmt is None or set(self.splits) <= set(fmt.splits), f"splits must be among {fmt and fmt.splits}"),
+            (fmt is None or (self.n_options in fmt.options if fmt.options else self.n_options is None),
+             f"relu_options must be one of {fmt and fmt.options}"),
+            (not self.is_pair or self.splits[1] == RETAIN_OF.get(self.splits[0]),
+             f"a pair task needs a forget split and its retain split, one of {RETAIN_OF}; relu_pair picks it"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"ReLU task option: {message} (got {self}; check --metadata / the task YAML).")
