@@ -45,8 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from unlearn_tasks.waterdrum import mt19937  # noqa: E402
 from unlearn_tasks.waterdrum.permutation import default_workers  # noqa: E402
-from unlearn_tasks.waterdrum.reference import ReferenceVerifier  # noqa: E402
 from unlearn_tasks.waterdrum.verify import counted_bigrams, verify_tokens  # noqa: E402
+from unlearn_tasks.waterdrum.verify_naive import NaiveVerifier  # noqa: E402
 
 
 def synthetic_texts(n_texts: int, length: int, vocab: int, zipf: float, seed: int) -> list[np.ndarray]:
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{workers} worker(s) of {os.cpu_count()} cores, engine kernel: {backend}")
     print(f"distinct previous tokens: {per_text_prevs:.1f} per text, {len(np.unique(prev))} in the batch")
 
-    naive = ReferenceVerifier(args.vocab, cache_size=512)
+    naive = NaiveVerifier(args.vocab, cache_size=512)
     t0 = time.perf_counter()
     ref = naive.verify(texts[: args.naive_texts], ids, [1], method="sum")
     t_naive = time.perf_counter() - t0

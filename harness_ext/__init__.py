@@ -1,5 +1,14 @@
-"""Glue between lm-eval, the benchmarks and the user: task registration, the `unlearn` command line,
-reference logs, reports and plots."""
+"""The lm-eval extension, the bottom layer: what this package adds to lm-eval, knowing no benchmark.
+
+- finding our tasks: :mod:`.autoload` (the start-up hook) and :func:`tasks_dir`;
+- the request types a task can ask for: :mod:`.request_types` (:mod:`.answer_logprobs`, :mod:`.generate_tokens`;
+  images in :mod:`.multimodal`; the per-token statistics in :mod:`.token_scoring`);
+- the base class of every benchmark task: :mod:`.task_base`; one-line input errors: :mod:`.input_errors`;
+- running lm-eval from Python and reading its results: :mod:`.evaluate`, :mod:`.results`; :mod:`.provenance`;
+- the patches of lm-eval internals that an lm-eval upgrade can break: :mod:`.lm_eval_patches`.
+
+The ``unlearn`` command line, reports and plots live in ``unlearn_app``; reference logs in ``unlearn_tasks``.
+"""
 
 from pathlib import Path
 

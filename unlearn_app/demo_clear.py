@@ -114,7 +114,7 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
 def _world_knowledge(data_dir: Path) -> list[dict]:
     """The real_faces / real_world stand-ins as training rows: what a pretrained VLM would already know."""
     from unlearn_tasks.clear.data import load_clear
-    from unlearn_tasks.clear.docs import FACE_QUESTION
+    from unlearn_tasks.clear.documents import FACE_QUESTION
 
     rows = [{"question": FACE_QUESTION, "answer": r["answer"], "image": r["image"]} for r in load_clear("real_faces", data_dir)]
     rows += [{"question": r["question"], "answer": r["answer"], "image": r["image"]} for r in load_clear("real_world", data_dir)]

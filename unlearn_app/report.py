@@ -99,7 +99,7 @@ def relu_metrics(per_task: dict[str, dict[str, float]]) -> dict[str, float]:
 
     ``per_task`` is :func:`harness_ext.results.task_metrics` of an lm-eval run (or ``load_results(DIR)``).
     """
-    from unlearn_tasks.relu.formats import FORMATS, pair_tasks
+    from unlearn_tasks.tofu_formats.formats import FORMATS, pair_tasks
 
     names = {t for f in FORMATS.values() for t in pair_tasks(f)}
     return {f"{task}/{m}": v for task, metrics in per_task.items() if task in names for m, v in metrics.items()}
@@ -107,7 +107,7 @@ def relu_metrics(per_task: dict[str, dict[str, float]]) -> dict[str, float]:
 
 def relu_rows() -> list[tuple[str, str, str]]:
     """(key, format label, score label) of every row :func:`relu_table` can show, in the paper's order."""
-    from unlearn_tasks.relu.formats import FORMATS, GAP, METRIC_LABELS, option_counts, task_name
+    from unlearn_tasks.tofu_formats.formats import FORMATS, GAP, METRIC_LABELS, option_counts, task_name
 
     rows = []
     for fmt in FORMATS.values():

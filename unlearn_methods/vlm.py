@@ -3,7 +3,7 @@
 The methods' loss code is unchanged: a batch part is ``input_ids`` / ``attention_mask`` / ``labels`` plus, when its
 items carry images, ``pixel_values`` (and any other tensor the processor makes), which
 :func:`unlearn_methods.losses.forward` passes to the model. Items are encoded by :func:`encode_vqa`, the exact text
-the CLEAR tasks score (:func:`unlearn_tasks.clear.docs.image_prompt` for image items, TOFU's prompt for text items).
+the CLEAR tasks score (:func:`unlearn_tasks.clear.documents.image_prompt` for image items, TOFU's prompt for text items).
 
 ``--modality``: ``image`` trains on CLEAR's caption rows (``forgetXX`` / ``retainYY``), ``text`` on the people's
 question-answer rows (the text rows of ``forgetXX+tofu``), ``both`` on all rows of ``forgetXX+tofu``.
@@ -18,7 +18,7 @@ import torch
 
 from unlearn_methods.data import PARTS, ForgetRetainDataset, pad_batch
 from unlearn_tasks.clear.data import load_clear
-from unlearn_tasks.clear.docs import CAPTION_QUESTIONS, IMAGE_PLACEHOLDER, image_prompt
+from unlearn_tasks.clear.documents import CAPTION_QUESTIONS, IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.splits import HUB_ID
 from unlearn_tasks.prompts import answer_continuation, question_prompt
 

@@ -12,13 +12,13 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"clear", "deep_unlearning", "margins", "muse", "relu", "tofu", "waterdrum", "wmdp"}
+    assert folders == {"clear", "deep_unlearning", "margins", "muse", "tofu", "tofu_formats", "waterdrum", "wmdp"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
 
 @pytest.mark.parametrize("task, name", [
-    ("tofu_forget10", "tofu"), ("tofu_forget01_likelihood", "tofu"), ("tofu_mcqa_2opt_forget10", "relu"),
-    ("tofu_formats", "relu"), ("muse_news_knowmem", "muse"), ("wmdp_bio", "wmdp"), ("evaldu", "deep_unlearning"),
+    ("tofu_forget10", "tofu"), ("tofu_forget01_likelihood", "tofu"), ("tofu_mcqa_2opt_forget10", "tofu_formats"),
+    ("tofu_formats", "tofu_formats"), ("muse_news_knowmem", "muse"), ("wmdp_bio", "wmdp"), ("evaldu", "deep_unlearning"),
     ("mquake_du", "deep_unlearning"), ("clear_forget10_image", "clear"), ("waterdrum_ax", "waterdrum"),
     ("margins_tofu_forget10", "margins"),
 ])
@@ -73,7 +73,7 @@ def test_an_options_class_registers_itself_and_its_keys_join_the_union():
 
 
 def test_relu_options_map_their_prefixed_keys_onto_fields():
-    from unlearn_tasks.relu.options import ReluOptions
+    from unlearn_tasks.tofu_formats.options import ReluOptions
 
     opts = ReluOptions.from_metadata({"relu_format": "mcqa", "relu_splits": ["forget10", "retain90"],
                                       "relu_pair": "forget05", "relu_options": 3, "data_dir": "d",

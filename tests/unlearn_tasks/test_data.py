@@ -6,7 +6,7 @@ import datasets
 import pytest
 
 from unlearn_tasks import data
-from unlearn_tasks.tofu.docs import build_docs
+from unlearn_tasks.tofu.documents import build_docs
 
 
 def _write(folder, config, rows):

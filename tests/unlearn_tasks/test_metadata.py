@@ -36,7 +36,7 @@ def test_bad_values_name_the_option():
 
 
 def test_other_benchmarks_check_their_keys_too():
-    from unlearn_tasks.relu.options import ReluOptions
+    from unlearn_tasks.tofu_formats.options import ReluOptions
     from unlearn_tasks.waterdrum.options import WaterDrumOptions
 
     with pytest.raises(ValueError, match=r"WaterDrum task: unknown --metadata key\(s\) 'generatons' \(did you mean "

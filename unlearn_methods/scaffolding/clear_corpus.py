@@ -58,7 +58,7 @@ def corpus_texts(n_people: int = 20, n_celebrities: int = 4) -> list[str]:
     for i in range(n_people + n_celebrities):
         name, look = person_name(i), person_look(i)
         texts += [caption(name, look), paraphrase(name, look)] + [q + " " + a for q, a in qa_pairs(name, look)]
-    from unlearn_tasks.clear.docs import CAPTION_QUESTIONS, FACE_QUESTION
+    from unlearn_tasks.clear.documents import CAPTION_QUESTIONS, FACE_QUESTION
 
     texts += list(CAPTION_QUESTIONS) + [FACE_QUESTION] + [f"What is the colour of the {s}? {c}" for s in SHAPES for c in COLOURS]
     return texts * 3

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from unlearn_methods.scaffolding import tofu_corpus as dc
-from unlearn_tasks.relu.formats import FORGET_SPLITS, retain_of
-from unlearn_tasks.relu.sampling import LETTERS
+from unlearn_tasks.tofu_formats.formats import FORGET_SPLITS, retain_of
+from unlearn_tasks.tofu_formats.sampling import LETTERS
 
 #: What the answer of each demo fact ends with (the cloze blank) and the pool its wrong options come from.
 Pool = Callable[[random.Random], str]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from unlearn_tasks.clear.docs import SETS
+from unlearn_tasks.clear.documents import SETS
 from unlearn_tasks.clear.splits import FORGET_SPLITS, HUB_ID
 from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS

@@ -1,6 +1,6 @@
 """Per-item CLEAR scoring (one document's outputs -> a record of numbers) and the corpus metrics from the records.
 
-Per set (see :mod:`unlearn_tasks.clear.docs`): ``<set>_rougeL_recall`` (greedy generation vs the answer),
+Per set (see :mod:`unlearn_tasks.clear.documents`): ``<set>_rougeL_recall`` (greedy generation vs the answer),
 ``<set>_prob`` (captions: ``p(answer)``; names and options: ``p(answer) / (p(answer) + sum p(perturbed))``) and
 ``<set>_truth_ratio`` (forget sets ``mean(min(R, 1/R))``, the others ``mean(max(0, 1 - R))``). Corpus metrics:
 ``forget_quality`` (KS p-value of the forget-caption truth ratios vs the gold model's), ``model_utility`` (harmonic
@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from unlearn_tasks.clear.docs import CAPTION_SETS, SETS
+from unlearn_tasks.clear.documents import CAPTION_SETS, SETS
 from unlearn_tasks.metrics.clear import domain_score, release_truth_ratios
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 from unlearn_tasks.metrics.tofu import (

@@ -17,7 +17,7 @@ from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.clear import scoring
 from unlearn_tasks.clear.benchmark import BENCHMARK
-from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt
+from unlearn_tasks.clear.documents import IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.options import ClearOptions
 from unlearn_tasks.prompts import ANSWER_DELIMITER
 from unlearn_tasks.reference_logs import ReferenceLogError, is_benchmark, model_identity, pick_record, reference_used

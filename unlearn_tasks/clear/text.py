@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from unlearn_tasks.tofu import docs as tofu_docs
+from unlearn_tasks.tofu import documents as tofu_docs
 
 
 def load_docs(forget_split: str = "forget10", tofu_data_dir: str | None = None, tofu_dataset_path: str | None = None,

@@ -71,7 +71,7 @@ def file_docs(opts: MarginOptions) -> list[dict[str, Any]]:
 
 def tofu_docs(opts: MarginOptions) -> list[dict[str, Any]]:
     """TOFU forget / retain / holdout questions of ``opts.forget_split``, interleaved as in the TOFU tasks."""
-    from unlearn_tasks.tofu.docs import build_docs
+    from unlearn_tasks.tofu.documents import build_docs
     from unlearn_tasks.tofu.splits import HUB_ID
 
     built = build_docs(opts.forget_split, opts.dataset_path or HUB_ID, opts.data_dir, ["forget", "retain", "holdout"],

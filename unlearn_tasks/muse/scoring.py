@@ -18,7 +18,7 @@ NAN = float("nan")
 
 
 def part_of(doc: dict) -> str:
-    """``verbmem``, ``knowmem`` or ``privleak`` for a document of :mod:`unlearn_tasks.muse.docs`."""
+    """``verbmem``, ``knowmem`` or ``privleak`` for a document of :mod:`unlearn_tasks.muse.documents`."""
     return doc["set"].split("_", 1)[0]
 
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from unlearn_tasks.clear import scoring
-from unlearn_tasks.clear.docs import SETS
+from unlearn_tasks.clear.documents import SETS
 from unlearn_tasks.metrics.clear import release_truth_ratios
 from unlearn_tasks.tofu.aggregate import ReferenceData
 

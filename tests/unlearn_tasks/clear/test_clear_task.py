@@ -17,7 +17,7 @@ from fixtures.runs import reference_stand_in  # noqa: E402
 from harness_ext import tasks_dir  # noqa: E402
 from harness_ext.evaluate import run_lm_eval  # noqa: E402
 from unlearn_tasks.clear import scoring  # noqa: E402
-from unlearn_tasks.clear.docs import SETS  # noqa: E402
+from unlearn_tasks.clear.documents import SETS  # noqa: E402
 
 TASKS = {"clear", "clear_real_faces", "clear_real_world"} | {
     f"clear_forget{s}{v}" for s in ("01", "05", "10") for v in ("", "_image", "_text")}

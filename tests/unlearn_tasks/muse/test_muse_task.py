@@ -11,7 +11,7 @@ from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from unlearn_tasks.data import DataError
 from unlearn_tasks.metrics.rouge import rouge_l_f1
-from unlearn_tasks.muse.docs import build_docs
+from unlearn_tasks.muse.documents import build_docs
 from unlearn_tasks.muse.options import MuseOptions
 from unlearn_tasks.reference_logs import ReferenceLogError
 

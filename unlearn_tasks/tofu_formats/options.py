@@ -1,0 +1,75 @@
+"""The switches of a ReLU task, read from its metadata (task YAML ``metadata`` + ``--metadata`` + model args).
+
+The ``relu_`` prefix keeps them apart from the TOFU tasks' keys, since ``--metadata`` reaches every task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.tofu_formats.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
+
+
+@dataclass
+class ReluOptions(MetadataOptions):
+    WHERE = "ReLU task"
+    #: The ``relu_`` keys and the fields they fill; ``data_dir`` is read too when ``relu_data_dir`` is absent.
+    RENAMED = {"relu_format": "format", "relu_splits": "splits", "relu_options": "n_options", "relu_mode": "mode",
+               "relu_data_dir": "data_dir", "relu_dataset_path": "dataset_path"}
+    EXTRA_KEYS = frozenset({"version", "data_dir", "relu_pair"})
+    DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
+
+    format: str
+    splits: list[str] = field(default_factory=list)  # one split, or [forget, retain] for a pair task
+    n_options: int | None = None
+    mode: str = "default"
+    data_dir: str | None = None
+    dataset_path: str = HUB_ID
+    max_items_per_split: int | None = None
+    tokenizer: str | None = None  # for comprehension QA's generation budget
+    tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def complete(self, metadata: dict[str, Any]) -> None:
+        """``relu_pair`` picks a pair task's forget split (its retain split follows); ``data_dir`` stands in for
+        ``relu_data_dir``; the tokenizer comes from the model arguments."""
+        if len(self.splits) == 2 and metadata.get("relu_pair"):
+            self.splits = [metadata["relu_pair"], retain_of(metadata["relu_pair"])]
+        self.data_dir = self.data_dir or metadata.get("data_dir")
+        self.mode = self.mode or "default"
+        self.dataset_path = self.dataset_path or HUB_ID
+        tokenizer = metadata.get("tokenizer") or metadata.get("pretrained")
+        self.tokenizer = tokenizer if isinstance(tokenizer, str) else None
+        self.tokenizer_kwargs = {k: metadata[k] for k in ("revision", "trust_remote_code") if metadata.get(k) is not None}
+
+    @property
+    def fmt(self) -> Format:
+        return FORMATS[self.format]
+
+    @property
+    def is_pair(self) -> bool:
+        return len(self.splits) == 2
+
+    def roles(self) -> list[tuple[str, str]]:
+        """(role, split) per evaluated split: role is forget/retain in a pair task, else the split itself."""
+        if self.is_pair:
+            return [("forget", self.splits[0]), ("retain", self.splits[1])]
+        return [(self.splits[0], self.splits[0])]
+
+    def validate(self) -> None:
+        check_positive_int(self.max_items_per_split, "max_items_per_split", "ReLU task option")
+        fmt = FORMATS.get(self.format)
+        checks = [
+            (fmt is not None, f"relu_format must be one of {sorted(FORMATS)}"),
+            (self.mode in MODES, f"relu_mode must be one of {MODES}"),
+            (len(self.splits) in (1, 2), "relu_splits must name one split, or a forget and a retain split"),
+            (fmt is None or set(self.splits) <= set(fmt.splits), f"splits must be among {fmt and fmt.splits}"),
+            (fmt is None or (self.n_options in fmt.options if fmt.options else self.n_options is None),
+             f"relu_options must be one of {fmt and fmt.options}"),
+            (not self.is_pair or self.splits[1] == RETAIN_OF.get(self.splits[0]),
+             f"a pair task needs a forget split and its retain split, one of {RETAIN_OF}; relu_pair picks it"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f"ReLU task option: {message} (got {self}; check --metadata / the task YAML).")
