@@ -32,8 +32,8 @@ def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[st
     - ``flag``: its command-line flag (default ``--`` + the name with dashes; None: YAML only); ``negative``:
       ``(flag, help)`` of the flag that sets a bool option False (``--full``); ``inverted``: the flag sets it False
       (``--quiet`` sets ``progress``); ``repeat``: the flag may be given several times (a list; a dict from
-      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the default in words for ``--help`` when it
-      is computed (e.g. the retain split of the forget split);
+      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the
+      default in words for ``--help`` when it is computed (e.g. the retain split of the forget split);
     - ``unit``: what a positive number counts, for the error message; ``required``;
     - ``resume``: ``--resume`` continues a run only if this option is the same; ``path``: a local path (saved
       relative to the checkpoint folder).
