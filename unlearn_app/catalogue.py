@@ -1,7 +1,7 @@
 """The documentation's catalogues, generated from the code so that they are never kept by hand.
 
-``docs/generated/methods.md`` comes from the method registry (name, summary, paper, typed hyperparameters with
-their defaults and ranges: what `unlearn methods` prints) and ``docs/generated/tasks.md`` from the task folders
+``docs/generated/methods.md`` comes from the method registry (name, summary, paper, capabilities: reference model,
+QA only, vision; typed hyperparameters with their defaults and ranges: what `unlearn methods` prints) and ``docs/generated/tasks.md`` from the task folders
 (every ``task_yaml/**/*.yaml``: task and group names, group members, the YAML's leading comment, the task class).
 
     python -m unlearn_app.catalogue            # rewrite the files
@@ -29,6 +29,10 @@ def _cell(text: object) -> str:
 
 
 # --------------------------------------------------------------------------- methods
+def _yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def methods_markdown() -> str:
     """The methods table: one row per registered method, its hyperparameters as `name` type (range) = default."""
     from unlearn_methods import all_methods
@@ -38,11 +42,16 @@ def methods_markdown() -> str:
     lines = [HEADER.rstrip("\n"), "",
              f"{len(methods)} methods. Set a hyperparameter with `--param NAME=VALUE` (or `method_params:` in a "
              "`--config` YAML); values are converted to the declared type and checked against its range.", "",
-             "| method | what it does | paper | uses the original model | hyperparameters |", "|---|---|---|---|---|"]
+             "Capabilities, as the method classes declare them (`unlearn run` refuses a combination that does not "
+             "apply): *reference model*: its loss compares with the frozen model before unlearning "
+             "(`needs_reference`); *QA only*: its loss needs questions, so not raw text such as MUSE (`qa_only`); "
+             "*vision*: it can unlearn a vision-language model, `--data clear` (`vision`).", "",
+             "| method | what it does | paper | reference model | QA only | vision | hyperparameters |",
+             "|---|---|---|---|---|---|---|"]
     for name, cls in methods:
         params = ", ".join(f"[`{f.name}`](#{name}-params)" for f in cls.Params.fields()) or "none"
-        reference = "yes" if cls.needs_reference else ""
-        lines.append(f"| `{name}` | {_cell(cls.summary)} | {_cell(cls.paper)} | {reference} | {params} |")
+        flags = " | ".join(_yes_no(v) for v in (cls.needs_reference, cls.qa_only, cls.vision))
+        lines.append(f"| `{name}` | {_cell(cls.summary)} | {_cell(cls.paper)} | {flags} | {params} |")
     lines += ["", "### Hyperparameters", ""]
     for name, cls in methods:
         hints = cls.Params.types()

@@ -65,3 +65,18 @@ def test_task_table_of_a_toy_folder(tmp_path):
     assert rows == ["| `toy` | group | `toy_a`, `toy_b` |",
                     "| `toy_a` | task | The first toy task. |",
                     "| `toy_b` | task |  |"]
+
+
+def test_methods_table_shows_each_method_s_capabilities():
+    """Reference model, QA only and vision columns: the class attributes (and, by hand, three known rows)."""
+    from unlearn_methods import all_methods
+
+    text = catalogue.methods_markdown()
+    assert "| method | what it does | paper | reference model | QA only | vision | hyperparameters |" in text
+    flags = dict(re.findall(r"^\| `(\w+)` \|.*?\| ((?:yes|no) \| (?:yes|no) \| (?:yes|no)) \|", text, flags=re.M))
+    yes_no = {True: "yes", False: "no"}
+    assert flags == {name: " | ".join(yes_no[v] for v in (cls.needs_reference, cls.qa_only, cls.vision))
+                     for name, cls in all_methods().items()}
+    # AltPO: DPO against the original model, on questions, generates alternates with the text tokenizer;
+    # GA: plain ascent on any data; Task Vector: fine-tunes a text-only copy
+    assert (flags["altpo"], flags["ga"], flags["task_vector"]) == ("yes | yes | no", "no | no | yes", "no | no | no")
