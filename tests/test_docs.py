@@ -143,10 +143,10 @@ def missing_names(path: Path) -> list[str]:
     tracked = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | NOT_OURS
     missing = []
     for span in code_spans(path.read_text()):
-        if any(c in span for c in "<*{$"):  # a pattern, not a name
-            continue
-        for token in re.findall(r"[\w./-]+", span):
+        for token in re.findall(r"[\w./<>{}*$-]+", span):
             token = token.rstrip(".")
+            if any(c in token for c in "<>{}*$"):  # a pattern (``unlearn_tasks/<name>/``), not a name
+                continue
             if "/" in token and token.split("/")[0] in CHECKOUT_DIRS:
                 ok = (ROOT / token).exists()
             elif re.fullmatch(r"\w+\.py", token):
