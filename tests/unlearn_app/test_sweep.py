@@ -221,3 +221,32 @@ def test_ray_engine_gives_the_same_numbers_and_retries_a_killed_trial(swept, tmp
         assert remote[t.id]["status"] == "ok" and remote[t.id]["engine"] == "ray"
         assert remote[t.id]["metrics"] == local[t.id]["metrics"]
     assert remote[graddiff[1].id]["pid"] != int(marker.read_text())
+
+
+# --------------------------------------------------------------------------- the command
+def test_cli_names_a_spec_error_before_any_trial(tmp_path):
+    from fixtures.commands import run_command
+
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(_spec_text(methods={"npo": {"grid": {"beta": [0.1, -1]}}}))
+    proc = run_command(["unlearn", "sweep", str(spec), "--out", str(tmp_path / "out")])
+    assert proc.returncode == 2 and "methods.npo: Method 'npo': parameter beta=-1.0 is not allowed" in proc.stderr
+    assert not (tmp_path / "out").exists()  # nothing ran, nothing written
+
+
+@pytest.mark.slow
+def test_cli_runs_a_one_trial_sweep(tmp_path, tiny_model_dir, demo_data_dir):
+    from fixtures.commands import run_command
+
+    spec = tmp_path / "one.yaml"
+    spec.write_text(_spec_text(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}, seeds=[0]))
+    out = tmp_path / "out"
+    proc = run_command(["unlearn", "sweep", str(spec), "--out", str(out)], env={"OMP_NUM_THREADS": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "1 trials, 0 already finished, 1 to run (local)" in proc.stdout
+    (record,) = read_records(out).values()
+    assert record["status"] == "ok" and record["checks"][0]["passed"] is True
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["leaderboard"][0]["trials"] == [record["id"]]
+    proc = run_command(["unlearn", "sweep", str(spec), "--out", str(out)])
+    assert proc.returncode == 2 and "pass --resume to continue it" in proc.stderr
