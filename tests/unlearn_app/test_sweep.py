@@ -250,3 +250,13 @@ def test_cli_runs_a_one_trial_sweep(tmp_path, tiny_model_dir, demo_data_dir):
     assert board["leaderboard"][0]["trials"] == [record["id"]]
     proc = run_command(["unlearn", "sweep", str(spec), "--out", str(out)])
     assert proc.returncode == 2 and "pass --resume to continue it" in proc.stderr
+
+
+def test_the_example_spec_is_24_trials():
+    from pathlib import Path
+
+    from unlearn_app.sweep.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "sweep" / "tiny-demo.yaml")
+    assert len(spec.trials) == 6 * 2 * 2 and {t.method for t in spec.trials} == {"ga", "graddiff", "npo", "simnpo",
+                                                                                 "idk", "dpo"}
