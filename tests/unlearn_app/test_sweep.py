@@ -260,3 +260,35 @@ def test_the_example_spec_is_24_trials():
     spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "sweep" / "tiny-demo.yaml")
     assert len(spec.trials) == 6 * 2 * 2 and {t.method for t in spec.trials} == {"ga", "graddiff", "npo", "simnpo",
                                                                                  "idk", "dpo"}
+
+
+# --------------------------------------------------------------------------- attacks per trial
+def test_attack_spec_errors():
+    with pytest.raises(SpecError, match="attacks.quantize.bits: must be 4 or 8, got 3"):
+        parse_spec(_spec_text(attacks={"quantize": {"bits": 3}}))
+    lora = {"epochs": 1, "lora": True}
+    with pytest.raises(SpecError, match="attacks.quantize: quantizes full weights: add merge: true"):
+        parse_spec(_spec_text(run=lora, attacks={"quantize": {"bits": 4}}))
+    spec = parse_spec(_spec_text(run={**lora, "merge": True}, attacks={"quantize": {"bits": 4}}))
+    assert spec.attacks == {"quantize": {"bits": 4, "group_size": None}}
+
+
+@pytest.mark.slow
+def test_a_quantized_copy_of_each_trial_is_evaluated(tmp_path, tiny_model_dir, demo_data_dir):
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "attack.yaml"
+    spec_file.write_text(_spec_text(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}, seeds=[0],
+                                    attacks={"quantize": {"bits": 4, "group_size": 16}}))
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    (record,) = run_sweep(spec, out, log=lambda _: None)
+    assert record["status"] == "ok", record.get("error")
+    attacked = record["attacks"]["quantize"]
+    assert attacked["metrics"] == load_results(out / attacked["results_file"])
+    assert json.loads((out / "trials" / record["id"] / "attack-quantize" / "quantization.json").read_text())["bits"] == 4
+    assert attacked["metrics"][TASK]["forget_prob"] != record["metrics"][TASK]["forget_prob"]  # the weights changed
+    write_leaderboard(spec, out)
+    (row,) = json.loads((out / "leaderboard.json").read_text())["leaderboard"]
+    assert row["forget after quantize"]["mean"] == attacked["metrics"][TASK]["forget_prob"]
+    assert "forget after quantize" in (out / "leaderboard.md").read_text()

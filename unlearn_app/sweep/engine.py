@@ -71,7 +71,7 @@ def trial_args(spec: Spec, trial: Trial, out: str | Path) -> tuple:
     """The arguments of :func:`run_trial` for ``trial`` (plain data: they travel to Ray workers)."""
     folder = Path(out).resolve() / "trials" / trial.id
     return (trial.as_dict(), spec.trial_config(trial, folder / "model"), [c.text for c in spec.evaluation.checks],
-            spec.evaluation.baseline, str(folder), int(spec.resources["cpus"]))
+            spec.evaluation.baseline, str(folder), int(spec.resources["cpus"]), spec.attacks)
 
 
 def run_local(spec: Spec, out: str | Path, trials: list[Trial], on_record: Callable[[dict], None],
@@ -85,7 +85,7 @@ def run_local(spec: Spec, out: str | Path, trials: list[Trial], on_record: Calla
 
 def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str | None = None, resume: bool = False,
               retry_failed: bool = False, trial_fn: TrialFn = run_trial,
-              log: Callable[[str], None] = print) -> list[dict[str, Any]]:
+              log: Callable[[str], None] = lambda m: print(m, flush=True)) -> list[dict[str, Any]]:
     """Run the trials of ``spec`` still to run into ``out``; returns the records written by this call. Ctrl-C
     (KeyboardInterrupt) propagates; every record already written stays."""
     pending = prepare(spec, out, resume, retry_failed)

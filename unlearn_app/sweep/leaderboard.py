@@ -84,6 +84,10 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
             row["ineligible"] = _ineligible(spec.select, means, baseline)
         for axis, rule in spec.pareto.items():
             row[axis] = _spread([_score(rule, r["metrics"]) for r in runs])
+        rule = spec.pareto.get("forget") or spec.select
+        for name in spec.attacks:  # the forget measure after the attack, beside the one before
+            row[f"forget after {name}"] = _spread([_score(rule, (r.get("attacks") or {}).get(name, {}).get("metrics", {}))
+                                                   for r in runs])
         settings[trial.setting] = row
     rows = list(settings.values())
     if spec.select:
@@ -104,7 +108,7 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "spec": spec.path, "spec_sha256": spec.sha256,
         "select": spec.select.text if spec.select else None,
         "select_if": [c.text for c in spec.select.conditions] if spec.select else [],
-        "pareto": {axis: rule.text for axis, rule in spec.pareto.items()},
+        "pareto": {axis: rule.text for axis, rule in spec.pareto.items()}, "attacks": spec.attacks,
         "leaderboard": rows, "settings": list(settings.values()),
         "trials": trials, "pareto_points": {k: list(v) for k, v in points.items()}, "pareto_front": front,
         "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": len(ok),
@@ -144,7 +148,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
              f"Selection: `{board['select'] or 'none (every setting)'}`"
              + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
                 else "") + ". Values are mean ± sample sd over seeds.", ""]
-    axes = list(board["pareto"])
+    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
     head = ["method", "setting", "seeds", "score", *axes, "checks", "trials"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in board["leaderboard"]:
@@ -155,6 +159,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
     if png:
         lines += ["", f"![forget vs utility, Pareto front]({png})", "",
                   f"Pareto front: {', '.join(board['pareto_front']) or 'none'}"]
+    axes = list(board["pareto"])
     lines += ["", "## All trials", "", "| trial | method | setting | seed | status | "
               + " | ".join(axes) + " | results file | wall s |", "|" + "---|" * (7 + len(axes))]
     for r in board["trials"]:
@@ -177,7 +182,7 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
     from unlearn_app.html_report import _e
 
     md_rows = []
-    axes = list(board["pareto"])
+    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
     for row in board["leaderboard"]:
         cells = [row["method"], _values(row["values"]), len(row["seeds"]), _fmt(row.get("score")),
                  *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL"]

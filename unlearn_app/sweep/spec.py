@@ -25,6 +25,7 @@ Example::
     select_if: ["tofu_forget01/model_utility >= 0.9 * baseline"]
     pareto: {utility: tofu_forget01/model_utility:max, forget: tofu_forget01/forget_quality:max}
     resources: {cpus: 1, gpus: 0, max_retries: 2}    # per trial (the Ray engine declares them)
+    attacks: {quantize: {bits: 4}}    # each trial's checkpoint quantized and evaluated again (full weights only)
 
 Every error names the file, the key (and its line) and what to write; every trial's `unlearn run` configuration is
 built and validated here, so a bad value stops the sweep before any trial starts. Trial ids are hashes of what the
@@ -63,6 +64,7 @@ KEYS = {
     "select_if": "list of checks a setting's mean must pass to be selected",
     "pareto": "mapping {utility: EXPR:max|min, forget: EXPR:max|min}: the axes of the trade-off picture",
     "resources": "mapping {cpus, gpus, max_retries} per trial",
+    "attacks": "mapping {quantize: {bits: 4 or 8, group_size: N}}: attacks on every trial's checkpoint",
 }
 EVAL_KEYS = {
     "tasks": "list of lm-eval tasks run on every trial's checkpoint",
@@ -126,6 +128,7 @@ class Spec:
     select: Selection | None = None
     pareto: dict[str, Selection] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=lambda: {"cpus": 1, "gpus": 0, "max_retries": 2})
+    attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -239,7 +242,8 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise err("methods", f"two trials are the same run ({dup}); remove the repeated value")
-    spec = Spec(where, text, data, trials, evaluation, resources=resources)
+    attacks = _attacks(raw.get("attacks"), shared, methods, evaluation, err)
+    spec = Spec(where, text, data, trials, evaluation, resources=resources, attacks=attacks)
     _check_configs(spec, err)
     spec.select = _rule(raw.get("select"), raw.get("select_if") or [], "select", evaluation, err)
     pareto = mapping(raw.get("pareto"), "pareto", {"utility": "EXPR:max|min", "forget": "EXPR:max|min"})
@@ -247,6 +251,28 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         raise err("pareto", "give both utility: and forget:, each TASK/METRIC:max or :min")
     spec.pareto = {axis: _rule(rule, [], f"pareto.{axis}", evaluation, err) for axis, rule in pareto.items()}
     return spec
+
+
+def _attacks(raw: Any, shared: dict[str, Any], methods: dict[str, Any], evaluation: Evaluation,
+             err) -> dict[str, dict[str, Any]]:
+    """``attacks: {quantize: {bits, group_size}}``: checked here; the checkpoint must be full weights."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or set(raw) - {"quantize"}:
+        raise err("attacks", "expected {quantize: {bits: 4 or 8, group_size: N}} (relearn is not supported yet)")
+    quantize = raw.get("quantize") or {}
+    if not isinstance(quantize, dict) or set(quantize) - {"bits", "group_size"}:
+        raise err("attacks.quantize", "expected {bits: 4 or 8, group_size: N}")
+    if quantize.get("bits") not in (4, 8):
+        raise err("attacks.quantize.bits", f"must be 4 or 8, got {quantize.get('bits')!r}")
+    group = quantize.get("group_size")
+    if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group <= 0):
+        raise err("attacks.quantize.group_size", "expected a positive integer")
+    if shared.get("lora", True) and not shared.get("merge", False):
+        raise err("attacks.quantize", "quantizes full weights: add merge: true (or lora: false) under run:")
+    if not evaluation.tasks:
+        raise err("attacks", "an attacked checkpoint is evaluated on evaluation.tasks: give them")
+    return {"quantize": {"bits": quantize["bits"], "group_size": group}}
 
 
 def _strings(value: Any, key: str, err) -> list[str]:

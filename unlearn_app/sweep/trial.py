@@ -16,8 +16,9 @@ CHECKPOINT = "model"  # the trial's `unlearn run --out`, inside its folder
 
 
 def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], baseline: str | None,
-              folder: str, threads: int = 1) -> dict[str, Any]:
-    """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``."""
+              folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``, then the
+    ``attacks`` on its checkpoint (``{quantize: {bits, group_size}}``), each evaluated on the same tasks."""
     import torch
 
     from harness_ext.results import latest_results_file, load_results
@@ -37,6 +38,8 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
             results_file = latest_results_file(out / "eval")
             metrics = load_results(results_file)
             record["results_file"] = str(results_file.relative_to(home.parent.parent))
+        if attacks:
+            record["attacks"] = {name: attack(name, opts, out, config, home) for name, opts in attacks.items()}
         record.update(metrics=metrics, checks=check_results(checks, metrics, baseline), status="ok")
         record["passed"] = all(c["passed"] for c in record["checks"])
     except Exception as e:  # noqa: BLE001  (any failure of one trial is recorded and the sweep goes on)
@@ -44,6 +47,21 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
         (home / "error.txt").write_text(traceback.format_exc())
     record["wall_s"] = round(time.time() - start, 2)
     return record
+
+
+def attack(name: str, opts: dict[str, Any], checkpoint: Path, config: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Attack the trial's checkpoint (``quantize``) into ``home/attack-NAME`` and evaluate it like the checkpoint."""
+    from harness_ext.evaluate import run_lm_eval
+    from harness_ext.results import latest_results_file, load_results
+    from unlearn_methods.attacks.quantize import quantize_checkpoint
+
+    out = home / f"attack-{name}"
+    quantize_checkpoint(checkpoint, out, bits=opts["bits"], group_size=opts.get("group_size"))
+    data_dir = config.get("data_dir") or (str(checkpoint / "demo_data") if (checkpoint / "demo_data").is_dir() else None)
+    metadata = {**({"data_dir": data_dir} if data_dir else {}), **config["eval_metadata"]}
+    run_lm_eval(out, list(config["eval_tasks"]), out / "eval", metadata, limit=config.get("eval_limit"))
+    results_file = latest_results_file(out / "eval")
+    return {**opts, "metrics": load_results(results_file), "results_file": str(results_file.relative_to(home.parent.parent))}
 
 
 def check_results(checks: list[str], metrics: dict[str, dict[str, float]], baseline: str | None) -> list[dict]:
