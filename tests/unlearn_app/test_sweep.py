@@ -292,3 +292,13 @@ def test_a_quantized_copy_of_each_trial_is_evaluated(tmp_path, tiny_model_dir, d
     (row,) = json.loads((out / "leaderboard.json").read_text())["leaderboard"]
     assert row["forget after quantize"]["mean"] == attacked["metrics"][TASK]["forget_prob"]
     assert "forget after quantize" in (out / "leaderboard.md").read_text()
+
+
+def test_evaluation_during_unlearning_passes_to_every_trial():
+    run = {"epochs": 1, "eval_every": 2, "select": f"{TASK}/forget_prob:min"}
+    spec = parse_spec(_spec_text(run=run))
+    config = spec.trial_config(spec.trials[0], "o")
+    assert config["eval_every"] == 2 and config["select"] == f"{TASK}/forget_prob:min"
+    assert config["eval_tasks"] == [TASK] and config["eval_limit"] == 4
+    with pytest.raises(SpecError, match="--select needs --eval-every"):
+        parse_spec(_spec_text(run={"select": f"{TASK}/forget_prob:min"}))

@@ -222,9 +222,10 @@ def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:
     if board["pareto_points"]:
         methods = {r["id"]: r["method"] for r in board["trials"]}
         points = {k: (v[0], v[1], methods[k]) for k, v in board["pareto_points"].items()}
+        utility, forget = spec.pareto["utility"], spec.pareto["forget"]
         png = plots.pareto_scatter(points, board["pareto_front"], out / "leaderboard.png",
-                                   f"utility: {board['pareto']['utility']}", f"forget: {board['pareto']['forget']}",
-                                   tuple(spec.pareto[a].mode for a in ("utility", "forget")))
+                                   utility.text.rsplit(":", 1)[0], forget.text.rsplit(":", 1)[0],
+                                   (utility.mode, forget.mode))
         paths.append(png)
     (out / "leaderboard.json").write_text(json.dumps(json_safe(board), indent=2, default=str))
     (out / "leaderboard.md").write_text(markdown(board, png.name if png else None), encoding="utf-8")
