@@ -88,6 +88,13 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
               log: Callable[[str], None] = lambda m: print(m, flush=True)) -> list[dict[str, Any]]:
     """Run the trials of ``spec`` still to run into ``out``; returns the records written by this call. Ctrl-C
     (KeyboardInterrupt) propagates; every record already written stays."""
+    if engine not in ("local", "ray"):
+        raise SweepError(f"--engine {engine!r}: use local or ray")
+    if engine == "ray":
+        try:
+            import ray  # noqa: F401  (only with --engine ray)
+        except ImportError:
+            raise SweepError("--engine ray needs Ray: pip install 'lm-eval-unlearning[ray]' (or pip install ray)") from None
     pending = prepare(spec, out, resume, retry_failed)
     skipped = len(spec.trials) - len(pending)
     log(f"unlearn sweep: {len(spec.trials)} trials, {skipped} already finished, {len(pending)} to run ({engine})")
@@ -101,14 +108,8 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
 
     if engine == "local":
         run_local(spec, out, pending, on_record, trial_fn)
-    elif engine == "ray":
-        try:
-            import ray  # noqa: F401  (only with --engine ray)
-        except ImportError:
-            raise SweepError("--engine ray needs Ray: pip install 'lm-eval-unlearning[ray]' (or pip install ray)") from None
+    elif pending:
         from unlearn_app.sweep.ray_engine import run_ray
 
         run_ray([(t, trial_args(spec, t, out)) for t in pending], spec.resources, on_record, address, trial_fn)
-    else:
-        raise SweepError(f"--engine {engine!r}: use local or ray")
     return written
