@@ -18,6 +18,7 @@ BENCHMARK = Benchmark(
         *((f"mia_forget_{a}", f"MIA forget member set, {a}") for a in MIA_ATTACKS),
         *((f"mia_retain_{a}", f"MIA retain member set, {a}") for a in MIA_ATTACKS),
         *((f"mia_{a}_auc", f"MIA {a} AUROC (forget vs retain)") for a in MIA_ATTACKS),
+        ("utility_fluency", "Fluency (n-gram entropy of instruction answers)"),
     ),
     # forget probes and the forget member set's log-likelihood scores fall with unlearning; the AUROC of
     # forget (label 0) vs retain (label 1) over loss-like scores falls as the forget set looks less trained on.

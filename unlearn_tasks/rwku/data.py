@@ -34,6 +34,7 @@ CONFIGS = {
     "neighbor_level2": ("test", "neighbor_level2.json"),
     "mia_forget": ("test", "forget_mia.json"),
     "mia_retain": ("test", "retain_mia.json"),
+    "utility_fluency": ("test", "fluency.json"),
 }
 PROBE = ("subject", "query", "answer")
 #: the fields each config's rows need (a missing or empty one is an error naming the file, the row and the field)
@@ -42,6 +43,7 @@ FIELDS = {
     "forget_level1": PROBE, "forget_level2": PROBE, "forget_level3": (*PROBE, "type"),
     "neighbor_level1": PROBE, "neighbor_level2": PROBE,
     "mia_forget": ("subject", "text"), "mia_retain": ("subject", "text"),
+    "utility_fluency": ("subject", "instruction"),
 }
 _TARGET_FOLDER = re.compile(r"(\d+)_(.+)")
 
@@ -154,8 +156,9 @@ def type_slug(attack: str) -> str:
 
 
 def build_docs(options: Any) -> list[dict[str, Any]]:
-    """The documents of one RWKU set for the selected targets: probes (subject, query, answer, level, type) or,
-    for ``mia``, the forget and retain member texts (interleaved, so ``--limit N`` keeps both)."""
+    """The documents of one RWKU set for the selected targets: probes (subject, query, answer, level, type),
+    fluency instructions, or for ``mia`` the forget and retain member texts (interleaved, so ``--limit N`` keeps
+    both)."""
     targets = select_targets(target_list(options.repo_id, options.local_dir), options.rwku_targets)
     wanted = set(targets)
     configs = ["mia_forget", "mia_retain"] if options.rwku_set == "mia" else [options.rwku_set]
@@ -178,7 +181,8 @@ def _doc(config: str, index: int, row: dict) -> dict[str, Any]:
     attack = str(row.get("type") or "") if config == "forget_level3" else ""
     return {"id": f"{config}/{index}", "set": config, "index": index, "subject": str(row["subject"]).strip(),
             "query": str(row.get("query") or ""), "answer": str(row.get("answer") or ""),
-            "type": attack, "type_slug": type_slug(attack) if attack else "", "text": str(row.get("text") or "")}
+            "type": attack, "type_slug": type_slug(attack) if attack else "", "text": str(row.get("text") or ""),
+            "instruction": str(row.get("instruction") or "")}
 
 
 def load_docs(**metadata: Any) -> datasets.DatasetDict:

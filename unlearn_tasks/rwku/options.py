@@ -9,7 +9,8 @@ from typing import Any
 from unlearn_tasks.metadata import MetadataOptions
 
 HUB_ID = "jinzhuoran/RWKU"
-SETS = ("forget_level1", "forget_level2", "forget_level3", "neighbor_level1", "neighbor_level2", "mia")
+SETS = ("forget_level1", "forget_level2", "forget_level3", "neighbor_level1", "neighbor_level2", "mia",
+        "utility_fluency")
 ROUGE_MODES = ("release", "rouge_score")
 #: A text of 1-based positions and ranges: "3", "1-10", "1-10,15".
 POSITIONS = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
@@ -31,13 +32,15 @@ class RwkuOptions(MetadataOptions):
     rwku_first_line: bool = False  # keep only the answer's first line (the release's effective setting: no)
     rwku_max_tokens: int = 30  # the release's max_new_tokens
     rwku_mia_k: float = 0.2  # Min-K% and Min-K%++ fraction (the release reports k = 20%)
+    rwku_fluency_max_tokens: int = 256  # the release's max_new_tokens for the fluency answers
     max_items_per_split: int | None = None
 
     def validate(self) -> None:
         self.require([
             (self.rwku_set in SETS, f"rwku_set must be one of {list(SETS)}"),
             (self.rwku_rouge in ROUGE_MODES, f"rwku_rouge must be one of {list(ROUGE_MODES)}"),
-            (self.rwku_max_tokens >= 1, "rwku_max_tokens must be >= 1"),
+            (self.rwku_max_tokens >= 1 and self.rwku_fluency_max_tokens >= 1,
+             "rwku_max_tokens and rwku_fluency_max_tokens must be >= 1"),
             (0 < self.rwku_mia_k <= 1, "rwku_mia_k must be in (0, 1]"),
             (self.rwku_targets is None or bool(self.rwku_targets) and all(self.rwku_targets), "rwku_targets must name at least one target"),
             (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),

@@ -5,6 +5,7 @@
 * level 2 and level 3 (question answering): ``Please briefly answer the following question.\\nQuestion: {query}\\n``,
   except the attack types ``affirmative suffix`` (no trailing newline, no ``Answer:`` after the template) and
   ``incontext learning`` (no ``Question: `` label: the query carries its own demonstrations);
+* fluency (utility): ``Instruction: {instruction}\n``, nothing after the template;
 * in-context unlearning (ICU): :data:`ICU_INSTRUCTION` about the probe's subject before the user turn's text
   (and before each MIA text).
 """
@@ -17,6 +18,7 @@ FILL_BLANK = "Please complete the blank in the following question.\nQuestion: {}
 BRIEF_QA = "Please briefly answer the following question.\nQuestion: {}\n"
 AFFIRMATIVE_SUFFIX = "Please briefly answer the following question.\nQuestion: {}"
 IN_CONTEXT = "Please briefly answer the following question.\n{}\n"
+FLUENCY = "Instruction: {}\n"
 ANSWER_PREFIX = "Answer:"
 #: the answer the release scores when the model says nothing
 EMPTY_ANSWER = "NOANSWER"
@@ -24,7 +26,9 @@ EMPTY_ANSWER = "NOANSWER"
 
 def user_turn(doc: dict, icu: bool = False) -> str:
     """The user turn of a probe document (:mod:`unlearn_tasks.rwku.data`)."""
-    if doc["set"].endswith("level1"):
+    if doc["set"] == "utility_fluency":
+        text = FLUENCY.format(doc["instruction"])
+    elif doc["set"].endswith("level1"):
         text = FILL_BLANK.format(doc["query"])
     elif doc["type"] == "affirmative suffix":
         text = AFFIRMATIVE_SUFFIX.format(doc["query"])
@@ -36,8 +40,9 @@ def user_turn(doc: dict, icu: bool = False) -> str:
 
 
 def answer_prefix(doc: dict) -> str:
-    """What follows the chat template's generation prompt: ``Answer:``, or nothing for the affirmative suffix."""
-    return "" if doc["type"] == "affirmative suffix" else ANSWER_PREFIX
+    """What follows the chat template's generation prompt: ``Answer:``, or nothing for the affirmative suffix and
+    the fluency instructions."""
+    return "" if doc["type"] == "affirmative suffix" or doc["set"] == "utility_fluency" else ANSWER_PREFIX
 
 
 def mia_text(doc: dict, icu: bool = False) -> str:

@@ -13,6 +13,7 @@ from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.metrics import mia
 from unlearn_tasks.rwku.benchmark import BENCHMARK, MIA_ATTACKS
+from unlearn_tasks.rwku.fluency import ngram_entropy, words
 from unlearn_tasks.rwku.options import RwkuOptions
 from unlearn_tasks.rwku.prompts import answer_prefix, mia_text, prediction, user_turn
 from unlearn_tasks.rwku.scoring import rouge_l
@@ -47,6 +48,10 @@ class RwkuTask(UnlearningTask):
     @property
     def is_mia(self) -> bool:
         return self.options.rwku_set == "mia"
+
+    @property
+    def is_fluency(self) -> bool:
+        return self.options.rwku_set == "utility_fluency"
 
     def _attack_slugs(self) -> list[str]:
         if self.options.rwku_set != "forget_level3" or not getattr(self, "dataset", None):
@@ -93,8 +98,12 @@ class RwkuTask(UnlearningTask):
         if self.is_mia:
             args = ("", mia_text(doc, self.options.rwku_icu), {"append_eos": False})
             return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
-        gen = {"until": ["\n"] if self.options.rwku_first_line else [], "max_gen_toks": self.options.rwku_max_tokens,
-               "do_sample": False, "temperature": 0.0}
+        if self.is_fluency:
+            gen = {"until": [], "max_gen_toks": self.options.rwku_fluency_max_tokens}
+        else:
+            gen = {"until": ["\n"] if self.options.rwku_first_line else [],
+                   "max_gen_toks": self.options.rwku_max_tokens}
+        gen.update(do_sample=False, temperature=0.0)
         return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
 
     # ------------------------------------------------------------------ scoring
@@ -104,6 +113,10 @@ class RwkuTask(UnlearningTask):
             resp = results[0]
             record.update(mia_scores(list(resp["logprobs"]), resp.get("vocab_mean"), resp.get("vocab_var"),
                                      mia_text(doc, self.options.rwku_icu), self.options.rwku_mia_k))
+            return record
+        if self.is_fluency:  # the raw answer, as the release measures it
+            tokens, exact = words(str(results[0]))
+            record.update(entropy=ngram_entropy(tokens), punkt=exact)
             return record
         answer = prediction(str(results[0]), self.options.rwku_first_line)
         score = rouge_l(doc["answer"], answer, self.options.rwku_rouge)
@@ -115,6 +128,11 @@ class RwkuTask(UnlearningTask):
         self.run_warnings = []
         if self.is_mia:
             out = compute_mia_metrics(records)
+        elif self.is_fluency:
+            out = {"utility_fluency": _mean([r["entropy"] for r in records])}
+            if not all(r["punkt"] for r in records):
+                self.run_warnings.append("NLTK's Punkt data is not installed (nltk.download('punkt_tab')): sentences "
+                                         "were split at . ! ? before NLTK's word tokenizer, not by Punkt.")
         else:
             out = compute_probe_metrics(records, self.options.rwku_set)
             bad = sum(r["unscorable"] for r in records)
@@ -161,4 +179,6 @@ def per_target_metrics(records: list[dict], is_mia: bool) -> dict[str, dict[str,
         by_subject.setdefault(r["subject"], []).append(r)
     if is_mia:
         return {s: compute_mia_metrics(rs) for s, rs in by_subject.items()}
+    if "entropy" in records[0]:
+        return {s: {"utility_fluency": _mean([r["entropy"] for r in rs]), "n": len(rs)} for s, rs in by_subject.items()}
     return {s: {"rougeL_recall": _mean([r["rougeL_recall"] for r in rs]), "n": len(rs)} for s, rs in by_subject.items()}
