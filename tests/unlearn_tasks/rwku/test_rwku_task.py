@@ -148,8 +148,10 @@ def test_chat_prompts_match_the_release_token_by_token(smollm2_dir, rwku_dir, ic
         for inst in task.instances:
             release = _release_prompt(tokenizer, inst.doc, icu)
             assert inst.args[0] == release
-            # the release encodes with add_special_tokens=True; SmolLM2's tokenizer adds no BOS, so lm-eval's ids match
-            assert lm.tok_encode(inst.args[0]) == tokenizer(release, add_special_tokens=True)["input_ids"]
+            # the release encodes with add_special_tokens=True; SmolLM2's tokenizer adds no BOS, so the ids lm-eval
+            # generates from (its batch encoder) are the release's
+            ids, _ = lm.tok_batch_encode([inst.args[0]])
+            assert ids[0].tolist() == tokenizer(release, add_special_tokens=True)["input_ids"]
 
 
 # ---------------------------------------------------------------------- metrics by hand
