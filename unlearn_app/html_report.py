@@ -125,8 +125,8 @@ def provenance_tables(runs: list[Run]) -> list[str]:
     return parts
 
 
-def render_html(runs: list[Run], title: str = "Unlearning evaluation report") -> str:
-    """The whole page as one string."""
+def render_html(runs: list[Run], title: str = "Unlearning evaluation report", sections: list[str] = ()) -> str:
+    """The whole page as one string; ``sections`` (HTML, e.g. a sweep's leaderboard) come first."""
     warnings = provenance_differences(runs)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
@@ -137,6 +137,7 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report") ->
         items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
         out.append(f'<div class="warnings" id="warnings"><strong>The runs are not strictly comparable:</strong>'
                    f"<ul>{items}</ul></div>")
+    out += list(sections)
     checks = checks_tables(runs)
     if checks:
         out += ['<h2 id="checks">Checks</h2>', *checks]

@@ -44,6 +44,27 @@ def forget_quality_vs_utility(models: dict[str, dict[str, float]], out: str | Pa
     return out
 
 
+def pareto_scatter(points: dict[str, tuple[float, float, str]], front: list[str], out: str | Path, xlabel: str,
+                   ylabel: str, modes: tuple[str, str] = ("max", "max"), title: str = "Forget vs utility") -> Path:
+    """Every trial as a point ``points[id] = (x, y, group)`` coloured by group (method), the Pareto ``front`` joined
+    by a line in order of x; ``modes`` say which way is better on each axis (written on the axes)."""
+    plt, fig, ax = _figure(6.5, 4.6)
+    groups = list(dict.fromkeys(g for _, _, g in points.values()))
+    for group in groups:
+        xy = [(x, y) for x, y, g in points.values() if g == group and _finite(x) and _finite(y)]
+        if xy:
+            ax.scatter(*zip(*xy), s=36, label=group, alpha=0.8)
+    line = sorted((points[k][0], points[k][1]) for k in front if k in points)
+    if line:
+        ax.plot(*zip(*line), color="black", lw=1.2, ls="--", marker="o", mfc="none", ms=11, label="Pareto front")
+    ax.set_xlabel(f"{xlabel} ({'higher' if modes[0] == 'max' else 'lower'} is better)")
+    ax.set_ylabel(f"{ylabel} ({'higher' if modes[1] == 'max' else 'lower'} is better)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(plt, fig, out)
+
+
 def _figure(width: float = 6.0, height: float = 4.0, rows: int = 1):
     import matplotlib
 

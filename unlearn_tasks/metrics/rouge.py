@@ -13,9 +13,10 @@ def _scorer() -> rouge_scorer.RougeScorer:
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
-def rouge_l_recall(reference: str, generation: str) -> float:
-    """ROUGE-L recall of ``generation`` against ``reference`` (TOFU's reported ROUGE)."""
-    return float(_scorer().score(reference, generation)["rougeL"].recall)
+def rouge_l_recall(reference: str, generation: str, use_stemmer: bool = True) -> float:
+    """ROUGE-L recall of ``generation`` against ``reference`` (TOFU's reported ROUGE; unstemmed on request)."""
+    scorer = _scorer() if use_stemmer else _unstemmed_scorer()
+    return float(scorer.score(reference, generation)["rougeL"].recall)
 
 
 @lru_cache(maxsize=1)

@@ -1,0 +1,238 @@
+"""Where a sweep ends: ``DIR/leaderboard.md``, ``.json``, ``.html`` (the HTML report of :mod:`unlearn_app.html_report`
+with the sweep's sections on top) and ``.png`` (forget vs utility, every trial a point, the Pareto front drawn).
+
+One row per method at its selected setting: the setting whose mean ``select`` score over seeds is best among those
+whose mean metrics pass ``select_if`` (without ``select``: one row per setting). Every number is a mean (and sample
+standard deviation) over the seeds of the trials' own lm-eval results files, which the provenance lists with their
+SHA-256."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+from typing import Any
+
+from harness_ext import provenance
+from harness_ext.results import json_safe
+from unlearn_app.ci.checks import MissingValue, evaluate, lookup_in
+from unlearn_app.selection import Selection
+from unlearn_app.sweep.engine import read_records
+from unlearn_app.sweep.spec import Spec
+
+
+def _score(rule: Selection | None, metrics: dict[str, dict[str, float]]) -> float:
+    if rule is None:
+        return math.nan
+    try:
+        return float(rule.score(metrics))
+    except (LookupError, TypeError, ValueError):
+        return math.nan
+
+
+def _spread(values: list[float]) -> dict[str, Any]:
+    finite = [v for v in values if v is not None and math.isfinite(v)]
+    return {"mean": statistics.fmean(finite) if finite else None,
+            "sd": statistics.stdev(finite) if len(finite) > 1 else (0.0 if finite else None), "n": len(finite)}
+
+
+def _mean_metrics(records: list[dict[str, Any]]) -> tuple[dict, dict]:
+    means: dict[str, dict[str, float]] = {}
+    sds: dict[str, dict[str, float]] = {}
+    for task in dict.fromkeys(t for r in records for t in r.get("metrics") or {}):
+        for metric in dict.fromkeys(m for r in records for m in (r.get("metrics") or {}).get(task, {})):
+            s = _spread([(r.get("metrics") or {}).get(task, {}).get(metric) for r in records])
+            means.setdefault(task, {})[metric] = math.nan if s["mean"] is None else s["mean"]
+            sds.setdefault(task, {})[metric] = math.nan if s["sd"] is None else s["sd"]
+    return means, sds
+
+
+def _better(mode: str, a: float, b: float) -> bool:
+    return a > b if mode == "max" else a < b
+
+
+def pareto_front(points: dict[str, tuple[float, float]], modes: tuple[str, str]) -> list[str]:
+    """The points no other point dominates (at least as good on both axes, better on one); NaN points are out."""
+    sign = [1 if m == "max" else -1 for m in modes]
+    pts = {k: (sign[0] * x, sign[1] * y) for k, (x, y) in points.items() if math.isfinite(x) and math.isfinite(y)}
+    return [k for k, (x, y) in pts.items()
+            if not any(ox >= x and oy >= y and (ox > x or oy > y) for o, (ox, oy) in pts.items() if o != k)]
+
+
+def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The leaderboard as data (what ``leaderboard.json`` holds)."""
+    trials = [records[t.id] for t in spec.trials if t.id in records]
+    ok = [r for r in trials if r["status"] == "ok"]
+    baseline = None
+    if spec.evaluation.baseline and spec.select and spec.select.conditions:
+        from unlearn_app.ci.runner import load_baseline
+
+        baseline = lookup_in(load_baseline(spec.evaluation.baseline), "the baseline")
+    settings: dict[str, dict[str, Any]] = {}
+    for trial in spec.trials:
+        runs = [r for r in ok if r["setting"] == trial.setting]
+        if trial.setting in settings or not runs:
+            continue
+        means, sds = _mean_metrics(runs)
+        row = {"method": trial.method, "setting": trial.setting, "values": trial.values, "model": trial.model,
+               "forget_split": trial.forget, "seeds": [r["seed"] for r in runs], "trials": [r["id"] for r in runs],
+               "metrics": means, "metrics_sd": sds,
+               "checks_passed": all(r.get("passed", True) for r in runs)}
+        if spec.select:
+            row["score"] = _spread([_score(spec.select, r["metrics"]) for r in runs])
+            row["ineligible"] = _ineligible(spec.select, means, baseline)
+        for axis, rule in spec.pareto.items():
+            row[axis] = _spread([_score(rule, r["metrics"]) for r in runs])
+        rule = spec.pareto.get("forget") or spec.select
+        for name in spec.attacks:  # the forget measure after the attack, beside the one before
+            row[f"forget after {name}"] = _spread([_score(rule, (r.get("attacks") or {}).get(name, {}).get("metrics", {}))
+                                                   for r in runs])
+        settings[trial.setting] = row
+    rows = list(settings.values())
+    if spec.select:
+        best: dict[tuple, dict[str, Any]] = {}
+        for row in rows:
+            key = (row["method"], row["model"], row["forget_split"])
+            score = row["score"]["mean"]
+            if row["ineligible"] or score is None:
+                continue
+            if key not in best or _better(spec.select.mode, score, best[key]["score"]["mean"]):
+                best[key] = row
+        rows = sorted(best.values(), key=lambda r: r["score"]["mean"], reverse=spec.select.mode == "max")
+    points = {r["id"]: (_score(spec.pareto["utility"], r["metrics"]), _score(spec.pareto["forget"], r["metrics"]))
+              for r in ok} if spec.pareto else {}
+    front = pareto_front(points, (spec.pareto["utility"].mode, spec.pareto["forget"].mode)) if points else []
+    root = Path(spec.path).parent
+    return {
+        "spec": spec.path, "spec_sha256": spec.sha256,
+        "select": spec.select.text if spec.select else None,
+        "select_if": [c.text for c in spec.select.conditions] if spec.select else [],
+        "pareto": {axis: rule.text for axis, rule in spec.pareto.items()}, "attacks": spec.attacks,
+        "leaderboard": rows, "settings": list(settings.values()),
+        "trials": trials, "pareto_points": {k: list(v) for k, v in points.items()}, "pareto_front": front,
+        "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": len(ok),
+                   "failed": sum(r["status"] == "failed" for r in trials)},
+        "provenance": {"software": provenance.software(), "spec_folder": str(root)},
+    }
+
+
+def _ineligible(rule: Selection, means: dict, baseline) -> str | None:
+    failed = []
+    for check in rule.conditions:
+        try:
+            outcome = evaluate(check, lookup_in(means, "the setting's mean results"), baseline)
+        except MissingValue as e:
+            failed.append(str(e))
+            continue
+        if not outcome.passed:
+            failed.append(outcome.message)
+    return "; ".join(failed) or None
+
+
+# --------------------------------------------------------------------------- the files
+def _fmt(spread: dict[str, Any] | None) -> str:
+    if not spread or spread.get("mean") is None:
+        return "n/a"
+    return f"{spread['mean']:.4g} ± {spread['sd']:.2g}" if spread["n"] > 1 else f"{spread['mean']:.4g}"
+
+
+def _values(values: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in values.items()) or "defaults"
+
+
+def markdown(board: dict[str, Any], png: str | None) -> str:
+    c = board["counts"]
+    lines = [f"# Sweep leaderboard: `{board['spec']}`", "",
+             f"{c['trials']} trials: {c['ok']} ok, {c['failed']} failed, {c['trials'] - c['finished']} not run. "
+             f"Selection: `{board['select'] or 'none (every setting)'}`"
+             + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
+                else "") + ". Values are mean ± sample sd over seeds.", ""]
+    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
+    head = ["method", "setting", "seeds", "score", *axes, "checks", "trials"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in board["leaderboard"]:
+        cells = [row["method"], _values(row["values"]), str(len(row["seeds"])), _fmt(row.get("score")),
+                 *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL",
+                 " ".join(row["trials"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    if png:
+        lines += ["", f"![forget vs utility, Pareto front]({png})", "",
+                  f"Pareto front: {', '.join(board['pareto_front']) or 'none'}"]
+    axes = list(board["pareto"])
+    lines += ["", "## All trials", "", "| trial | method | setting | seed | status | "
+              + " | ".join(axes) + " | results file | wall s |", "|" + "---|" * (7 + len(axes))]
+    for r in board["trials"]:
+        point = board["pareto_points"].get(r["id"])
+        axis_cells = [f"{v:.4g}" if point and v is not None and math.isfinite(v) else "n/a"
+                      for v in (point or [None] * len(axes))]
+        status = r["status"] if r["status"] == "ok" else f"failed: {str(r.get('error', ''))[:80]}"
+        lines.append("| " + " | ".join([r["id"], r["method"], _values(r.get("values") or {}), str(r["seed"]),
+                                        status.replace("|", "/"), *axis_cells, f"`{r.get('results_file', '')}`",
+                                        str(r.get("wall_s", ""))]) + " |")
+    sw = board["provenance"]["software"]
+    lines += ["", "## Provenance", "", f"- spec sha256 `{board['spec_sha256']}`",
+              f"- {sw.get('package')} {sw.get('version')} (git {sw.get('git_commit') or 'n/a'})",
+              "- every number above is read from the trial's lm-eval results file listed in the table; "
+              "leaderboard.json lists each file's SHA-256"]
+    return "\n".join(lines) + "\n"
+
+
+def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
+    from unlearn_app.html_report import _e
+
+    md_rows = []
+    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
+    for row in board["leaderboard"]:
+        cells = [row["method"], _values(row["values"]), len(row["seeds"]), _fmt(row.get("score")),
+                 *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL"]
+        md_rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
+    head = "".join(f"<th>{_e(h)}</th>" for h in ["method", "setting", "seeds", "score", *axes, "checks"])
+    parts = ['<h2 id="leaderboard">Leaderboard</h2>',
+             f"<p>Selection: <code>{_e(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
+             f'<table class="leaderboard"><tr>{head}</tr>{"".join(md_rows)}</table>']
+    if png_uri:
+        parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '
+                     "front joined</figcaption></figure>")
+    trial_rows = "".join(
+        "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in [r["id"], r["method"], _values(r.get("values") or {}),
+                                                        r["seed"], r["status"], r.get("error", ""),
+                                                        r.get("results_file", ""), r.get("wall_s", "")]) + "</tr>"
+        for r in board["trials"])
+    parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary><table><tr><th>trial</th>'
+                 f"<th>method</th><th>setting</th><th>seed</th><th>status</th><th>error</th><th>results file</th>"
+                 f"<th>wall s</th></tr>{trial_rows}</table></details>")
+    return parts
+
+
+def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:
+    """Write ``out/leaderboard.{json,md,html}`` (and ``.png`` with a ``pareto`` spec); returns their paths."""
+    from harness_ext.provenance import file_sha256
+    from unlearn_app import plots
+    from unlearn_app.html_report import _png, render_html
+    from unlearn_app.runs import load_run
+
+    out = Path(out)
+    board = summarize(spec, read_records(out))
+    board["provenance"]["results_files"] = {
+        r["id"]: {"path": r["results_file"], "sha256": file_sha256(out / r["results_file"])}
+        for r in board["trials"] if r.get("results_file") and (out / r["results_file"]).is_file()}
+    paths = []
+    png = None
+    if board["pareto_points"]:
+        methods = {r["id"]: r["method"] for r in board["trials"]}
+        points = {k: (v[0], v[1], methods[k]) for k, v in board["pareto_points"].items()}
+        utility, forget = spec.pareto["utility"], spec.pareto["forget"]
+        png = plots.pareto_scatter(points, board["pareto_front"], out / "leaderboard.png",
+                                   utility.text.rsplit(":", 1)[0], forget.text.rsplit(":", 1)[0],
+                                   (utility.mode, forget.mode))
+        paths.append(png)
+    (out / "leaderboard.json").write_text(json.dumps(json_safe(board), indent=2, default=str))
+    (out / "leaderboard.md").write_text(markdown(board, png.name if png else None), encoding="utf-8")
+    runs = [load_run(out / r["results_file"], f"{r['method']} seed {r['seed']} ({r['id']})")
+            for row in board["leaderboard"] for r in board["trials"]
+            if r["id"] in row["trials"] and r.get("results_file")]
+    uri = _png(lambda p: p.write_bytes(png.read_bytes())) if png else None
+    html = render_html(runs, f"Sweep leaderboard: {spec.path}", sections=_html_sections(board, uri))
+    (out / "leaderboard.html").write_text(html, encoding="utf-8")
+    return [out / "leaderboard.md", out / "leaderboard.json", out / "leaderboard.html", *paths]

@@ -1,0 +1,79 @@
+"""One trial: `unlearn run` (train + lm-eval on the checkpoint) in its own folder, then the spec's checks on the
+results. Returns the record that goes into ``trials.jsonl``; an error inside the trial is recorded, never raised
+(Ctrl-C is not an error: it stops the sweep)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+CHECKPOINT = "model"  # the trial's `unlearn run --out`, inside its folder
+
+
+def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], baseline: str | None,
+              folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``, then the
+    ``attacks`` on its checkpoint (``{quantize: {bits, group_size}}``), each evaluated on the same tasks."""
+    import torch
+
+    from harness_ext.results import latest_results_file, load_results
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods.config import load_run_config
+
+    torch.set_num_threads(threads)  # the same threads on every engine: the same numbers
+    home = Path(folder)
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "trial.json").write_text(json.dumps({"trial": trial, "config": config}, indent=2, default=str))
+    record: dict[str, Any] = {**trial, "status": "failed", "host": socket.gethostname(), "pid": os.getpid()}
+    start = time.time()
+    try:
+        out = run_unlearning(load_run_config(None, **{**config, "out": str(home / CHECKPOINT)}))
+        metrics: dict[str, dict[str, float]] = {}
+        if config.get("eval_tasks"):
+            results_file = latest_results_file(out / "eval")
+            metrics = load_results(results_file)
+            record["results_file"] = str(results_file.relative_to(home.parent.parent))
+        if attacks:
+            record["attacks"] = {name: attack(name, opts, out, config, home) for name, opts in attacks.items()}
+        record.update(metrics=metrics, checks=check_results(checks, metrics, baseline), status="ok")
+        record["passed"] = all(c["passed"] for c in record["checks"])
+    except Exception as e:  # noqa: BLE001  (any failure of one trial is recorded and the sweep goes on)
+        record["error"] = f"{type(e).__name__}: {e}"
+        (home / "error.txt").write_text(traceback.format_exc())
+    record["wall_s"] = round(time.time() - start, 2)
+    return record
+
+
+def attack(name: str, opts: dict[str, Any], checkpoint: Path, config: dict[str, Any], home: Path) -> dict[str, Any]:
+    """Attack the trial's checkpoint (``quantize``) into ``home/attack-NAME`` and evaluate it like the checkpoint."""
+    from harness_ext.evaluate import run_lm_eval
+    from harness_ext.results import latest_results_file, load_results
+    from unlearn_methods.attacks.quantize import quantize_checkpoint
+
+    out = home / f"attack-{name}"
+    quantize_checkpoint(checkpoint, out, bits=opts["bits"], group_size=opts.get("group_size"))
+    data_dir = config.get("data_dir") or (str(checkpoint / "demo_data") if (checkpoint / "demo_data").is_dir() else None)
+    metadata = {**({"data_dir": data_dir} if data_dir else {}), **config["eval_metadata"]}
+    run_lm_eval(out, list(config["eval_tasks"]), out / "eval", metadata, limit=config.get("eval_limit"))
+    results_file = latest_results_file(out / "eval")
+    return {**opts, "metrics": load_results(results_file), "results_file": str(results_file.relative_to(home.parent.parent))}
+
+
+def check_results(checks: list[str], metrics: dict[str, dict[str, float]], baseline: str | None) -> list[dict]:
+    """The `unlearn ci` checks on one trial's metrics (``baseline``: the results of the model before unlearning)."""
+    from unlearn_app.ci.checks import MissingValue, evaluate, lookup_in, parse_check
+    from unlearn_app.ci.runner import load_baseline
+
+    base = lookup_in(load_baseline(baseline), f"the baseline {baseline}") if baseline and checks else None
+    outcomes = []
+    for text in checks:
+        try:
+            outcomes.append(evaluate(parse_check(text), lookup_in(metrics, "the trial's results"), base).as_dict())
+        except MissingValue as e:
+            outcomes.append({"check": text, "passed": False, "value": None, "bound": None, "message": str(e)})
+    return outcomes
