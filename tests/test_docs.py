@@ -89,6 +89,7 @@ CHECKOUT_DIRS = {"harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app
 PACKAGES = ("harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app")
 #: Backticked names that are not ours on purpose: another project's files, a switch the text says does not exist.
 NOT_OURS = {"calculate_metrics.py",  # the CLEAR release's script
+            "eval_neighbor.py", "eval_mia.py", "inference.py",  # the RWKU release's scripts
             "--attacks",  # "no `--attacks` switch" (docs/attacks.md)
             "--no-deps", "--system-site-packages"}  # pip's / venv's
 PAGES = [p for p in MARKDOWN_FILES if "generated" not in p.relative_to(ROOT).parts]
