@@ -284,3 +284,18 @@ def test_architecture_tree_names_every_module_and_nothing_else():
                if p.name != "__init__.py" or p.parent.name in PACKAGES}
     unnamed = sorted(modules - named)
     assert not unnamed, f"docs/architecture.md's tree lacks {unnamed}"
+
+
+def test_metadata_keys_in_examples_are_options():
+    """Every key of a ``--metadata '{...}'`` example is an option of a registered benchmark or a model argument
+    (what the tasks' unknown-key check accepts), so an example never stops with "unknown --metadata key"."""
+    from unlearn_tasks.metadata import MODEL_ARG_KEYS, benchmark_keys
+
+    known = benchmark_keys() | MODEL_ARG_KEYS | {"toy_per_char"}  # the toy benchmark's, installed by its test
+    bad = []
+    for path in PAGES:
+        for line in code_lines(path.read_text()):
+            for example in re.findall(r"--(?:eval-)?metadata\s+'(\{[^']*\})'", line):
+                bad += [f"{path.relative_to(ROOT)}: {key}" for key in re.findall(r'"(\w+)"\s*:', example)
+                        if key not in known]
+    assert not bad, f"--metadata keys no task accepts: {bad}"
