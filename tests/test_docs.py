@@ -158,6 +158,9 @@ def missing_names(path: Path) -> list[str]:
                 continue
             if not ok:
                 missing.append(token)
+    blocks = "\n".join(re.findall(r"```[^\n]*\n(.*?)```", path.read_text(), flags=re.S))
+    for module, names in re.findall(rf"^\s*from ((?:{'|'.join(PACKAGES)})[\w.]*) import ([\w, ]+)$", blocks, flags=re.M):
+        missing += [f"{module}.{n.strip()}" for n in names.split(",") if not module_exists(f"{module}.{n.strip()}")]
     return missing
 
 
@@ -229,9 +232,10 @@ def test_the_checks_catch_stale_names(tmp_path):
     page.write_text("`harness_ext/lm_eval_compat.py`, `harness_ext.lm_eval_compat.cache_env_info`, `docs.py`,\n"
                     "`harness_ext.lm_eval_patches.no_such_name`, `unlearn_tasks.tofu.task.TofuTask.setup`,\n"
                     "`harness_ext/request_types.py`, `toy_bench/task.py`, `--eval-every`, `--no-such-flag`,\n"
-                    "`unlearn run --method npo --lora-rank 8`, `unlearn margins gather --out x`\n")
+                    "`unlearn run --method npo --lora-rank 8`, `unlearn margins gather --out x`\n\n"
+                    "```python\nfrom unlearn_methods.data import load_qa, load_pairs\n```\n")
     assert missing_names(page) == ["harness_ext/lm_eval_compat.py", "harness_ext.lm_eval_compat.cache_env_info",
-                                   "docs.py", "harness_ext.lm_eval_patches.no_such_name"]
+                                   "docs.py", "harness_ext.lm_eval_patches.no_such_name", "unlearn_methods.data.load_pairs"]
     parser = build_parser()
     assert unknown_flags(page, parser, _known_flags()) == ["unlearn run --lora-rank", "--no-such-flag"]
 
