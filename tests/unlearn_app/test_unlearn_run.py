@@ -142,7 +142,7 @@ def test_push_to_hub_creates_a_private_repo_in_one_commit(tmp_path, tiny_model_d
     assert repo["files"]["README.md"] == (out / "README.md").read_bytes()
     assert hub.content("me/tofu-graddiff", "adapter_model.safetensors")[0] == (out / "adapter_model.safetensors").read_bytes()
     assert "adapter_model.safetensors" in repo["lfs"]  # weights travel through Git LFS, as on the real Hub
-    for method, path, headers, _ in hub.requests:  # the token travels only in the Authorization header to the Hub
+    for _, path, headers, _ in hub.requests:  # the token travels only in the Authorization header to the Hub
         token = headers.get("Authorization", headers.get("authorization"))
         if path.startswith("/lfs-objects/"):  # ... and never to the LFS object storage
             assert token is None
