@@ -260,15 +260,25 @@ def run_ci(opts: CiOptions) -> int:
             update_card(opts, raw)
         print(f"unlearn ci: {out / 'results.json'}, {out / 'summary.md'}, {out / 'junit.xml'}")
         return 0 if record["passed"] else 1
-    except (SuiteError, CiError, FileNotFoundError, ValueError) as e:
-        record["error"] = str(e)
+    except Exception as e:  # every error that is not a failed check exits 2, never 1
+        known = isinstance(e, (SuiteError, CiError, FileNotFoundError, ValueError))
+        message = _bounded(str(e) if known else f"internal error ({type(e).__name__}: {e}); please report it")
+        record["error"] = message
         try:
             write_outputs(out, record)
         except OSError:
             pass
         from unlearn_app.commands import error
 
-        return error(str(e))
+        return error(message)
+
+
+#: Longest error message printed or written (a value formatted into a message is cut there).
+MAX_MESSAGE = 1000
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE} characters cut)"
 
 
 def update_card(opts: CiOptions, raw: dict) -> None:
