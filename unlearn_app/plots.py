@@ -1,10 +1,17 @@
-"""Plots people would rather look at than read: TOFU's Forget Quality vs Model Utility scatter, grouped bars,
-labelled scatters, and the attack recovery dot plot."""
+"""Every figure of the ``unlearn`` tools, in one module: TOFU's Forget Quality vs Model Utility scatter, grouped bars,
+labelled scatters, the attack recovery dot plot, metrics against the step (evaluation during unlearning) and the
+KLoM margin histograms. matplotlib is imported inside each function (``unlearn --help`` stays light). A benchmark's
+own paper figure (WaterDrum's evaluation plot, deep unlearning's Recall-Accuracy plot) stays in its benchmark
+package in ``unlearn_tasks``, below this layer, beside the report it belongs to."""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 def forget_quality_vs_utility(models: dict[str, dict[str, float]], out: str | Path, title: str = "") -> Path:
@@ -194,3 +201,34 @@ def metrics_vs_step(rows: list[dict[str, float]], out: str | Path, title: str,
     axes[-1].set_xlabel("optimizer step")
     axes[0].set_title(title, fontsize=10)
     return _save(plt, fig, out)
+
+
+def margin_histograms(unlearned: np.ndarray, oracle: np.ndarray, samples: list[int], values: np.ndarray,
+                      path: str | Path) -> Path:
+    """One panel per sample: both ensembles' margins (clipped to +/-100) on the 20 shared KLoM bins (matplotlib
+    draws a value on the top edge in the last bar; KLoM drops it, as EasyDUB does)."""
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from unlearn_tasks.metrics.klom import CLIP, N_BINS, shared_edges
+
+    fig, axes = plt.subplots(1, len(samples), figsize=(4 * len(samples), 3.2), squeeze=False)
+    for ax, j in zip(axes[0], samples):
+        u = np.clip(unlearned[:, j : j + 1], -CLIP, CLIP)
+        o = np.clip(oracle[:, j : j + 1], -CLIP, CLIP)
+        edges = shared_edges(u, o, N_BINS + 1)[:, 0]
+        ax.hist(o[:, 0], bins=edges, alpha=0.6, label=f"oracle ({o.shape[0]})", color="tab:blue")
+        ax.hist(u[:, 0], bins=edges, alpha=0.6, label=f"unlearned ({u.shape[0]})", color="tab:red")
+        ax.set_title(f"sample {j}: KLoM {values[j]:.3g}")
+        ax.set_xlabel("margin")
+    axes[0][0].set_ylabel("models")
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -33,6 +33,10 @@ def describe_methods() -> str:
         lines.append(f"{name}: {cls.summary}")
         if cls.paper:
             lines.append(f"    paper: {cls.paper}")
+        limits = [text for flag, text in ((cls.qa_only, "questions only (not raw text such as MUSE)"),
+                                          (not cls.vision, "not for vision-language models (--data clear)")) if flag]
+        if limits:
+            lines.append(f"    limits: {'; '.join(limits)}")
         hints = cls.Params.types()
         for f in cls.Params.fields():
             lines.append(f"    --param {f.name}  {describe(f, hints[f.name])}, default {f.default}: {f.metadata['help']}")

@@ -55,7 +55,12 @@ class UnlearnMethod:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""  # the paper the loss comes from
-    needs_reference: ClassVar[bool] = False
+    needs_reference: ClassVar[bool] = False  # its loss compares with the frozen model before unlearning
+    #: Its loss needs questions (a refusal, another item's or an alternate answer to them): not for raw text (MUSE).
+    qa_only: ClassVar[bool] = False
+    #: Available for vision-language models (--data clear); False for methods that fine-tune a text-only copy of
+    #: the model or generate text with the tokenizer.
+    vision: ClassVar[bool] = True
     Params: ClassVar[type[MethodParams]] = MethodParams
 
     def __init__(self, params: MethodParams | dict[str, Any] | None = None) -> None:

@@ -24,8 +24,6 @@ from unlearn_tasks.tofu.splits import HUB_ID
 PARTS = ("forget", "retain", "forget_idk", "forget_random", "forget_alternate")
 #: Parts of a raw-text example: no question, so no refusal, random or alternate answer.
 TEXT_PARTS = ("forget", "retain")
-#: Methods whose loss needs a question (a refusal, another item's or an alternate answer to it): not for raw text.
-QA_ONLY_METHODS = ("idk", "dpo", "llmu", "altpo")
 
 
 def load_qa(split: str, dataset: str = HUB_ID, data_dir: str | None = None) -> list[dict]:

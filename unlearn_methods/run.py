@@ -19,11 +19,10 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from unlearn_methods import get_method
+from unlearn_methods import all_methods, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig
 from unlearn_methods.data import (
-    QA_ONLY_METHODS,
     ForgetRetainDataset,
     PairCollator,
     TextForgetRetainDataset,
@@ -49,8 +48,6 @@ from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
-#: Methods that fine-tune a text-only copy or generate text with the tokenizer (not for vision-language models yet).
-NOT_FOR_VISION = ("task_vector", "whp", "altpo")
 METRICS_FILE = "train_metrics.json"
 
 
@@ -279,10 +276,11 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
                                "evaluated with hf-multimodal); leave it out, --eval-tasks evaluates the result.")
     out = check_output_folder(cfg)
     if cfg.text_data:
-        if method.name in QA_ONLY_METHODS:
+        if method.qa_only:
+            qa_only = sorted(name for name, cls in all_methods().items() if cls.qa_only)
             raise UnlearningFailed(
                 f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
-                f"answers to them). Methods for raw text: every method except {', '.join(QA_ONLY_METHODS)}."
+                f"answers to them). Methods for raw text: every method except {', '.join(qa_only)}."
             )
         cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
     if cfg.data == "evaldu":
@@ -303,7 +301,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
     vision = cfg.data == "clear"
-    if vision and method.name in NOT_FOR_VISION:
+    if vision and not method.vision:
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
                                f"is not available with --data clear; use another method (`unlearn methods`).")
     torch.manual_seed(cfg.seed)

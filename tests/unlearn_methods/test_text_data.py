@@ -7,11 +7,12 @@ import pytest
 
 from unlearn_methods import all_methods
 from unlearn_methods.config import load_run_config
-from unlearn_methods.data import QA_ONLY_METHODS, PairCollator, TextForgetRetainDataset, load_texts
+from unlearn_methods.data import PairCollator, TextForgetRetainDataset, load_texts
 from unlearn_methods.run import UnlearningFailed, train
 from unlearn_tasks.data import DataError
 from unlearn_tasks.prompts import encode_text
 
+QA_ONLY_METHODS = sorted(name for name, cls in all_methods().items() if cls.qa_only)
 TEXT_METHODS = sorted(set(all_methods()) - set(QA_ONLY_METHODS))
 
 

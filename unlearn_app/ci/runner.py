@@ -18,6 +18,7 @@ from typing import Any
 
 from harness_ext import provenance
 from harness_ext.results import json_safe, latest_results_file, task_metrics
+from unlearn_app.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
 from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
 from unlearn_app.ci.junit import write_junit
@@ -55,34 +56,25 @@ class ModelSpec:
     name: str
     model_args: dict[str, Any]
     revision: str | None
-    adapter_rank: int | None = None
+    adapter: Adapter | None = None
 
     def for_backend(self, backend: str) -> dict[str, Any]:
-        """``model_args`` as the backend names them: vLLM loads an adapter with ``lora_local_path`` and needs
-        ``max_lora_rank`` at least the adapter's rank (a power of two from 8)."""
-        args = dict(self.model_args)
-        if backend == "vllm" and "peft" in args:
-            args["lora_local_path"] = args.pop("peft")
-            rank = 8
-            while rank < (self.adapter_rank or 8):
-                rank *= 2
-            args["max_lora_rank"] = rank
-        return args
+        """``model_args`` as the backend names them (an adapter: see :meth:`Adapter.model_args`)."""
+        return self.adapter.model_args(backend) if self.adapter else dict(self.model_args)
 
 
 def resolve_model(model: str, revision: str | None) -> ModelSpec:
     """A full model (Hub id or folder) or a LoRA adapter folder (its base model is read from adapter_config.json)."""
     path = Path(model).expanduser()
-    adapter_config = path / "adapter_config.json"
-    if path.is_dir() and adapter_config.is_file():
-        base = json.loads(adapter_config.read_text()).get("base_model_name_or_path")
-        if not base:
-            raise CiError(f"{adapter_config} names no base_model_name_or_path; cannot load the adapter")
-        base_rev = model_revision(base)
+    try:
+        adapter = find_adapter(path)
+    except AdapterError as e:
+        raise CiError(str(e)) from None
+    if adapter:
+        base_rev = model_revision(adapter.base)
         own = model_revision(str(path))
         pinned = f"{own}+base={base_rev}" if base_rev else None
-        rank = int(json.loads(adapter_config.read_text()).get("r") or 8)
-        return ModelSpec(model, {"pretrained": base, "peft": str(path)}, pinned, rank)
+        return ModelSpec(model, adapter.model_args("hf"), pinned, adapter)
     if not path.exists() and ("/" not in model or model.startswith((".", "/"))):
         raise CiError(f"--model {model}: no such folder, and not a Hub id (owner/name)")
     args: dict[str, Any] = {"pretrained": str(path) if path.exists() else model}

@@ -1,5 +1,8 @@
-"""Subcommand families of ``unlearn``: one module per family, each with ``add_parsers(subparsers)``, listed in
-:data:`unlearn_app.cli.EXTENSIONS`. This module holds what they share."""
+"""The ``unlearn`` subcommands: one module per command (or family of subcommands), each exposing
+``add_parsers(subparsers)`` and optionally ``ORDER`` (its position in ``unlearn --help``). :mod:`unlearn_app.cli`
+finds them by iterating this package; modules whose name starts with ``_`` hold shared code, not commands. Keep
+imports of heavy packages (torch, transformers, lm_eval) inside the command functions: ``unlearn --help`` imports
+every command module. This module holds what the commands share."""
 
 from __future__ import annotations
 

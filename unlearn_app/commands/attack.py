@@ -1,5 +1,5 @@
 """``unlearn attack quantize|relearn|report``: does the forgetting last? Quantization and relearning attacks on an
-unlearned checkpoint, and a recovery report over lm-eval results. Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
+unlearned checkpoint, and a recovery report over lm-eval results."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 from pathlib import Path
 
 from unlearn_app.commands import DefaultsHelpFormatter, error
+
+ORDER = 100
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:

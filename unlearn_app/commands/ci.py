@@ -1,5 +1,4 @@
-"""``unlearn ci``: evaluate a checkpoint on a suite of lm-eval tasks and checks (exit 0 pass, 1 fail, 2 error).
-Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
+"""``unlearn ci``: evaluate a checkpoint on a suite of lm-eval tasks and checks (exit 0 pass, 1 fail, 2 error)."""
 
 from __future__ import annotations
 
@@ -8,6 +7,8 @@ import json
 
 from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import error
+
+ORDER = 90
 
 
 def _cmd_ci(args: argparse.Namespace) -> int:

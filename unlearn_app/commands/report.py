@@ -1,0 +1,68 @@
+"""``unlearn report``: side-by-side table (and plot, HTML) of several lm-eval runs' results."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from unlearn_app.commands import error
+
+ORDER = 30
+
+
+def _cmd_report(args: argparse.Namespace) -> int:
+    import json
+
+    from harness_ext.results import ResultsFileError, json_safe
+    from unlearn_app.plots import forget_quality_vs_utility
+    from unlearn_app.report import collect_runs, compare_runs
+    from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
+
+    try:
+        sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
+        loaded = [load_run(file, name) for name, file in sources]
+    except (FileNotFoundError, ResultsFileError, ValueError) as e:
+        return error(str(e))
+    runs = {r.name: r.metrics for r in loaded}
+    warnings = provenance_differences(loaded)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    listing = "\n".join(f"- {name}: {file}" for name, file in sources)
+    text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
+    if warnings:
+        text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
+    text += f"\nRuns read:\n\n{listing}\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.json:
+        Path(args.json).write_text(json.dumps(json_safe(runs), indent=2))
+    if args.plot:
+        for task in sorted({t for r in runs.values() for t in r}):
+            models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
+            if models:
+                path = Path(args.plot)
+                path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
+                print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    if args.html:
+        from unlearn_app.html_report import write_html
+
+        print(f"html: {write_html(loaded, args.html)}")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
+                       description="Read each RUN (an lm_eval --output_path folder, a results_*.json file or an `unlearn ci` "
+                       "output folder) and print one table per task with a column per run, then the results file read for each "
+                       "column; warn when the runs' provenance (package version, data, metric modes, reference run) differs. A "
+                       "folder holding several models' runs gives one column per model folder (its newest results file).")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
+    p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
+    p.add_argument("--out", help="Also write the Markdown to this file.")
+    p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
+    p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
+                   "folders, provenance) to this path.")
+    p.set_defaults(func=_cmd_report)
