@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from unlearn_app import output_guard
 from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import error
 
@@ -59,3 +60,4 @@ def add_parsers(sub) -> None:
                    help="Write the results as model-index evaluation results into --model's model card "
                    "(README.md of a folder, or the Hub repo's card).")
     p.set_defaults(func=_cmd_ci)
+    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",)})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from unlearn_app.argtypes import non_negative_int, positive_float
+
 ORDER = 10
 
 
@@ -40,11 +42,11 @@ def add_parsers(sub) -> None:
                    "results.json and report.md (default: ./unlearn_demo, or ./unlearn_demo_smollm2).")
     p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
                    help="Forget split to evaluate (default: forget10; --model smollm2 always uses forget01).")
-    p.add_argument("--epochs", type=float, default=None,
+    p.add_argument("--epochs", type=positive_float, default=None,
                    help="Fine-tuning epochs for target and retain (default: 40; 3 with --model smollm2).")
-    p.add_argument("--lr", type=float, default=None,
+    p.add_argument("--lr", type=positive_float, default=None,
                    help="Fine-tuning learning rate (default: 3e-3; 1e-4 with --model smollm2).")
-    p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed for corpus, model init and training (default: 0).")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
     p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearn_app import plots
+from unlearn_app import output_guard, plots
+from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import add_inputs, load_inputs, write_json
 
@@ -85,8 +86,11 @@ def add_parsers(sub) -> None:
                    help="easydub: EasyDUB's exact bins; dub-main: the same with q renormalised (scipy, "
                    "data-unlearning-bench main); a2d: the original Attribute-to-Delete code (19 intervals, only the "
                    "first ensemble clipped, q floored at 1e-5 everywhere).")
-    p.add_argument("--chunk-size", dest="chunk_size", type=int, default=512, help="Samples per vectorised chunk.")
+    p.add_argument("--chunk-size", dest="chunk_size", type=positive_int, default=512,
+                   help="Samples per vectorised chunk (memory only; the result does not depend on it).")
     p.add_argument("--plot-samples", dest="plot_samples", metavar="I,J",
                    help="Draw the margin histograms of these samples.")
     p.add_argument("--plot", help="PNG for --plot-samples (default: OUT with .png).")
     p.set_defaults(func=_cmd_klom)
+    output_guard.declare(p, outputs=["out", "per_sample_out", "plot"], inputs=["labels", "splits"],
+                         scanned={"unlearned": ("results*.json",), "oracle": ("results*.json",)})

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import numpy as np
 
+from unlearn_app import output_guard
 from unlearn_app.adapter import find_adapter
+from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import write_json
 
@@ -109,11 +111,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--include-eos", dest="include_eos", action="store_true",
                    help="Also count the EOS token appended to the target.")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"])
-    p.add_argument("--batch-size", dest="batch_size", type=int, default=16)
+    p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=16)
     p.add_argument("--device", help="Device for hf (default cpu; e.g. cuda).")
     p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder(s) here.")
     p.add_argument("--quiet", action="store_true", help="No progress bar over the models.")
     p.set_defaults(func=_cmd_margins)
+    output_guard.declare(p, outputs=["out", "splits_out", "lm_eval_out"], inputs=["model", "data", "data_dir"])
     gather_sub = p.add_subparsers(dest="margins_command", metavar="gather")
     g = gather_sub.add_parser("gather", help="Stack lm-eval runs of a margins task into [n_models, n_samples].",
                               description="Read the margins record of each lm-eval output folder (one model each) "
@@ -124,3 +127,4 @@ def add_parsers(sub) -> None:
     g.add_argument("--task", help="Which margins task, when a run holds several.")
     g.add_argument("--quiet", action="store_true", help="No progress bar.")
     g.set_defaults(func=_cmd_margins)
+    output_guard.declare(g, outputs=["out", "splits_out"], scanned={"runs": ("results*.json",)})

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from unlearn_app import output_guard
 from unlearn_app.commands import error
 
 ORDER = 30
@@ -66,3 +67,4 @@ def add_parsers(sub) -> None:
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
+    output_guard.declare(p, outputs=["out", "json", "plot", "html"], scanned={"runs": ("results*.json",)})

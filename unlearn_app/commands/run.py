@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import non_negative_float, non_negative_int, positive_float, positive_int
 from unlearn_app.commands import error
 
 ORDER = 20
@@ -92,7 +94,7 @@ def add_parsers(sub) -> None:
                    "(default both).")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder laid out like the Hub dataset repository.")
     p.add_argument("--forget", help="Forget split (default forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2).")
-    p.add_argument("--evaldu-target", dest="evaldu_target", type=int,
+    p.add_argument("--evaldu-target", dest="evaldu_target", type=non_negative_int,
                    help="With --data evaldu: the relationship fact id to unlearn (e.g. 272).")
     p.add_argument("--minimal-set", dest="minimal_set", action="store_true",
                    help="With --data evaldu: unlearn a whole minimal deep-unlearning set of the target (white-box).")
@@ -101,26 +103,26 @@ def add_parsers(sub) -> None:
     g.add_argument("--lora", dest="lora", action="store_true", default=None, help="Train LoRA adapters (default).")
     g.add_argument("--full", dest="lora", action="store_false", help="Full fine-tuning of all weights.")
     p.add_argument("--merge", action="store_true", help="Save LoRA runs as merged full weights instead of an adapter.")
-    p.add_argument("--lora-r", dest="lora_r", type=int, help="LoRA rank (default 8).")
-    p.add_argument("--l1-lora", dest="l1_lora", type=float, help="L1 penalty weight on LoRA weights (CLEAR's regulariser; default 0).")
-    p.add_argument("--epochs", type=float, help="Training epochs over the forget set (default 5).")
-    p.add_argument("--lr", type=float, help="Learning rate (default 1e-4).")
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="Per-device batch size (default 8).")
-    p.add_argument("--grad-accum", dest="grad_accum", type=int, help="Gradient accumulation steps (default 1).")
-    p.add_argument("--max-length", dest="max_length", type=int, help="Max tokens per QA pair or raw-text chunk (default 256; MUSE used 2048).")
-    p.add_argument("--seed", type=int, help="Seed for data pairing and training (default 0).")
+    p.add_argument("--lora-r", dest="lora_r", type=positive_int, help="LoRA rank (default 8).")
+    p.add_argument("--l1-lora", dest="l1_lora", type=non_negative_float, help="L1 penalty weight on LoRA weights (CLEAR's regulariser; default 0).")
+    p.add_argument("--epochs", type=positive_float, help="Training epochs over the forget set (default 5).")
+    p.add_argument("--lr", type=positive_float, help="Learning rate (default 1e-4).")
+    p.add_argument("--batch-size", dest="batch_size", type=positive_int, help="Per-device batch size (default 8).")
+    p.add_argument("--grad-accum", dest="grad_accum", type=positive_int, help="Gradient accumulation steps (default 1).")
+    p.add_argument("--max-length", dest="max_length", type=positive_int, help="Max tokens per QA pair or raw-text chunk (default 256; MUSE used 2048).")
+    p.add_argument("--seed", type=non_negative_int, help="Seed for data pairing and training (default 0).")
     p.add_argument("--dtype", help="float32 (default), bfloat16, float16 or auto.")
     p.add_argument("--param", action="append", metavar="KEY=VALUE", help="Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as the "
                    "parameter's declared type and checked against its range before training. `unlearn methods` lists "
                    "each method's parameters.")
     p.add_argument("--idk-file", dest="idk_file", help="Refusal answers, one per line (default: the built-in list).")
-    p.add_argument("--save-steps", dest="save_steps", type=int, help="Checkpoint every N steps (default: every epoch).")
+    p.add_argument("--save-steps", dest="save_steps", type=positive_int, help="Checkpoint every N steps (default: every epoch).")
     p.add_argument("--resume", action="store_true", help="Resume from the last checkpoint in OUT/checkpoints (only when "
                    "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
     p.add_argument("--overwrite", action="store_true", help="Allow writing into a non-empty OUT (its files are replaced). "
                    "OUT may never be the --model folder or inside it.")
     p.add_argument("--eval-tasks", dest="eval_tasks", help="Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
-    p.add_argument("--eval-every", dest="eval_every", type=int, metavar="STEPS",
+    p.add_argument("--eval-every", dest="eval_every", type=positive_int, metavar="STEPS",
                    help="Also run --eval-tasks on the current weights every STEPS optimizer steps, in process, and at "
                    "steps 0 and the last one: one row per evaluation in OUT/eval_during_training.jsonl, plotted in "
                    "OUT/eval_during_training.png.")
@@ -132,7 +134,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--select-if", dest="select_if", action="append", metavar="CHECK",
                    help="With --select: only steps passing this `unlearn ci` check may be chosen (repeatable); "
                    "baseline is the step-0 value, e.g. 'tofu_forget10/model_utility >= 0.9 * baseline'.")
-    p.add_argument("--eval-limit", dest="eval_limit", type=int, metavar="N",
+    p.add_argument("--eval-limit", dest="eval_limit", type=positive_int, metavar="N",
                    help="Documents per task in every evaluation of the run (smoke tests; default all).")
     p.add_argument("--eval-metadata", dest="eval_metadata", metavar="JSON",
                    help="Task options for the evaluations, as lm_eval --metadata, e.g. '{\"reference\": \"ref/\"}' "
@@ -141,3 +143,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--public", action="store_true", help="Make a newly created Hub repo public.")
     p.add_argument("--quiet", action="store_true", help="Hide progress bars.")
     p.set_defaults(func=_cmd_run)
+    # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
+    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "idk_file", "config"],
+                         existing_needs_overwrite=False)
