@@ -44,8 +44,10 @@ class Declaration:
     inputs: tuple[str, ...] = ()
     #: dest -> file patterns read from that folder (an output inside it may not match one).
     scanned: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    #: dest -> suffixes appended to an output prefix (``--out report`` writes report.md, report.json, ...).
+    #: dest -> suffixes of an output prefix (``--out report`` writes report.md, report.json, ...; see
+    #: :func:`prefix_base`); the file name used when the prefix is a folder is ``folder_names[dest]``.
     prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    folder_names: dict[str, str] = field(default_factory=dict)
     #: Whether an existing output needs ``--overwrite`` (False: the command has its own rule).
     existing_needs_overwrite: bool = True
     #: dest -> how messages name the option (``--out``, or the metavar of a positional argument).
@@ -57,7 +59,7 @@ class Declaration:
 
 def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Sequence[str] = (), *,
             scanned: dict[str, Sequence[str]] | None = None, prefixes: dict[str, Sequence[str]] | None = None,
-            existing_needs_overwrite: bool = True) -> None:
+            folder_names: dict[str, str] | None = None, existing_needs_overwrite: bool = True) -> None:
     """Declare a command's outputs and inputs (``dest`` names); adds ``--overwrite`` if the parser has none."""
     names = {a.dest: (next((o for o in a.option_strings if o.startswith("--")), None) or str(a.metavar or a.dest))
              for a in parser._actions}
@@ -66,7 +68,8 @@ def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Seq
     if unknown:
         raise ValueError(f"output guard: the parser has no option with dest {unknown}")
     decl = Declaration(tuple(outputs), tuple(inputs), {k: tuple(v) for k, v in (scanned or {}).items()},
-                       {k: tuple(v) for k, v in (prefixes or {}).items()}, existing_needs_overwrite, names)
+                       {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}),
+                       existing_needs_overwrite, names)
     parser.set_defaults(**{KEY: decl})
     if existing_needs_overwrite and not any("--overwrite" in a.option_strings for a in parser._actions):
         parser.add_argument("--overwrite", action="store_true",
@@ -102,13 +105,29 @@ def _non_empty(path: Path) -> bool:
     return path.exists() and (not path.is_file() or path.stat().st_size > 0)
 
 
-def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str, str, Path]]:
-    """(option, path as given, resolved) of every output, prefixes expanded."""
+def prefix_base(given: str, folder_name: str = "report") -> Path:
+    """Where an output prefix points: ``given``, or ``given/folder_name`` when ``given`` is an existing folder or ends
+    with a path separator (``--out reports/`` writes ``reports/attack_report.md``, not ``reports.md`` beside it).
+    The command adds its suffixes with ``Path.with_suffix``."""
+    if given.endswith(("/", os.sep)) or Path(given).expanduser().is_dir():
+        return Path(given).expanduser() / folder_name
+    return Path(given).expanduser()
+
+
+def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str, str, Path, bool]]:
+    """(option, path, resolved, is a file written) of every output; a prefix gives each file it names, and
+    itself (checked against the inputs only)."""
     out = []
     for dest in decl.outputs:
         for given in _paths(getattr(args, dest, None)):
-            for suffix in decl.prefixes.get(dest, ("",)):
-                out.append((decl.name(dest), given + suffix, _resolved(given + suffix)))
+            if dest not in decl.prefixes:
+                out.append((decl.name(dest), given, _resolved(given), True))
+                continue
+            out.append((decl.name(dest), given, _resolved(given), False))
+            base = prefix_base(given, decl.folder_names.get(dest, "report"))
+            for suffix in decl.prefixes[dest]:
+                path = base.with_suffix(suffix)
+                out.append((decl.name(dest), str(path), _resolved(str(path)), True))
     return out
 
 
@@ -120,7 +139,7 @@ def check(args: argparse.Namespace) -> None:
     outputs = _output_paths(decl, args)
     inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)
               for given in _paths(getattr(args, d, None))]
-    for out_opt, out_given, out in outputs:
+    for out_opt, out_given, out, _ in outputs:
         for dest, in_given, inp in inputs:
             in_opt, patterns = decl.name(dest), decl.scanned.get(dest)
             if out == inp:
@@ -136,13 +155,15 @@ def check(args: argparse.Namespace) -> None:
             raise OutputClash(f"{out_opt} {out_given} {why}; writing it would destroy that input. "
                               f"Choose another {out_opt}.")
     seen: dict[Path, str] = {}
-    for out_opt, out_given, out in outputs:
+    for out_opt, out_given, out, written in outputs:
+        if not written:
+            continue
         if out in seen and seen[out] != out_opt:
             raise OutputClash(f"{out_opt} {out_given} is also {seen[out]}; give each output its own path.")
         seen[out] = out_opt
     if decl.existing_needs_overwrite and not getattr(args, "overwrite", False):
-        for out_opt, out_given, out in outputs:
-            if _non_empty(out):
+        for out_opt, out_given, out, written in outputs:
+            if written and _non_empty(out):
                 kind = "a non-empty folder" if out.is_dir() else "an existing file"
                 raise OutputClash(f"{out_opt} {out_given} is {kind}; pass --overwrite to replace it, or choose "
                                   f"another {out_opt}.")

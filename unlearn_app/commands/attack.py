@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 from unlearn_app import output_guard
 from unlearn_app.argtypes import float_range, non_negative_int, positive_float, positive_int
@@ -14,6 +13,8 @@ from unlearn_app.commands import DefaultsHelpFormatter, error
 ORDER = 100
 #: What lm-eval output folders are read for.
 RESULTS = "results*.json"
+#: File name of `attack report --out DIR/` (the report goes inside the folder).
+REPORT_NAME = "attack_report"
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
@@ -59,6 +60,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if "=" not in item:
             return error(f"--attacked expects NAME=PATH (e.g. int4=evals/int4), got {item!r}")
         name, path = item.split("=", 1)
+        if name in attacked:  # one row per name: a repeated name would silently drop a row
+            return error(f"--attacked names {name!r} twice ({attacked[name]} and {path}); give each attack its own name")
         attacked[name] = path
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     try:
@@ -67,14 +70,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
                              flat_metrics(args.retain) if args.retain else None)
     except (ValueError, FileNotFoundError) as e:
         return error(str(e))
-    out = Path(args.out)
+    out = output_guard.prefix_base(args.out, REPORT_NAME)
     out.parent.mkdir(parents=True, exist_ok=True)
     md = to_markdown(rows)
-    out.with_suffix(".md").write_text(md)
-    out.with_suffix(".json").write_text(json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
+    output_guard.write_text(out.with_suffix(".md"), md)
+    output_guard.write_text(out.with_suffix(".json"), json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
     from unlearn_app.plots import recovery_dots
 
-    recovery_dots(rows, out.with_suffix(".png"))
+    with output_guard.atomic_path(out.with_suffix(".png")) as png:
+        recovery_dots(rows, png)
     print(md)
     print(f"Written {out.with_suffix('.md')}, {out.with_suffix('.json')} and {out.with_suffix('.png')} (per metric: "
           "retain, unlearned, attacked and target values, recovery written beside the attacked point)")
@@ -146,7 +150,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--target", help="lm-eval results of the target model (before unlearning).")
     p.add_argument("--retain", help="lm-eval results of the retain model (never trained on the forget set).")
     p.add_argument("--metrics", required=True, help="Comma-separated task/metric, e.g. tofu_forget10/forget_quality.")
-    p.add_argument("--out", default="attack_report", help="Output path prefix (.md, .json and .png are added).")
+    p.add_argument("--out", default="attack_report", help="Output path prefix (.md, .json and .png replace its "
+                   "suffix; a folder or a path ending in / gets FOLDER/attack_report.*).")
     p.set_defaults(func=_cmd_report)
     output_guard.declare(p, outputs=["out"], prefixes={"out": (".md", ".json", ".png")},
+                         folder_names={"out": REPORT_NAME},
                          scanned={d: (RESULTS,) for d in ("unlearned", "attacked", "target", "retain")})

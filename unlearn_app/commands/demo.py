@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from unlearn_app import output_guard
 from unlearn_app.argtypes import non_negative_int, positive_float
 
 ORDER = 10
@@ -54,3 +55,5 @@ def add_parsers(sub) -> None:
                    "text facts) and forgets ten percent of them by text, by image and by both (hf-multimodal; "
                    "default workdir ./unlearn_demo_clear).")
     p.set_defaults(func=_cmd_demo)
+    # the demo's own scratch folder: a rerun replaces what an earlier run wrote there
+    output_guard.declare(p, outputs=["workdir"], existing_needs_overwrite=False)
