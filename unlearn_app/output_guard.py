@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+#: File suffixes matplotlib writes (for plot outputs).
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 #: Where a parser's declaration is kept (``set_defaults``), so the walking test and :func:`check` can read it.
 KEY = "_output_guard"
 
@@ -48,6 +50,10 @@ class Declaration:
     #: :func:`prefix_base`); the file name used when the prefix is a folder is ``folder_names[dest]``.
     prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     folder_names: dict[str, str] = field(default_factory=dict)
+    #: Outputs that are folders; every other output is a file (an existing folder there is refused).
+    folders: tuple[str, ...] = ()
+    #: dest -> the file suffixes that output may have (``--plot x.npy`` is refused, not written as something else).
+    suffixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Whether an existing output needs ``--overwrite`` (False: the command has its own rule).
     existing_needs_overwrite: bool = True
     #: dest -> how messages name the option (``--out``, or the metavar of a positional argument).
@@ -59,17 +65,18 @@ class Declaration:
 
 def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Sequence[str] = (), *,
             scanned: dict[str, Sequence[str]] | None = None, prefixes: dict[str, Sequence[str]] | None = None,
-            folder_names: dict[str, str] | None = None, existing_needs_overwrite: bool = True) -> None:
+            folder_names: dict[str, str] | None = None, folders: Sequence[str] = (),
+            suffixes: dict[str, Sequence[str]] | None = None, existing_needs_overwrite: bool = True) -> None:
     """Declare a command's outputs and inputs (``dest`` names); adds ``--overwrite`` if the parser has none."""
     names = {a.dest: (next((o for o in a.option_strings if o.startswith("--")), None) or str(a.metavar or a.dest))
              for a in parser._actions}
-    declared = [*outputs, *inputs, *(scanned or {})]
+    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {})]
     unknown = [d for d in declared if d not in names]
     if unknown:
         raise ValueError(f"output guard: the parser has no option with dest {unknown}")
     decl = Declaration(tuple(outputs), tuple(inputs), {k: tuple(v) for k, v in (scanned or {}).items()},
-                       {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}),
-                       existing_needs_overwrite, names)
+                       {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}), tuple(folders),
+                       {k: tuple(v) for k, v in (suffixes or {}).items()}, existing_needs_overwrite, names)
     parser.set_defaults(**{KEY: decl})
     if existing_needs_overwrite and not any("--overwrite" in a.option_strings for a in parser._actions):
         parser.add_argument("--overwrite", action="store_true",
@@ -161,6 +168,13 @@ def check(args: argparse.Namespace) -> None:
         if out in seen and seen[out] != out_opt:
             raise OutputClash(f"{out_opt} {out_given} is also {seen[out]}; give each output its own path.")
         seen[out] = out_opt
+    for dest in decl.outputs:  # a file output must be a file of the declared kind
+        for given in _paths(getattr(args, dest, None)):
+            if dest not in decl.folders and dest not in decl.prefixes and Path(given).expanduser().is_dir():
+                raise OutputClash(f"{decl.name(dest)} {given} is a folder; give the path of a file.")
+            allowed = decl.suffixes.get(dest)
+            if allowed and Path(given).suffix.lower() not in allowed:
+                raise OutputClash(f"{decl.name(dest)} {given}: the file name must end in {' or '.join(allowed)}.")
     if decl.existing_needs_overwrite and not getattr(args, "overwrite", False):
         for out_opt, out_given, out, written in outputs:
             if written and _non_empty(out):

@@ -151,8 +151,14 @@ def test_an_existing_output_needs_overwrite_and_two_outputs_may_not_share_a_path
     assert main([*base, "--out", str(out)]) == 2
     assert "error: --out" in (err := capsys.readouterr().err) and "pass --overwrite to replace it" in err
     assert out.read_text() == "an earlier result\n"
-    assert main([*base, "--out", str(tmp_path / "x.json"), "--per-sample-out", str(tmp_path / "x.json")]) == 2
-    assert "--per-sample-out" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+    assert main([*base, "--out", str(tmp_path / "x.png"), "--plot-samples", "0", "--plot", str(tmp_path / "x.png")]) == 2
+    assert "--plot" in capsys.readouterr().err and not (tmp_path / "x.png").exists()
+    (tmp_path / "folder").mkdir()
+    assert main([*base, "--out", str(tmp_path / "folder"), "--overwrite"]) == 2
+    assert "error: --out" in (err := capsys.readouterr().err) and "is a folder; give the path of a file" in err
+    for option, name in (("--plot", "x.npy"), ("--per-sample-out", "x.json")):  # never written as something else
+        assert main([*base, "--out", str(tmp_path / "y.json"), "--plot-samples", "0", option, str(tmp_path / name)]) == 2
+        assert f"error: {option} {tmp_path / name}: the file name must end in" in capsys.readouterr().err
     assert main([*base, "--out", str(out), "--overwrite"]) == 0
     assert '"splits"' in out.read_text()
     link = tmp_path / "link.npy"  # through a symbolic link: still the input

@@ -106,7 +106,7 @@ def add_parsers(sub) -> None:
                    "divide them, for int4).")
     p.add_argument("--out", required=True, help="Folder for the quantized checkpoint.")
     p.set_defaults(func=_cmd_quantize)
-    output_guard.declare(p, outputs=["out"], inputs=["model"])
+    output_guard.declare(p, outputs=["out"], inputs=["model"], folders=["out"])
 
     p = asub.add_parser("relearn", help="Fine-tune on part of the forget set; measure the held-out part.",
                         formatter_class=DefaultsHelpFormatter,
@@ -136,7 +136,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="Folder for the relearned checkpoint.")
     p.add_argument("--quiet", action="store_true", help="No progress bars.")
     p.set_defaults(func=_cmd_relearn)
-    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "relearn_data"])
+    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "relearn_data"], folders=["out"])
 
     p = asub.add_parser("report", help="Metrics before / after each attack, with target and retain references.",
                         description="Reads lm-eval results (output folders or results_*.json) of the unlearned "

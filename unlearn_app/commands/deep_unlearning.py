@@ -151,4 +151,5 @@ def add_parsers(sub) -> None:
     w.add_argument("--per-target", action="store_true", help="Also print the per-target trade-offs.")
     w.add_argument("--plot", metavar="PNG", help="Write the Recall-Accuracy plot here.")
     w.set_defaults(func=_cmd_sweep)
-    output_guard.declare(w, outputs=["plot"], inputs=["kb"], scanned={"runs": ("results*.json",)})
+    output_guard.declare(w, outputs=["plot"], inputs=["kb"], scanned={"runs": ("results*.json",)},
+                         suffixes={"plot": output_guard.IMAGE_SUFFIXES})

@@ -56,4 +56,4 @@ def add_parsers(sub) -> None:
                    "default workdir ./unlearn_demo_clear).")
     p.set_defaults(func=_cmd_demo)
     # the demo's own scratch folder: a rerun replaces what an earlier run wrote there
-    output_guard.declare(p, outputs=["workdir"], existing_needs_overwrite=False)
+    output_guard.declare(p, outputs=["workdir"], folders=["workdir"], existing_needs_overwrite=False)

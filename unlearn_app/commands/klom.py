@@ -93,4 +93,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--plot", help="PNG for --plot-samples (default: OUT with .png).")
     p.set_defaults(func=_cmd_klom)
     output_guard.declare(p, outputs=["out", "per_sample_out", "plot"], inputs=["labels", "splits"],
+                         suffixes={"per_sample_out": (".npy",), "plot": output_guard.IMAGE_SUFFIXES},
                          scanned={"unlearned": ("results*.json",), "oracle": ("results*.json",)})

@@ -116,7 +116,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder(s) here.")
     p.add_argument("--quiet", action="store_true", help="No progress bar over the models.")
     p.set_defaults(func=_cmd_margins)
-    output_guard.declare(p, outputs=["out", "splits_out", "lm_eval_out"], inputs=["model", "data", "data_dir"])
+    output_guard.declare(p, outputs=["out", "splits_out", "lm_eval_out"], inputs=["model", "data", "data_dir"],
+                         folders=["lm_eval_out"], suffixes={"out": (".npy",)})
     gather_sub = p.add_subparsers(dest="margins_command", metavar="gather")
     g = gather_sub.add_parser("gather", help="Stack lm-eval runs of a margins task into [n_models, n_samples].",
                               description="Read the margins record of each lm-eval output folder (one model each) "
@@ -127,4 +128,5 @@ def add_parsers(sub) -> None:
     g.add_argument("--task", help="Which margins task, when a run holds several.")
     g.add_argument("--quiet", action="store_true", help="No progress bar.")
     g.set_defaults(func=_cmd_margins)
-    output_guard.declare(g, outputs=["out", "splits_out"], scanned={"runs": ("results*.json",)})
+    output_guard.declare(g, outputs=["out", "splits_out"], scanned={"runs": ("results*.json",)},
+                         suffixes={"out": (".npy",)})

@@ -144,5 +144,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="Hide progress bars.")
     p.set_defaults(func=_cmd_run)
     # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
-    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "idk_file", "config"],
+    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "idk_file", "config"], folders=["out"],
                          existing_needs_overwrite=False)

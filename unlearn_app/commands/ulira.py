@@ -71,5 +71,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--min-std", dest="min_std", type=positive_float, default=MIN_STD, help="Floor of the standard deviations.")
     p.set_defaults(func=_cmd_ulira)
     output_guard.declare(p, outputs=["out", "per_sample_out"], inputs=["labels", "splits"],
+                         suffixes={"per_sample_out": (".npy",)},
                          scanned={d: ("results*.json",) for d in ("unlearned", "oracle", "target_unlearned",
                                                                    "target_oracle")})
