@@ -102,7 +102,8 @@ def test_from_results_pass_fail_and_error_exit_codes(tmp_path, monkeypatch, caps
     assert "all 2 checks passed" in step_summary.read_text()
 
     suite = _suite(tmp_path, ["tofu_forget10/forget_quality >= 0.05", "tofu_forget10/model_utility >= 0.99"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 1
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 1
     printed = capsys.readouterr().out
     assert "FAIL tofu_forget10/model_utility >= 0.99: value 0.6 >= bound 0.99 is false" in printed
     summary = (out / "summary.md").read_text()
@@ -115,12 +116,14 @@ def test_from_results_pass_fail_and_error_exit_codes(tmp_path, monkeypatch, caps
     assert step_summary.read_text().count("## unlearn ci") == 2  # appended, not overwritten
 
     suite = _suite(tmp_path, ["tofu_forget10/model_utilty >= 0.5"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 2
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert "line 3" in err and "has no metric 'model_utilty'" in err
     assert ET.parse(out / "junit.xml").getroot().get("errors") == "1"
     suite = _suite(tmp_path, ["tofu_forget10/model_utility >= 0.5 * baseline"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 2
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 2
     assert "no baseline run" in capsys.readouterr().err
 
 
@@ -191,7 +194,8 @@ def test_unlearn_push_writes_the_eval_results_as_model_index(tmp_path, monkeypat
 def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, capsys):
     suite = tmp_path / "suite.yaml"
     suite.write_text("tasks: [tofu_forget11]\nchecks: [tofu_forget11/forget_quality >= 0]\n")
-    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    (tmp_path / "model").mkdir()
+    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out", str(tmp_path / "out")]) == 2
     assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err
 
 
@@ -286,7 +290,7 @@ def test_ci_exit_codes_for_errors_that_are_not_failed_checks(tmp_path, capsys, m
         raise RecursionError("x" * 5000)
 
     monkeypatch.setattr(runner, "check_all", boom)  # any unexpected exception: exit 2, never 1 ("a check failed")
-    assert main([*base, "--from-results", str(run)]) == 2
+    assert main([*base, "--from-results", str(run), "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: internal error (RecursionError: xxx") and "characters cut" in err and len(err) < 1100
     assert "internal error (RecursionError" in json.loads((out / "results.json").read_text())["error"]
