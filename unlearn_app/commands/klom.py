@@ -52,8 +52,8 @@ def _cmd_klom(args: argparse.Namespace) -> int:
         print(f"  {name:<{width}}  p95 {s['p95']:.4f}  mean {s['mean']:.4f}  n {s['n']}")
     print(f"written: {args.out}")
     if args.per_sample_out:
-        Path(args.per_sample_out).parent.mkdir(parents=True, exist_ok=True)
-        np.save(args.per_sample_out, per_sample)
+        with output_guard.atomic_path(args.per_sample_out) as tmp:
+            np.save(tmp, per_sample)
         print(f"per-sample KLoM: {args.per_sample_out}")
     if plot_samples:
         missing = [j for j in plot_samples if np.isnan(per_sample[j])]

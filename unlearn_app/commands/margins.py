@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,8 @@ from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import write_json
 
 ORDER = 82
+#: What a Hugging Face Hub model id looks like (``NAME`` or ``ORG/NAME``).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def _cmd_margins_gather(args: argparse.Namespace) -> int:
@@ -25,8 +28,8 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
         ens = load_ensemble(args.runs, task=args.task, name="runs", progress=not args.quiet and len(args.runs) > 20)
     except KlomInputError as e:
         return error(str(e))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, ens.margins)
+    with output_guard.atomic_path(args.out) as tmp:
+        np.save(tmp, ens.margins)
     print(f"{ens.margins.shape[0]} models x {ens.margins.shape[1]} samples: {args.out}")
     if args.splits_out:
         if not ens.splits:
@@ -58,6 +61,9 @@ def _cmd_margins(args: argparse.Namespace) -> int:
                          "or 'tofu')")
         task = "margins"
         metadata["data_file"] = str(Path(args.data).resolve())
+    missing = [m for m in args.model if not Path(m).expanduser().exists() and not HUB_ID.fullmatch(m)]
+    if missing:
+        return error(f"--model {missing[0]} is neither a local folder nor a Hub id (ORG/NAME)")
     rows, records = [], []
     models = args.model
     if len(models) > 1 and not args.quiet:
@@ -79,8 +85,8 @@ def _cmd_margins(args: argparse.Namespace) -> int:
             rows.append([np.nan if v is None else v for v in record["margins"]])
     margins = np.array(rows, dtype=np.float64)
     margins = margins[0] if len(args.model) == 1 else margins
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, margins)
+    with output_guard.atomic_path(args.out) as tmp:
+        np.save(tmp, margins)
     shape = f"{margins.size} margins" if margins.ndim == 1 else f"{margins.shape[0]} models x {margins.shape[1]} samples"
     print(f"{shape} ({records[0]['reduction']} over target tokens): {args.out}")
     if args.splits_out:

@@ -44,7 +44,8 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
     print(f"  AUROC {summary['auroc']:.4f}  accuracy {summary['accuracy']:.4f}  (0.5 = indistinguishable from retrained)")
     print(f"written: {args.out}")
     if args.per_sample_out:
-        np.save(args.per_sample_out, per_example)
+        with output_guard.atomic_path(args.per_sample_out) as tmp:
+            np.save(tmp, per_example)
         print(f"per-sample attack accuracy: {args.per_sample_out}")
     return 0
 
