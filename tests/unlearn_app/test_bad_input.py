@@ -82,6 +82,10 @@ def test_resume_with_other_settings_is_refused_naming_the_differences(tmp_path, 
     # the same settings (more epochs) resume
     run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method="npo", epochs=2, resume=True))
     assert yaml.safe_load((out / "unlearn_config.yaml").read_text())["epochs"] == 2
+    # issue 29: fewer epochs would rewrite the saved config of a run that trained more
+    with pytest.raises(UnlearningFailed, match=r"epochs: saved 2.0, now 1.0 \(--resume may add epochs, not remove"):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method="npo", epochs=1, resume=True))
+    assert yaml.safe_load((out / "unlearn_config.yaml").read_text())["epochs"] == 2
 
 
 # ------------------------------------------------------------------ item 11: Ctrl-C says that --resume continues
