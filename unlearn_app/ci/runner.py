@@ -24,6 +24,7 @@ from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
 from unlearn_app.ci.junit import write_junit
 from unlearn_app.ci.suite import Suite, SuiteError, load_suite, validate_checks
 from unlearn_app.ci.summary import markdown_summary
+from unlearn_app.output_guard import write_text
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,9 @@ def check_all(suite: Suite, metrics: dict[str, dict[str, float]], baseline: dict
 
 def write_outputs(out: Path, record: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(json_safe(record), indent=2))
+    write_text(out / "results.json", json.dumps(json_safe(record), indent=2))
     text = markdown_summary(record)
-    (out / "summary.md").write_text(text, encoding="utf-8")
+    write_text(out / "summary.md", text)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as f:

@@ -83,7 +83,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                        "best_id": ids[int(np.argmax(row))]} for n, (row, length) in enumerate(zip(scores, lengths), 1)],
             "pooled": {str(i): float(s) for i, s in zip(ids, pooled)},
         }
-        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        output_guard.write_text(args.out, json.dumps(out, indent=2) + "\n")
         print(f"scores written to {args.out}", file=sys.stderr)
     return 0
 
@@ -130,16 +130,14 @@ def _cmd_watermark(args: argparse.Namespace) -> int:
                                    temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                                    batch_size=chunk)
             bar.update(len(out) - bar.n)
-    target = Path(args.output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8") as f:
+    with output_guard.atomic_path(args.output) as tmp, tmp.open("w", encoding="utf-8") as f:
         for record, text in zip(records, out):
             row = {**record, args.field: text, f"{args.field}_original": record[args.field],
                    "watermark_id": owner, "watermark_kappa": args.kappa, "watermark_k_p": args.k_p}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     scores, lengths = verify_texts(out, [owner], args.k_p, tokenizer=tokenizer, vocab_size=n, return_lengths=True)
     pooled = float((scores[:, 0, 0] * lengths).sum() / max(int(lengths.sum()), 1))
-    print(f"{len(out)} texts watermarked with id {owner} (kappa {args.kappa}, k_p {args.k_p}) -> {target}")
+    print(f"{len(out)} texts watermarked with id {owner} (kappa {args.kappa}, k_p {args.k_p}) -> {args.output}")
     print(f"self-check with the paraphraser's tokenizer: mean score under id {owner} = {pooled:.4f} "
           f"(0 = no watermark; verify with the tokenizer your verifier uses, e.g. `unlearn verify --ids {owner}`)")
     return 0
