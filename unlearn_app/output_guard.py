@@ -144,8 +144,8 @@ def check(args: argparse.Namespace) -> None:
     if decl is None:
         return
     outputs = _output_paths(decl, args)
-    inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)
-              for given in _paths(getattr(args, d, None))]
+    inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)  # a Hub id names no local path
+              for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
     for out_opt, out_given, out, _ in outputs:
         for dest, in_given, inp in inputs:
             in_opt, patterns = decl.name(dest), decl.scanned.get(dest)

@@ -223,3 +223,13 @@ def test_numeric_options_are_range_checked_at_parse_time(argv, option, capsys):
         main(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and f"argument {option}: must be" in err
+
+
+def test_a_hub_id_is_not_a_local_input(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "suite.yaml").write_text("tasks: [t]\n")
+    args = build_parser().parse_args(["ci", "--suite", "suite.yaml", "--model", "org/name", "--out", "org"])
+    output_guard.check(args)  # no local folder org/name exists, so --out org holds no input
+    (tmp_path / "org" / "name").mkdir(parents=True)
+    with pytest.raises(output_guard.OutputClash, match="--out org holds the input --model org/name"):
+        output_guard.check(args)
