@@ -52,8 +52,8 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
           + (", merged" if cfg.merge else "") if cfg.lora else "full",
           "L1 on LoRA weights": cfg.l1_lora, "epochs": cfg.epochs, "learning rate": cfg.lr,
           "batch size": cfg.batch_size, "gradient accumulation": cfg.grad_accum, "seed": cfg.seed}
-    backend, bench = ("hf-multimodal", "clear") if cfg.data == "clear" else ("hf", "tofu")
-    if cfg.data == "clear":
+    backend, bench = ("hf-multimodal", "clear") if cfg.source.vision else ("hf", "tofu")
+    if cfg.source.vision:
         hp["modality"] = cfg.modality
     body = [
         f"# {shown} unlearned with {cfg.method} on {cfg.forget}",

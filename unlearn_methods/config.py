@@ -10,106 +10,145 @@ import dataclasses
 import math
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
-from unlearn_tasks.muse.corpora import corpus_of
-from unlearn_tasks.tofu.splits import HUB_ID
+from unlearn_methods.data_sources import DataSource, data_help, data_source
+from unlearn_methods.params import in_range, param
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
 
+def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[str, str] | None = None,
+           inverted: bool = False, repeat: bool = False, metavar: str | None = None, default_text: str | None = None,
+           unit: str | None = None, required: bool = False, resume: bool = False, path: bool = False,
+           **bounds: Any) -> Any:
+    """A run option, declared once: the field's type (its annotation), default, help and range (``gt``, ``ge``,
+    ``lt``, ``le``, ``choices``: the metadata of :func:`unlearn_methods.params.param`), and
+
+    - ``flag``: its command-line flag (default ``--`` + the name with dashes; None: YAML only); ``negative``:
+      ``(flag, help)`` of the flag that sets a bool option False (``--full``); ``inverted``: the flag sets it False
+      (``--quiet`` sets ``progress``); ``repeat``: the flag may be given several times (a list; a dict from
+      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the
+      default in words for ``--help`` when it is computed (e.g. the retain split of the forget split);
+    - ``unit``: what a positive number counts, for the error message; ``required``;
+    - ``resume``: ``--resume`` continues a run only if this option is the same; ``path``: a local path (saved
+      relative to the checkpoint folder).
+    """
+    return param(default, help, flag=flag, negative=negative, inverted=inverted, repeat=repeat, metavar=metavar,
+                 default_text=default_text, unit=unit, required=required, resume=resume, path=path, **bounds)
+
+
 @dataclass
 class RunConfig:
-    method: str = "npo"
-    model: str = ""
-    out: str = ""
-    data: str = "tofu"  # "tofu" (= locuslab/TOFU), "demo" (embedded corpus), "evaldu" (data_dir = an Eval-DU folder),
-    # "muse_news" / "muse_books" (MUSE's raw text corpora) or a Hub id
-    evaldu_target: int | None = None  # with data="evaldu": the relationship fact to unlearn
-    evaldu_minimal_set: bool = False  # with data="evaldu": unlearn a whole minimal deep-unlearning set (white-box)
-    data_dir: str | None = None
-    modality: str = "both"  # with data="clear": train on "text", "image" or "both" kinds of CLEAR rows
-    forget: str = "forget10"
-    retain: str | None = None  # default: retainXX matching the forget split
-    lora: bool = True
-    merge: bool = False
-    lora_r: int = 8
-    lora_alpha: int = 16
-    lora_dropout: float = 0.0
-    lora_target_modules: str | list[str] = "all-linear"
-    l1_lora: float = 0.0
-    epochs: float = 5.0
-    lr: float = 1e-4
-    batch_size: int = 8
-    grad_accum: int = 1
-    warmup_steps: int = 0
-    max_length: int = 256
-    seed: int = 0
-    dtype: str = "float32"
-    idk_file: str | None = None
-    method_params: dict[str, Any] = field(default_factory=dict)
-    save_steps: int | None = None
-    resume: bool = False
-    overwrite: bool = False  # allow writing into a non-empty --out (never into --model itself)
-    eval_tasks: list[str] = field(default_factory=list)
-    eval_metadata: dict[str, Any] = field(default_factory=dict)
-    eval_every: int | None = None  # also evaluate eval_tasks on the live weights every N optimizer steps
-    eval_limit: int | None = None  # documents per task in every evaluation of the run (smoke tests)
-    select: str | None = None  # "TASK/METRIC:max" (or :min): keep the best evaluated step's weights as the output
-    select_if: list[str] = field(default_factory=list)  # checks a step must pass to be selected (baseline = step 0)
-    push_to_hub: str | None = None
-    hub_private: bool = True
-    progress: bool = True
+    """Every option of ``unlearn run``, declared once: the command-line flags, the defaults in ``--help``, the
+    checks of :meth:`validate`, the keys of a ``--config`` YAML file and of the saved ``unlearn_config.yaml``, and
+    what ``--resume`` compares all come from these fields (see :func:`option`)."""
+
+    method: str = option("npo", "Method name; `unlearn methods` lists them.", resume=True)
+    model: str = option("", "Hub id or local folder of the model to unlearn from.", required=True, resume=True,
+                        path=True)
+    out: str = option("", "Output folder for the checkpoint.", required=True, path=True)
+    data: str = option("tofu", data_help(), resume=True)
+    evaldu_target: int | None = option(None, "With --data evaldu: the relationship fact id to unlearn (e.g. 272).",
+                                       resume=True)
+    evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
+                                      "target (white-box).", flag="--minimal-set", resume=True)
+    data_dir: str | None = option(None, "Local folder laid out like the Hub dataset repository.", resume=True,
+                                  path=True)
+    modality: str = option("both", "With --data clear: unlearn from the people's text rows, their image-caption rows, "
+                           "or both.", choices=("text", "image", "both"))
+    forget: str = option("forget10", "Forget split.", resume=True,
+                         default_text="forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2")
+    retain: str | None = option(None, "Retain split.", resume=True,
+                                default_text="retain90 for forget10, etc.; MUSE: retain1")
+    lora: bool = option(True, "Train LoRA adapters.", negative=("--full", "Full fine-tuning of all weights."),
+                        resume=True)
+    merge: bool = option(False, "Save LoRA runs as merged full weights instead of an adapter.", resume=True)
+    lora_r: int = option(8, "LoRA rank.", gt=0, resume=True)
+    lora_alpha: int = option(16, "LoRA alpha (the update is scaled by alpha / r).", flag=None, gt=0, resume=True)
+    lora_dropout: float = option(0.0, "Dropout on the LoRA inputs.", flag=None, ge=0, lt=1, resume=True)
+    lora_target_modules: str | list[str] = option("all-linear", "Modules that get LoRA adapters.", flag=None,
+                                                  resume=True)
+    l1_lora: float = option(0.0, "L1 penalty weight on LoRA weights (CLEAR's regulariser).", ge=0, resume=True)
+    epochs: float = option(5.0, "Training epochs over the forget set.", gt=0)
+    lr: float = option(1e-4, "Learning rate.", gt=0, resume=True)
+    batch_size: int = option(8, "Per-device batch size.", gt=0, resume=True)
+    grad_accum: int = option(1, "Gradient accumulation steps.", gt=0, resume=True)
+    warmup_steps: int = option(0, "Learning-rate warm-up steps.", flag=None, ge=0, resume=True)
+    max_length: int = option(256, "Max tokens per QA pair or raw-text chunk (MUSE used 2048).", gt=0, resume=True)
+    seed: int = option(0, "Seed for data pairing and training.", resume=True)
+    dtype: str = option("float32", "Weights' dtype.", choices=DTYPES, resume=True)
+    idk_file: str | None = option(None, "Refusal answers, one per line.", default_text="the built-in list",
+                                  resume=True, path=True)
+    method_params: dict[str, Any] = option({}, "Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as "
+                                           "the parameter's declared type and checked against its range before "
+                                           "training. `unlearn methods` lists each method's parameters.",
+                                           flag="--param", repeat=True, metavar="KEY=VALUE",
+                                           resume=True)
+    save_steps: int | None = option(None, "Checkpoint every N steps.", gt=0, default_text="every epoch")
+    resume: bool = option(False, "Resume from the last checkpoint in OUT/checkpoints (only when "
+                          "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    overwrite: bool = option(False, "Allow writing into a non-empty OUT (its files are replaced). OUT may never be "
+                             "the --model folder or inside it.")
+    eval_tasks: list[str] = option([], "Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
+    eval_metadata: dict[str, Any] = option({}, "Task options for the evaluations, as lm_eval --metadata, e.g. "
+                                           "'{\"reference\": \"ref/\"}' (Forget Quality and PrivLeak need a reference "
+                                           "run).", metavar="JSON")
+    eval_every: int | None = option(None, "Also run --eval-tasks on the current weights every STEPS optimizer steps, "
+                                    "in process, and at steps 0 and the last one: one row per evaluation in "
+                                    "OUT/eval_during_training.jsonl, plotted in OUT/eval_during_training.png.",
+                                    gt=0, unit="optimizer steps", metavar="STEPS")
+    eval_limit: int | None = option(None, "Documents per task in every evaluation of the run (smoke tests).", gt=0,
+                                    unit="documents", metavar="N", default_text="all")
+    select: str | None = option(None, "With --eval-every: keep the weights of the best evaluated step as the output "
+                                "(not the last step's), e.g. tofu_forget10/forget_quality:max or "
+                                "abs(tofu_forget10/privleak):min (the left side of an `unlearn ci` check). NaN values "
+                                "are never selected. The step is recorded in train_metrics.json and the model card.",
+                                metavar="TASK/METRIC:max|min")
+    select_if: list[str] = option([], "With --select: only steps passing this `unlearn ci` check may be chosen "
+                                  "(repeatable); baseline is the step-0 value, e.g. "
+                                  "'tofu_forget10/model_utility >= 0.9 * baseline'.", repeat=True,
+                                  metavar="CHECK")
+    push_to_hub: str | None = option(None, "Upload the checkpoint to this Hub repo (private).", metavar="REPO")
+    hub_private: bool = option(True, "Make a newly created Hub repo public.", flag="--public", inverted=True)
+    progress: bool = option(True, "Hide progress bars.", flag="--quiet", inverted=True)
+
+    @property
+    def source(self) -> DataSource:
+        """The data source of ``data`` (:mod:`unlearn_methods.data_sources`)."""
+        return data_source(self.data)
 
     @property
     def dataset(self) -> str:
-        if self.data == "clear":
-            from unlearn_tasks.clear.splits import HUB_ID as CLEAR_HUB_ID
-
-            return CLEAR_HUB_ID
-        if self.data == "tofu":
-            return HUB_ID
-        corpus = corpus_of(self.data)
-        return MUSE_HUB_IDS[corpus] if corpus else self.data
+        return self.source.dataset(self.data)
 
     @property
     def text_data(self) -> bool:
         """Whether the forget / retain data are raw text corpora (MUSE) rather than QA pairs."""
-        return corpus_of(self.data) is not None
+        return self.source.text
 
     def validate(self) -> None:
-        """Convert every field to its declared type and check ranges; raises ValueError naming the option."""
+        """Convert every field to its declared type and check its declared range, then the rules between options;
+        raises ValueError naming the option."""
         hints = typing.get_type_hints(RunConfig)
-        for f in dataclasses.fields(self):
-            setattr(self, f.name, coerce(getattr(self, f.name), hints[f.name], "--" + f.name.replace("_", "-")))
-        missing = [k for k in ("model", "out") if not getattr(self, k)]
+        fields = dataclasses.fields(self)
+        for f in fields:
+            setattr(self, f.name, coerce(getattr(self, f.name), hints[f.name], option_name(f)))
+        missing = [option_name(f) for f in fields if f.metadata["required"] and not getattr(self, f.name)]
         if missing:
-            raise ValueError(f"Missing required option(s): {', '.join('--' + m for m in missing)}.")
+            raise ValueError(f"Missing required option(s): {', '.join(missing)}.")
         if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
             raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
-        if self.modality not in ("text", "image", "both"):
-            raise ValueError(f"--modality must be text, image or both, got {self.modality!r}.")
+        for f in fields:
+            value = getattr(self, f.name)
+            if value is not None and not in_range(f, value):
+                raise ValueError(f"{option_name(f)} must be {allowed_range(f)}, got {value!r}.")
         if self.merge and not self.lora:
             raise ValueError("--merge only applies to LoRA runs; full fine-tuning already saves merged weights.")
-        for key in ("epochs", "lr", "batch_size", "grad_accum", "max_length", "lora_r", "lora_alpha"):
-            if getattr(self, key) <= 0:
-                raise ValueError(f"--{key.replace('_', '-')} must be positive, got {getattr(self, key)}.")
-        for key in ("l1_lora", "warmup_steps"):
-            if getattr(self, key) < 0:
-                raise ValueError(f"--{key.replace('_', '-')} must be >= 0, got {getattr(self, key)}.")
-        if not 0 <= self.lora_dropout < 1:
-            raise ValueError(f"--lora-dropout must be in [0, 1), got {self.lora_dropout}.")
-        if self.save_steps is not None and self.save_steps <= 0:
-            raise ValueError(f"--save-steps must be positive, got {self.save_steps}.")
-        if self.eval_every is not None and self.eval_every <= 0:
-            raise ValueError(f"--eval-every must be a positive number of optimizer steps, got {self.eval_every}.")
-        if self.eval_limit is not None and self.eval_limit <= 0:
-            raise ValueError(f"--eval-limit must be a positive number of documents, got {self.eval_limit}.")
         for key in ("eval_every", "select"):
             if getattr(self, key) is not None and not self.eval_tasks:
                 raise ValueError(f"--{key.replace('_', '-')} needs --eval-tasks (the lm-eval tasks to run during "
@@ -119,8 +158,6 @@ class RunConfig:
         if self.select is not None and self.eval_every is None:
             raise ValueError("--select needs --eval-every STEPS: it picks the best of the evaluations made during "
                              "training.")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}.")
         self.method_params = coerce_method_params(self.method, self.method_params)
 
     def to_dict(self) -> dict[str, Any]:
@@ -128,6 +165,35 @@ class RunConfig:
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
+
+
+def option_name(f: dataclasses.Field) -> str:
+    """How messages name a run option: its flag, or ``--`` + its name with dashes (YAML-only and inverted ones)."""
+    flag = f.metadata.get("flag")
+    return flag if flag and not f.metadata.get("inverted") else "--" + f.name.replace("_", "-")
+
+
+def allowed_range(f: dataclasses.Field) -> str:
+    """A run option's declared range in words: ``positive``, ``a positive number of documents``, ``in [0, 1)``,
+    ``>= 0`` or ``one of ...``."""
+    bounds, choices = f.metadata["bounds"], f.metadata["choices"]
+    if choices:
+        return "one of " + ", ".join(map(str, choices))
+    if bounds == {"gt": 0}:
+        return f"a positive number of {f.metadata['unit']}" if f.metadata.get("unit") else "positive"
+    if set(bounds) == {"ge", "lt"}:
+        return f"in [{bounds['ge']}, {bounds['lt']})"
+    return " and ".join(f"{op} {bounds[key]}" for key, op in (("gt", ">"), ("ge", ">="), ("lt", "<"), ("le", "<="))
+                        if key in bounds)
+
+
+#: Options that must be equal for ``--resume`` to continue a run (epochs may grow; where output goes may change).
+RESUME_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["resume"])
+#: Options holding local paths (saved relative to the checkpoint folder).
+PATH_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["path"])
+#: The path option the run writes (its checkpoint folder); the other path options are read (the output guard of
+#: ``unlearn run`` compares them).
+OUTPUT_KEY = "out"
 
 
 # --------------------------------------------------------------------------- typed values

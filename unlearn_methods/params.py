@@ -7,6 +7,7 @@ what is allowed.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import types
@@ -22,10 +23,23 @@ class ParamError(ValueError):
 
 
 def param(default: Any, help: str, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
-          le: float | None = None, choices: tuple | None = None) -> Any:
-    """A hyperparameter field: its default, one line of help, and the allowed range (bounds or choices)."""
+          le: float | None = None, choices: tuple | None = None, **extra: Any) -> Any:
+    """A hyperparameter field: its default, one line of help, and the allowed range (bounds or choices). ``extra``
+    goes into the field's metadata too (the run options of :mod:`unlearn_methods.config` say there how they appear
+    on the command line). A list or dict default is copied for each instance."""
     bounds = {k: v for k, v in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le)) if v is not None}
-    return dataclasses.field(default=default, metadata={"help": help, "bounds": bounds, "choices": choices})
+    metadata = {"help": help, "bounds": bounds, "choices": choices, **extra}
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def in_range(f: dataclasses.Field, value: Any) -> bool:
+    """Whether ``value`` is one of the field's declared choices and within its declared bounds."""
+    choices = f.metadata.get("choices")
+    if choices and value not in choices:
+        return False
+    return all(_OPS[key][1](value, bound) for key, bound in f.metadata.get("bounds", {}).items())
 
 
 _OPS = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b),

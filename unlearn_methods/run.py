@@ -21,15 +21,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import RunConfig
-from unlearn_methods.data import (
-    ForgetRetainDataset,
-    PairCollator,
-    TextForgetRetainDataset,
-    evaldu_forget_retain,
-    load_qa,
-    load_texts,
-)
+from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig
 from unlearn_methods.eval_during import (
     BEST_DIR,
     PLOT_FILE,
@@ -42,9 +34,6 @@ from unlearn_methods.eval_during import (
     lm_eval_evaluator,
 )
 from unlearn_methods.finetune import finetune
-from unlearn_methods.idk import load_idk_answers
-from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
-from unlearn_tasks.tofu.splits import retain_split
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
@@ -83,14 +72,14 @@ class UnlearnRun:
 
 def _load(cfg: RunConfig):
     dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
-    if cfg.data == "clear":
+    if cfg.source.vision:
         from unlearn_methods.vlm import load_vision_model
 
         try:
             return load_vision_model(cfg.model, dtype)
         except (OSError, ValueError) as e:
             raise UnlearningFailed(
-                f"Could not load {cfg.model!r} as a vision-language model with its processor ({e}). --data clear needs "
+                f"Could not load {cfg.model!r} as a vision-language model with its processor ({e}). --data {cfg.data} needs "
                 f"a LLaVA-style checkpoint (AutoModelForImageTextToText + AutoProcessor), local or on the Hub."
             ) from e
     try:
@@ -104,14 +93,6 @@ def _load(cfg: RunConfig):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer, model
-
-
-def _data_dir(cfg: RunConfig, out: Path) -> str | None:
-    if cfg.data == "demo" and not cfg.data_dir:
-        from unlearn_tasks.tofu.demo_corpus import write_corpus
-
-        return str(write_corpus(out / "demo_data"))
-    return cfg.data_dir
 
 
 def _wrap_lora(cfg: RunConfig, model):
@@ -145,13 +126,6 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         disable_tqdm=not cfg.progress,
         dataloader_num_workers=0,
     )
-
-
-#: Settings that must be equal for ``--resume`` to continue a run (epochs may grow; where output goes may change).
-RESUME_KEYS = ("method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
-               "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
-               "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file")
-PATH_KEYS = ("model", "out", "data_dir", "idk_file")
 
 
 def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
@@ -275,22 +249,18 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
         raise UnlearningFailed(f"--eval-every: the {method.name} method does not train step by step (it computes the "
                                "weights once), so there is nothing to evaluate during training. Leave --eval-every "
                                "out; --eval-tasks evaluates the result.")
-    if cfg.eval_every is not None and cfg.data == "clear":
-        raise UnlearningFailed("--eval-every is not available with --data clear yet (vision-language models are "
+    source = cfg.source
+    if cfg.eval_every is not None and source.vision:
+        raise UnlearningFailed(f"--eval-every is not available with --data {cfg.data} yet (vision-language models are "
                                "evaluated with hf-multimodal); leave it out, --eval-tasks evaluates the result.")
     out = check_output_folder(cfg)
-    if cfg.text_data:
-        if method.qa_only:
-            qa_only = sorted(name for name, cls in all_methods().items() if cls.qa_only)
-            raise UnlearningFailed(
-                f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
-                f"answers to them). Methods for raw text: every method except {', '.join(qa_only)}."
-            )
-        cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
-    if cfg.data == "evaldu":
-        cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
-        cfg.retain = cfg.retain or "evaldu_other_facts"
-    cfg.retain = cfg.retain or retain_split(cfg.forget)
+    if source.text and method.qa_only:
+        qa_only = sorted(name for name, cls in all_methods().items() if cls.qa_only)
+        raise UnlearningFailed(
+            f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
+            f"answers to them). Methods for raw text: every method except {', '.join(qa_only)}."
+        )
+    source.resolve_splits(cfg)
     cfg.method_params = method.params.to_dict()
     if cfg.resume:
         check_resume(cfg, out)
@@ -304,24 +274,13 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
             (out / stale).unlink(missing_ok=True)
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
 
-    vision = cfg.data == "clear"
-    if vision and not method.vision:
+    if source.vision and not method.vision:
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
-                               f"is not available with --data clear; use another method (`unlearn methods`).")
+                               f"is not available with --data {cfg.data}; use another method (`unlearn methods`).")
     torch.manual_seed(cfg.seed)
-    tokenizer, model = _load(cfg)  # with --data clear: the processor (it saves with the checkpoint) and the VLM
-    data_dir = _data_dir(cfg, out)
-    if cfg.data == "evaldu":
-        forget, retain = evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
-    elif vision:
-        from unlearn_methods.vlm import clear_records
-
-        forget = clear_records(cfg.forget, cfg.modality, data_dir, cfg.dataset, cfg.seed)
-        retain = clear_records(cfg.retain, cfg.modality, data_dir, cfg.dataset, cfg.seed)
-    elif cfg.text_data:
-        forget, retain = load_texts(cfg.forget, cfg.dataset, data_dir), load_texts(cfg.retain, cfg.dataset, data_dir)
-    else:
-        forget, retain = load_qa(cfg.forget, cfg.dataset, data_dir), load_qa(cfg.retain, cfg.dataset, data_dir)
+    tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
+    data_dir = source.local_data(cfg, out)
+    forget, retain = source.load(cfg, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)
 
@@ -331,17 +290,8 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
     if method.trains:
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
-        if vision:
-            from unlearn_methods.vlm import VisionForgetRetainDataset, VisionPairCollator
-
-            dataset = VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                                seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
-        elif cfg.text_data:
-            dataset = TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=cfg.seed, max_length=cfg.max_length)
-        else:
-            dataset = ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
-                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
-        collator = VisionPairCollator(tokenizer.tokenizer.pad_token_id) if vision else PairCollator(tokenizer.pad_token_id)
+        dataset = source.training_set(run, tokenizer)
+        collator = source.collator(tokenizer)
         callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,

@@ -1,0 +1,173 @@
+"""Every `unlearn run` option is declared once, as a field of RunConfig: the flags, the defaults --help shows, the
+values handed to the config and the keys of the saved run config all come from it."""
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from unlearn_app.cli import build_parser
+from unlearn_app.commands import run as run_command
+from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig, load_run_config
+
+FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
+#: Options that have no flag (YAML config only), by hand.
+YAML_ONLY = {"lora_alpha", "lora_dropout", "lora_target_modules", "warmup_steps"}
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["run"]
+
+
+def _parse(*argv: str) -> dict:
+    return run_command.option_values(_run_parser().parse_args(list(argv)))
+
+
+def test_each_flag_is_a_field_and_each_field_with_a_flag_is_in_the_parser():
+    actions = [a for a in _run_parser()._actions if a.dest not in ("help", "config")]
+    by_dest: dict[str, list[str]] = {}
+    for a in actions:
+        by_dest.setdefault(a.dest, []).extend(a.option_strings)
+    assert set(by_dest) == set(FIELDS) - YAML_ONLY  # every flag is a RunConfig field, every field but these a flag
+    assert by_dest["lora"] == ["--lora", "--full"] and by_dest["evaldu_minimal_set"] == ["--minimal-set"]
+    assert by_dest["hub_private"] == ["--public"] and by_dest["progress"] == ["--quiet"]
+    assert by_dest["method_params"] == ["--param"]
+    assert all(len(flags) == 1 for dest, flags in by_dest.items() if dest != "lora")
+    assert all(a.default is None for a in actions)  # not given: the config file or the field's default applies
+
+
+def test_help_shows_the_declared_defaults():
+    text = " ".join(_run_parser().format_help().split())
+    for expected in ("--method METHOD Method name; `unlearn methods` lists them. (default: npo)",
+                     "(default: tofu)", "--lora-r LORA_R LoRA rank. (default: 8)", "(default: 5)",
+                     "Learning rate. (default: 0.0001)", "(default: 256)", "--lora Train LoRA adapters (default).",
+                     "(default: every epoch)", "(default: retain90 for forget10, etc.; MUSE: retain1)"):
+        assert expected in text, expected
+    assert "(default: None)" not in text and "(default: False)" not in text
+
+
+def test_no_option_given_changes_nothing():
+    assert _parse() == {}
+    assert load_run_config(None, model="m", out="o") == load_run_config(None, model="m", out="o", **_parse())
+
+
+def test_command_line_values_reach_the_config():
+    given = _parse("--method", "npo", "--model", "m", "--out", "o", "--full", "--lr", "2e-4", "--param", "beta=0.2",
+                   "--param", "gamma=2", "--eval-tasks", "a,b", "--eval-every", "3", "--select", "a/x:max",
+                   "--select-if", "a/y >= 1", "--select-if", "a/z <= 2", "--eval-metadata", '{"reference": "r"}',
+                   "--public", "--quiet", "--minimal-set", "--merge")
+    assert given["lora"] is False and given["hub_private"] is False and given["progress"] is False
+    assert given["method_params"] == {"beta": "0.2", "gamma": "2"} and given["evaldu_minimal_set"] is True
+    params = given.pop("method_params")
+    with pytest.raises(ValueError, match="--merge only applies to LoRA runs"):
+        load_run_config(None, params=params, **given)
+    given.pop("merge")
+    cfg = load_run_config(None, params=params, **given)
+    assert (cfg.lr, cfg.lora, cfg.eval_tasks, cfg.eval_every) == (2e-4, False, ["a", "b"], 3)
+    assert cfg.select_if == ["a/y >= 1", "a/z <= 2"] and cfg.eval_metadata == {"reference": "r"}
+    assert cfg.method_params["beta"] == 0.2 and cfg.method_params["gamma"] == 2.0
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--param", "beta"], "argument --param: expects KEY=VALUE, got 'beta'"),
+    (["--eval-metadata", "[1]"], "argument --eval-metadata: expects a JSON object"),
+    (["--dtype", "float8"], "argument --dtype: invalid choice: 'float8'"),
+])
+def test_bad_flags_exit_2_naming_the_flag(argv, message, capsys):
+    with pytest.raises(SystemExit) as stop:
+        _run_parser().parse_args(argv)
+    assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_ranges_come_from_the_declaration():
+    with pytest.raises(ValueError, match=r"--eval-limit must be a positive number of documents, got 0\."):
+        load_run_config(None, model="m", out="o", eval_limit=0)
+    with pytest.raises(ValueError, match=r"--modality must be one of text, image, both, got 'video'\."):
+        load_run_config(None, model="m", out="o", modality="video")
+    with pytest.raises(ValueError, match=r"--l1-lora must be >= 0, got -1\.0\."):
+        load_run_config(None, model="m", out="o", l1_lora=-1)
+    with pytest.raises(ValueError, match=r"Missing required option\(s\): --model, --out\."):
+        load_run_config(None)
+
+
+def test_resume_and_path_keys_are_declared_on_the_fields():
+    assert set(RESUME_KEYS) == {  # the 24 settings --resume compared before the declaration (epochs may grow)
+        "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
+        "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
+        "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file"}
+    assert PATH_KEYS == ("model", "out", "data_dir", "idk_file")
+
+
+#: unlearn_config.yaml as the code before the declaration wrote it (TOFU forget10, npo, LoRA).
+SAVED_BEFORE = """\
+method: npo
+model: ../models/target
+out: .
+data: tofu
+evaldu_target: null
+evaldu_minimal_set: false
+data_dir: null
+modality: both
+forget: forget10
+retain: retain90
+lora: true
+merge: false
+lora_r: 8
+lora_alpha: 16
+lora_dropout: 0.0
+lora_target_modules: all-linear
+l1_lora: 0.0
+epochs: 5.0
+lr: 0.0001
+batch_size: 8
+grad_accum: 1
+warmup_steps: 0
+max_length: 256
+seed: 0
+dtype: float32
+idk_file: null
+method_params:
+  gamma: 1.0
+  alpha: 1.0
+  beta: 0.1
+save_steps: null
+resume: false
+overwrite: false
+eval_tasks: []
+eval_metadata: {}
+eval_every: null
+eval_limit: null
+select: null
+select_if: []
+push_to_hub: null
+hub_private: true
+progress: true
+"""
+
+
+def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
+    saved = tmp_path / "unlearn_config.yaml"
+    saved.write_text(SAVED_BEFORE)
+    cfg = load_run_config(saved)
+    assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == SAVED_BEFORE
+    assert list(cfg.to_dict()) == list(FIELDS)
+
+
+def test_the_run_command_names_no_option():
+    source = Path(run_command.__file__).read_text()
+    named = [name for name in FIELDS if f'"{name}"' in source or f"args.{name}" in source]
+    # --eval-every (unless --quiet: progress) shows the evaluation lines; --param merges over the file's parameters
+    assert sorted(named) == ["eval_every", "method_params", "progress"]
+
+
+def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
+    import logging
+
+    log = logging.getLogger("unlearn_methods.eval_during")
+    for extra, level in (([], logging.INFO), (["--quiet"], logging.WARNING)):
+        args = _run_parser().parse_args(["--eval-every", "2", *extra])  # no --model: refused after the set-up
+        assert run_command._cmd_run(args) == 2 and "Missing required option(s): --model, --out." in capsys.readouterr().err
+        assert log.level == level

@@ -1,0 +1,191 @@
+"""Where ``unlearn run --data NAME`` gets its forget / retain data, one class per source: its ``--data`` names,
+dataset id, split names, how it loads the records and turns them into training examples and batches.
+
+A source is registered with :func:`register`; :func:`data_source` finds the one for a ``--data`` value (the TOFU
+source, last, takes any other value as a Hub id in TOFU's schema). Importing this module is light (the
+:mod:`unlearn_methods.config` and ``unlearn --help`` read it); torch and the datasets load inside the methods.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
+from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
+from unlearn_tasks.muse.corpora import corpus_of
+from unlearn_tasks.tofu.splits import HUB_ID as TOFU_HUB_ID
+from unlearn_tasks.tofu.splits import retain_split
+
+
+class DataSource:
+    """Base of the data sources: question-answer pairs in TOFU's schema (see :class:`Tofu`). A subclass sets
+    ``name`` and ``help`` (its part of the ``--data`` help), the flags, and overrides what differs."""
+
+    name: ClassVar[str] = ""
+    help: ClassVar[str] = ""
+    #: Raw text, no questions: methods that need questions (``qa_only``) do not apply.
+    text: ClassVar[bool] = False
+    #: Image and text rows for a vision-language model (with its processor, evaluated with hf-multimodal).
+    vision: ClassVar[bool] = False
+
+    def matches(self, data: str) -> bool:
+        return data == self.name
+
+    def dataset(self, data: str) -> str:
+        """The dataset id the records come from (a Hub id), recorded in the model card."""
+        return data
+
+    def resolve_splits(self, cfg) -> None:
+        """Fill in ``cfg.forget`` / ``cfg.retain`` where they follow from the source (the retain split of a TOFU
+        forget split by default)."""
+        cfg.retain = cfg.retain or retain_split(cfg.forget)
+
+    def local_data(self, cfg, out: Path) -> str | None:
+        """The local folder the run (and its evaluation) reads, if any."""
+        return cfg.data_dir
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        """The forget and the retain records."""
+        from unlearn_methods.data import load_qa
+
+        dataset = self.dataset(cfg.data)
+        return load_qa(cfg.forget, dataset, data_dir), load_qa(cfg.retain, dataset, data_dir)
+
+    def training_set(self, run, tokenizer) -> Any:
+        """The training examples (a torch Dataset) of the run's forget / retain records."""
+        from unlearn_methods.data import ForgetRetainDataset
+        from unlearn_methods.idk import load_idk_answers
+
+        cfg = run.cfg
+        return ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file), seed=cfg.seed,
+                                   max_length=cfg.max_length, alternates=run.alternates)
+
+    def collator(self, tokenizer) -> Any:
+        from unlearn_methods.data import PairCollator
+
+        return PairCollator(tokenizer.pad_token_id)
+
+
+#: Registered sources, in the order :func:`data_source` tries them (the TOFU-schema source last).
+SOURCES: list[DataSource] = []
+
+
+def register(cls: type[DataSource]) -> type[DataSource]:
+    """Class decorator: make ``cls`` a ``--data`` source (tried before those registered earlier)."""
+    SOURCES.insert(0, cls())
+    return cls
+
+
+def data_source(data: str) -> DataSource:
+    """The source of a ``--data`` value."""
+    return next(s for s in SOURCES if s.matches(data))
+
+
+def data_help() -> str:
+    """The ``--data`` help: each source's part, TOFU's first."""
+    return "; ".join(s.help for s in reversed(SOURCES)) + "."
+
+
+@register
+class Tofu(DataSource):
+    """TOFU's question-answer pairs from the Hub, the embedded demo corpus, or any Hub id / folder in its schema."""
+
+    name = "tofu"
+    help = "'tofu' (locuslab/TOFU), 'demo' (embedded corpus) or a Hub id in TOFU's schema"
+
+    def matches(self, data: str) -> bool:
+        return True
+
+    def dataset(self, data: str) -> str:
+        return TOFU_HUB_ID if data == "tofu" else data
+
+    def local_data(self, cfg, out: Path) -> str | None:
+        if cfg.data == "demo" and not cfg.data_dir:
+            from unlearn_tasks.tofu.demo_corpus import write_corpus
+
+            return str(write_corpus(out / "demo_data"))
+        return cfg.data_dir
+
+
+@register
+class EvalDU(DataSource):
+    """Eval-DU (deep unlearning): forget one relationship fact (or a minimal deep-unlearning set of it), retain
+    every other fact, as question-answer pairs."""
+
+    name = "evaldu"
+    help = "'evaldu' (--data-dir = an Eval-DU JSON folder, --evaldu-target the fact)"
+
+    def resolve_splits(self, cfg) -> None:
+        cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
+        cfg.retain = cfg.retain or "evaldu_other_facts"
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_methods.data import evaldu_forget_retain
+
+        return evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
+
+
+@register
+class Muse(DataSource):
+    """MUSE's raw text corpora (News, Books): chunks of text, no questions."""
+
+    name = "muse"
+    help = ("'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default retain1; methods limited "
+            "to questions in `unlearn methods` do not apply)")
+    text = True
+
+    def matches(self, data: str) -> bool:
+        return corpus_of(data) is not None
+
+    def dataset(self, data: str) -> str:
+        return MUSE_HUB_IDS[corpus_of(data)]
+
+    def resolve_splits(self, cfg) -> None:
+        cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_methods.data import load_texts
+
+        dataset = self.dataset(cfg.data)
+        return load_texts(cfg.forget, dataset, data_dir), load_texts(cfg.retain, dataset, data_dir)
+
+    def training_set(self, run, tokenizer) -> Any:
+        from unlearn_methods.data import TextForgetRetainDataset
+
+        return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
+                                       max_length=run.cfg.max_length)
+
+
+@register
+class Clear(DataSource):
+    """CLEAR: synthetic people's text facts and face-caption pairs, for a LLaVA-style vision-language model."""
+
+    name = "clear"
+    help = "'clear' (therem/CLEAR, text and images: --model is a LLaVA-style vision-language model)"
+    vision = True
+
+    def dataset(self, data: str) -> str:
+        from unlearn_tasks.clear.splits import HUB_ID
+
+        return HUB_ID
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_methods.vlm import clear_records
+
+        dataset = self.dataset(cfg.data)
+        return (clear_records(cfg.forget, cfg.modality, data_dir, dataset, cfg.seed),
+                clear_records(cfg.retain, cfg.modality, data_dir, dataset, cfg.seed))
+
+    def training_set(self, run, tokenizer) -> Any:
+        from unlearn_methods.idk import load_idk_answers
+        from unlearn_methods.vlm import VisionForgetRetainDataset
+
+        cfg = run.cfg
+        return VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
+                                         seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
+
+    def collator(self, tokenizer) -> Any:
+        from unlearn_methods.vlm import VisionPairCollator
+
+        return VisionPairCollator(tokenizer.tokenizer.pad_token_id)
