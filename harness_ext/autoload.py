@@ -29,8 +29,10 @@ def _enabled() -> bool:
 def patch_task_manager(module: ModuleType) -> None:
     """Wrap ``TaskManager.__init__`` so our task folders are always on the include path."""
     from harness_ext.lm_eval_patches import patch_task_manager_class
+    from harness_ext.quiet import silence
 
     patch_task_manager_class(module.TaskManager)
+    silence()  # before lm-eval loads a model (transformers / peft import torchao)
 
 
 class _LoaderWithHook(importlib.abc.Loader):

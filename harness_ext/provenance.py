@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
+import json
+import os
 import subprocess
 from collections.abc import Iterator
 from importlib import metadata
@@ -26,6 +28,40 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
         while block := f.read(chunk):
             digest.update(block)
     return digest.hexdigest()
+
+
+def hash_cache_file() -> Path:
+    """Where :func:`cached_file_sha256` keeps its hashes (``$XDG_CACHE_HOME/lm-eval-unlearning/file-sha256.json``)."""
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "lm-eval-unlearning" / "file-sha256.json"
+
+
+def cached_file_sha256(path: str | Path) -> str:
+    """The full sha256 of a file, remembered by resolved path, size and modification time (ns), so a large weight
+    file is read once; any change of size or mtime reads it again. A cache that cannot be read or written is
+    ignored (the hash is then computed each time)."""
+    path = Path(path).expanduser().resolve()
+    stat = path.stat()
+    key, stamp = str(path), [stat.st_size, stat.st_mtime_ns]
+    cache_file = hash_cache_file()
+    try:
+        cache = json.loads(cache_file.read_text())
+        cache = cache if isinstance(cache, dict) else {}
+    except (OSError, ValueError):
+        cache = {}
+    entry = cache.get(key)
+    if isinstance(entry, list) and len(entry) == 3 and entry[:2] == stamp:
+        return str(entry[2])
+    digest = file_sha256(path)
+    cache[key] = [*stamp, digest]
+    try:  # written to a temporary name and renamed, so a reader never sees half a file
+        cache_file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache_file.with_name(f".{cache_file.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache))
+        os.replace(tmp, cache_file)
+    except OSError:
+        pass
+    return digest
 
 
 def path_fingerprint(path: str | Path, skip: tuple[str, ...] = ()) -> str:

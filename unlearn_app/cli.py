@@ -11,7 +11,7 @@ import pkgutil
 import sys
 from types import ModuleType
 
-from unlearn_app import commands
+from unlearn_app import commands, output_guard
 
 
 def command_modules() -> list[ModuleType]:
@@ -41,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    try:
+        output_guard.check(args)  # no output may destroy an input or an existing result (before any work)
+    except output_guard.OutputClash as e:
+        return commands.error(str(e))
     return int(args.func(args) or 0)
 
 

@@ -150,7 +150,8 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
 
 
 def write_html(runs: list[Run], path: str | Path) -> Path:
+    from unlearn_app.output_guard import write_text
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(runs), encoding="utf-8")
+    write_text(path, render_html(runs))
     return path

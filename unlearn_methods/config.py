@@ -191,6 +191,9 @@ def allowed_range(f: dataclasses.Field) -> str:
 RESUME_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["resume"])
 #: Options holding local paths (saved relative to the checkpoint folder).
 PATH_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["path"])
+#: The path option the run writes (its checkpoint folder); the other path options are read (the output guard of
+#: ``unlearn run`` compares them).
+OUTPUT_KEY = "out"
 
 
 # --------------------------------------------------------------------------- typed values

@@ -184,6 +184,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     saved = yaml.safe_load(saved_file.read_text()) or {}
     current = portable_config(cfg, out)
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
+    saved_epochs = saved.get("epochs")
+    if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
+        diffs.append(f"epochs: saved {saved_epochs!r}, now {current['epochs']!r} (--resume may add epochs, not remove "
+                     "them)")
     if diffs:
         raise UnlearningFailed(
             f"--resume: the run saved in {cfg.out} used other settings ({'; '.join(diffs)}). Resume with the same "

@@ -238,6 +238,28 @@ def load_config(
     return validate_columns(ds, required, f"{repo_id} config {config!r}")
 
 
+def read_parquet(files: Sequence[Path]) -> datasets.Dataset:
+    """Parquet shards as one dataset; a shard that is not parquet, or shards with no row at all, give a one-line
+    :class:`DataError` naming the file."""
+    import pyarrow.parquet as pq
+
+    rows = 0
+    for f in files:
+        try:
+            rows += pq.ParquetFile(str(f)).metadata.num_rows
+        except (OSError, ValueError) as e:  # pyarrow's ArrowInvalid is a ValueError
+            raise DataError(f"{f} is not a readable parquet file ({str(e).splitlines()[0][:200]}).") from None
+    if rows == 0:
+        raise DataError(f"{files[0]} holds no records (0 rows" + (f" in all {len(files)} shards)." if len(files) > 1
+                                                                   else ")."))
+    try:
+        return datasets.Dataset.from_parquet([str(f) for f in files])
+    except Exception as e:  # datasets wraps the cause in DatasetGenerationError
+        cause = e.__cause__ or e
+        raise DataError(f"{', '.join(map(str, files))}: cannot be read as one table "
+                        f"({type(cause).__name__}: {str(cause).splitlines()[0][:200] if str(cause) else ''}).") from None
+
+
 def split_files(folder: Path, config: str, splits: Sequence[str], prefer_parquet: bool = False) -> list[Path]:
     """Local file(s) of ``config``/``split`` (the first of ``splits`` found) in a Hub-like folder: ``<config>/<split>.json``
     or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``). JSON wins
@@ -275,6 +297,6 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
     if files[0].suffix == ".parquet":
         for f in files:
             note_data_source("local", repo_id, f"{config}/{splits[0]}", path=f)
-        table = datasets.Dataset.from_parquet([str(f) for f in files])
+        table = read_parquet(files)
         return validate_columns(table, required, str(files[0])).to_list()
     return load_config(repo_id, files[0].stem, required, data_dir=files[0].parent).to_list()

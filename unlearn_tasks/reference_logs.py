@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_ext.provenance import path_fingerprint
+from harness_ext.provenance import cached_file_sha256, path_fingerprint
 
 RESULTS_KEY = "unlearning_reference"
 
@@ -50,21 +50,23 @@ def is_benchmark(record: dict, benchmark: str) -> bool:
 
 
 # --------------------------------------------------------------------------- which model made a results file
+#: Files whose contents are a model's weights (what the fingerprint hashes).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+#: What the fingerprint compares, for messages (also stored beside it in results files).
+FINGERPRINT_KIND = "sha256 of every weight file"
+
+
 def _fingerprint(path: str) -> str | None:
-    """A cheap content fingerprint of a local model folder: names, sizes and 16 sampled 4 KiB blocks of each weight
-    file (None for a Hub id). Two copies of the same weights agree; a retrained model does not."""
+    """A content fingerprint of a local model folder: the name and full sha256 of each weight file (None for a Hub
+    id or a folder without weights). Exact: any changed byte gives another fingerprint. Each file's hash is cached
+    by size and modification time (:func:`harness_ext.provenance.cached_file_sha256`), so it is read once."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
         return None
     h = hashlib.sha256()
-    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in (".safetensors", ".bin", ".pt", ".pth"))
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix in WEIGHT_SUFFIXES)
     for f in files:
-        size = f.stat().st_size
-        h.update(f"{f.name}:{size}".encode())
-        with f.open("rb") as handle:
-            for i in range(16):
-                handle.seek(size * i // 16)
-                h.update(handle.read(4096))
+        h.update(f"{f.name}:{cached_file_sha256(f)}\n".encode())
     return h.hexdigest() if files else None
 
 
@@ -80,17 +82,26 @@ def model_identity(model_args: dict[str, Any] | str | None) -> dict[str, Any]:
     prints = [_fingerprint(ident[k]) for k in ("pretrained", "peft", "delta") if k in ident]
     if prints and all(prints):
         ident["fingerprint"] = hashlib.sha256("|".join(prints).encode()).hexdigest()[:32]
+        ident["fingerprint_kind"] = FINGERPRINT_KIND
     return ident
 
 
-def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    """True if two identities name the same model: the same weights (content fingerprint), or the same model
-    arguments (``pretrained``, ``peft``, ``revision``; a model retrained in place counts as the same model)."""
+def why_same(a: dict[str, Any], b: dict[str, Any]) -> str | None:
+    """Why two identities name the same model, in words, or None if they do not: the same weights (identical
+    content fingerprints of the same kind), or the same model arguments (``pretrained``, ``peft``, ``revision``,
+    ``delta``; a model retrained in place counts as the same model)."""
     if not a or not b:
-        return False
+        return None
     if a.get("fingerprint") and a.get("fingerprint") == b.get("fingerprint"):
-        return True
-    return all(a.get(k) == b.get(k) for k in IDENTITY_KEYS)
+        return f"identical weights ({a.get('fingerprint_kind') or 'content fingerprint'} compared)"
+    if all(a.get(k) == b.get(k) for k in IDENTITY_KEYS):
+        return "the same model arguments (" + ", ".join(k for k in IDENTITY_KEYS if k in a) + ")"
+    return None
+
+
+def same_model(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """True if two identities name the same model (see :func:`why_same`)."""
+    return why_same(a, b) is not None
 
 
 def model_name(ident: dict[str, Any]) -> str:
@@ -156,7 +167,7 @@ def find_records(path: str | Path, accept: Callable[[dict], bool], *, label: str
         if own and not matching:
             raise ReferenceLogError(
                 f"Reference {own[0].file} was produced by the model being evaluated ({model_name(evaluated_model)}): "
-                f"it would be its own reference. Pass the evaluation of the retain (retrained) model."
+                f"it would be its own reference ({why_same(own[0].model, evaluated_model)}). Pass the evaluation of the retain (retrained) model."
             )
         for r in own:
             log.warning("reference: ignoring %s, produced by the model being evaluated", r.file)

@@ -80,6 +80,7 @@ def test_attack_report_command(tmp_path):
                          "after": pytest.approx(row["after"]), "target": pytest.approx(row["target"]),
                          "recovery_label": f"recovery {row['recovery']:.2f}"}
     bad = subprocess.run([sys.executable, "-m", "unlearn_app", "attack", "report", "--unlearned", str(u),
-                          "--attacked", str(q), "--metrics", "tofu_forget10/forget_prob", "--out", str(out)],
+                          "--attacked", str(q), "--metrics", "tofu_forget10/forget_prob", "--out", str(out),
+                          "--overwrite"],
                          capture_output=True, text=True, env=os.environ.copy())
     assert bad.returncode == 2 and "NAME=PATH" in bad.stderr

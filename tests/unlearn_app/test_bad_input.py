@@ -82,6 +82,10 @@ def test_resume_with_other_settings_is_refused_naming_the_differences(tmp_path, 
     # the same settings (more epochs) resume
     run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method="npo", epochs=2, resume=True))
     assert yaml.safe_load((out / "unlearn_config.yaml").read_text())["epochs"] == 2
+    # issue 29: fewer epochs would rewrite the saved config of a run that trained more
+    with pytest.raises(UnlearningFailed, match=r"epochs: saved 2.0, now 1.0 \(--resume may add epochs, not remove"):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method="npo", epochs=1, resume=True))
+    assert yaml.safe_load((out / "unlearn_config.yaml").read_text())["epochs"] == 2
 
 
 # ------------------------------------------------------------------ item 11: Ctrl-C says that --resume continues
@@ -127,3 +131,76 @@ def test_push_without_a_valid_token_says_to_log_in(tmp_path, hub_standin, monkey
         push_folder(folder, "me/x", endpoint=hub.url, retries=3, backoff_s=0.01)
     creates = [r for r in hub.requests if r[1].startswith("/api/repos/create")]
     assert len(creates) == 1  # no pointless retries
+
+
+# --------------------------------------------------------------------------- issue 29: the second review
+def _one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err, (needle, err)
+
+
+def test_klom_inputs_that_are_not_numeric_npy_arrays(tmp_path, capsys):
+    import numpy as np
+
+    from unlearn_app.cli import main
+
+    np.save(tmp_path / "o.npy", np.ones((2, 4)))
+    np.save(tmp_path / "obj.npy", np.array([{"a": 1}], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "str.npy", np.array(["a", "b"]))
+    (tmp_path / "text.npy").write_text("hello")
+    cases = {"obj.npy": "it holds pickled Python objects", "str.npy": "holds <U1 values, not numbers",
+             "text.npy": "not numpy's .npy format"}
+    for name, message in cases.items():
+        code = main(["klom", "--unlearned", str(tmp_path / name), "--oracle", str(tmp_path / "o.npy"),
+                     "--out", str(tmp_path / f"r_{name}.json"), "--quiet"])
+        _one_line_error(code, capsys.readouterr().err, str(tmp_path / name), message)
+
+
+def test_margins_gather_and_margins_name_what_to_pass(tmp_path, capsys):
+    import json
+
+    from unlearn_app.cli import main
+
+    record = {"format": "unlearning_margins/1", "reduction": "mean", "margins": [0.1, 0.2],
+              "splits": {"forget": [0]}, "sample_hash": "abc"}
+    for i in range(2):
+        run = tmp_path / "runs" / f"r{i}"
+        run.mkdir(parents=True)
+        (run / f"results_2026-01-0{i + 1}T00-00-00.json").write_text(json.dumps(
+            {"results": {}, "configs": {"margins_x": {"task": "margins_x", "unlearning_margins": record}}}))
+    code = main(["margins", "gather", str(tmp_path / "runs"), "--out", str(tmp_path / "g.npy")])
+    _one_line_error(code, capsys.readouterr().err, "holds results of 2 runs", "pass the folder or results file")
+    code = main(["margins", "gather", str(tmp_path / "runs" / "r0"), str(tmp_path / "runs" / "r1"),
+                 "--out", str(tmp_path / "g.json")])  # would have been written as g.json.npy
+    _one_line_error(code, capsys.readouterr().err, "--out", "must end in .npy")
+    assert main(["margins", "gather", str(tmp_path / "runs" / "r0"), str(tmp_path / "runs" / "r1"),
+                 "--out", str(tmp_path / "g.npy")]) == 0
+    assert "2 models x 2 samples" in capsys.readouterr().out and (tmp_path / "g.npy").is_file()
+    data = tmp_path / "d.json"
+    data.write_text('{"prompt": "a", "target": "b"}\n')
+    for missing in ("/nonexistent/model", "./no_such_folder/"):
+        code = main(["margins", "--model", missing, "--data", str(data), "--out", str(tmp_path / "m.npy")])
+        _one_line_error(code, capsys.readouterr().err, f"--model {missing} is neither a local folder nor a Hub id")
+
+
+def test_attack_report_repeated_names_and_an_out_folder(tmp_path, capsys):
+    import json
+
+    from unlearn_app.cli import main
+
+    runs = {}
+    for name, value in (("u", 0.2), ("q", 0.35), ("q2", 0.4)):
+        runs[name] = tmp_path / name
+        runs[name].mkdir()
+        (runs[name] / "results_2026-01-01T00-00-00.json").write_text(
+            json.dumps({"results": {"tofu_forget10": {"forget_prob,none": value}}}))
+    base = ["attack", "report", "--unlearned", str(runs["u"]), "--metrics", "tofu_forget10/forget_prob"]
+    code = main([*base, "--attacked", f"int4={runs['q']}", "--attacked", f"int4={runs['q2']}",
+                 "--out", str(tmp_path / "r")])
+    _one_line_error(code, capsys.readouterr().err, "--attacked names 'int4' twice")
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    assert main([*base, "--attacked", f"int4={runs['q']}", "--out", f"{reports}/"]) == 0
+    assert sorted(p.name for p in reports.iterdir()) == ["attack_report.json", "attack_report.md", "attack_report.png"]
+    assert not (tmp_path / "reports.md").exists()  # not beside the folder

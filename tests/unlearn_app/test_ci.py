@@ -102,7 +102,8 @@ def test_from_results_pass_fail_and_error_exit_codes(tmp_path, monkeypatch, caps
     assert "all 2 checks passed" in step_summary.read_text()
 
     suite = _suite(tmp_path, ["tofu_forget10/forget_quality >= 0.05", "tofu_forget10/model_utility >= 0.99"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 1
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 1
     printed = capsys.readouterr().out
     assert "FAIL tofu_forget10/model_utility >= 0.99: value 0.6 >= bound 0.99 is false" in printed
     summary = (out / "summary.md").read_text()
@@ -115,12 +116,14 @@ def test_from_results_pass_fail_and_error_exit_codes(tmp_path, monkeypatch, caps
     assert step_summary.read_text().count("## unlearn ci") == 2  # appended, not overwritten
 
     suite = _suite(tmp_path, ["tofu_forget10/model_utilty >= 0.5"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 2
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 2
     err = capsys.readouterr().err
     assert "line 3" in err and "has no metric 'model_utilty'" in err
     assert ET.parse(out / "junit.xml").getroot().get("errors") == "1"
     suite = _suite(tmp_path, ["tofu_forget10/model_utility >= 0.5 * baseline"])
-    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out)]) == 2
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
+                 "--overwrite"]) == 2
     assert "no baseline run" in capsys.readouterr().err
 
 
@@ -190,8 +193,9 @@ def test_unlearn_push_writes_the_eval_results_as_model_index(tmp_path, monkeypat
 
 def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, capsys):
     suite = tmp_path / "suite.yaml"
-    suite.write_text("tasks: [tofu_forget11]\nchecks: []\n")
-    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path), "--out", str(tmp_path / "out")]) == 2
+    suite.write_text("tasks: [tofu_forget11]\nchecks: [tofu_forget11/forget_quality >= 0]\n")
+    (tmp_path / "model").mkdir()
+    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out", str(tmp_path / "out")]) == 2
     assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err
 
 
@@ -226,3 +230,67 @@ def test_adapter_folder_loads_its_base_model_on_either_backend(tmp_path):
     assert spec.for_backend("hf") == {"pretrained": str(base), "peft": str(adapter)}
     assert spec.for_backend("vllm") == {"pretrained": str(base), "lora_local_path": str(adapter), "max_lora_rank": 32}
     assert spec.revision.startswith("local:") and "+base=local:" in spec.revision
+
+
+# --------------------------------------------------------------------------- issue 29: exit codes and limits
+def test_deep_nesting_and_long_checks_are_refused_as_syntax_errors():
+    deep = "(" * 500 + "tofu_forget10/forget_quality" + ")" * 500 + " >= 0"
+    with pytest.raises(CheckSyntaxError, match="nested deeper than 32 levels at column 33"):
+        parse_check(deep)
+    assert parse_check("(" * 30 + "tofu_forget10/forget_quality" + ")" * 30 + " >= 0").subject is not None
+    with pytest.raises(CheckSyntaxError, match="nested deeper than 32"):
+        parse_check("-" * 100 + "tofu_forget10/forget_quality >= 0")
+    with pytest.raises(CheckSyntaxError, match="longer than the limit of 2000"):
+        parse_check("tofu_forget10/forget_quality >= " + "1+" * 1500 + "1")
+
+
+def test_a_division_by_zero_fails_its_check_and_is_named():
+    current = lookup_in({"t": {"a": 0.5, "b": 0.0}})
+    outcome = evaluate(parse_check("t/a / t/b >= 1"), current)
+    assert not outcome.passed and outcome.message == "FAIL t/a / t/b >= 1: division by zero: t/b is 0"
+    outcome = evaluate(parse_check("t/a >= 1 / (t/b * 2)"), current)
+    assert not outcome.passed and "division by zero: (t/b * 2) is 0" in outcome.message
+    assert "reference" not in outcome.message  # not blamed on a missing reference run
+
+
+def test_empty_checks_and_alias_bombs_are_refused():
+    with pytest.raises(SuiteError, match="line 2: checks: the list is empty"):
+        parse_suite("tasks: [t]\nchecks: []\n", "s.yaml")
+    with pytest.raises(SuiteError, match="checks: give a list"):
+        parse_suite("tasks: [t]\n", "s.yaml")
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
+        f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]\n"
+        for i in range(8))  # 10^9 values once expanded
+    text = "tasks: [tofu_forget10]\nchecks: [tofu_forget10/forget_quality >= 0]\nmetadata:\n  defs:\n    " + \
+        bomb.replace("\n", "\n    ").rstrip() + "\n  parts: *i\n"
+    with pytest.raises(SuiteError, match=r"s.yaml: holds more than 10000 values once its YAML aliases"):
+        parse_suite(text, "s.yaml")
+
+
+def test_ci_exit_codes_for_errors_that_are_not_failed_checks(tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    write_results(run, RESULTS, {"tofu_forget10": provenance_record()})
+    suite = _suite(tmp_path, ["tofu_forget10/forget_quality >= 0.05"])
+    out = tmp_path / "out"
+    base = ["ci", "--suite", str(suite), "--out", str(out)]
+    with pytest.raises(SystemExit) as e:  # --limit 0 would be ignored: refused at parse time
+        main([*base, "--model", str(tmp_path), "--limit", "0"])
+    assert e.value.code == 2 and "argument --limit: must be an integer >= 1, got 0" in capsys.readouterr().err
+    assert main([*base, "--from-results", str(run), "--model", "org/m"]) == 2
+    assert "--model is not evaluated with --from-results" in capsys.readouterr().err
+    (tmp_path / "deep").mkdir()
+    deep = _suite(tmp_path / "deep", ["(" * 500 + "tofu_forget10/forget_quality" + ")" * 500 + " >= 0"])
+    assert main(["ci", "--suite", str(deep), "--out", str(out), "--from-results", str(run)]) == 2
+    assert "nested deeper than 32 levels" in capsys.readouterr().err
+
+    import unlearn_app.ci.runner as runner
+
+    def boom(*args, **kwargs):
+        raise RecursionError("x" * 5000)
+
+    monkeypatch.setattr(runner, "check_all", boom)  # any unexpected exception: exit 2, never 1 ("a check failed")
+    assert main([*base, "--from-results", str(run), "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: internal error (RecursionError: xxx") and "characters cut" in err and len(err) < 1100
+    assert "internal error (RecursionError" in json.loads((out / "results.json").read_text())["error"]

@@ -109,7 +109,8 @@ def test_lm_eval_folders_carry_splits(tmp_path, capsys):
     assert result["splits"]["forget"]["mean"] == pytest.approx(want["splits"]["forget"]["mean"])
     # a run over other samples is refused
     other = str(_lm_eval_run(tmp_path / "other", o[0].tolist(), splits, hash_="zzz"))
-    code, _, err = _run(["klom", "--unlearned", *ud, "--oracle", other, *od, "--out", str(tmp_path / "r.json")], capsys)
+    code, _, err = _run(["klom", "--unlearned", *ud, "--oracle", other, *od, "--out", str(tmp_path / "r.json"),
+                         "--overwrite"], capsys)
     assert code == 2 and "scored other samples" in err and "other" in err
 
 
@@ -171,10 +172,11 @@ def test_ulira_cli(ensembles, capsys):
     assert {"tpr", "tnr", "n_samples", "n_unlearned_targets", "n_oracle_targets", "variance"} <= set(result)
     assert np.load(d / "pe.npy").shape == (60,)
     code, _, err = _run(["ulira", "--unlearned", str(d / "u.npy"), "--oracle", str(d / "o.npy"), "--splits",
-                         str(d / "splits.json"), "--split", "validation", "--out", str(d / "ul.json")], capsys)
+                         str(d / "splits.json"), "--split", "validation", "--out", str(d / "ul.json"), "--overwrite"],
+                        capsys)
     assert code == 2 and "no split 'validation'" in err
     code, _, err = _run(["ulira", "--unlearned", str(d / "u.npy"), "--oracle", str(d / "o.npy"), "--target-oracle",
-                         str(d / "o.npy"), "--out", str(d / "ul.json")], capsys)
+                         str(d / "o.npy"), "--out", str(d / "ul.json"), "--overwrite"], capsys)
     assert code == 2 and "--target-unlearned" in err
 
 

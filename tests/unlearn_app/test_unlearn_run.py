@@ -126,6 +126,7 @@ def online(monkeypatch):
     import huggingface_hub.constants as hc
 
     monkeypatch.setattr(hc, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(hc, "HF_HUB_DISABLE_XET", True)  # the stand-in speaks Git LFS, not Xet
     monkeypatch.setenv("HF_TOKEN", "hf_secret_test_token_value")
 
 
@@ -139,8 +140,14 @@ def test_push_to_hub_creates_a_private_repo_in_one_commit(tmp_path, tiny_model_d
     assert {"README.md", "adapter_model.safetensors", "unlearn_config.yaml", "tokenizer.json"} <= set(repo["files"])
     assert not any(name.startswith("checkpoints/") for name in repo["files"])
     assert repo["files"]["README.md"] == (out / "README.md").read_bytes()
-    for _, _, headers, _ in hub.requests:  # the token travels only in the Authorization header
-        assert headers.get("Authorization", headers.get("authorization")) == "Bearer hf_secret_test_token_value"
+    assert hub.content("me/tofu-graddiff", "adapter_model.safetensors")[0] == (out / "adapter_model.safetensors").read_bytes()
+    assert "adapter_model.safetensors" in repo["lfs"]  # weights travel through Git LFS, as on the real Hub
+    for _, path, headers, _ in hub.requests:  # the token travels only in the Authorization header to the Hub
+        token = headers.get("Authorization", headers.get("authorization"))
+        if path.startswith("/lfs-objects/"):  # ... and never to the LFS object storage
+            assert token is None
+        else:
+            assert token == "Bearer hf_secret_test_token_value"
     saved = b"".join(p.read_bytes() for p in out.iterdir() if p.is_file())
     assert b"hf_secret_test_token_value" not in saved
     assert "hf_secret_test_token_value" not in caplog.text

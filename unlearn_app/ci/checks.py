@@ -27,6 +27,10 @@ from dataclasses import dataclass, field
 COMPARISONS: dict[str, Callable[[float, float], bool]] = {
     ">=": operator.ge, "<=": operator.le, ">": operator.gt, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
+#: Deepest nesting of parentheses, ``abs(...)`` and unary minus a check may use (a deeper one is refused).
+MAX_DEPTH = 32
+#: Longest check text accepted.
+MAX_LENGTH = 2000
 _TOKEN = re.compile(
     r"\s*(?:(?P<ref>[A-Za-z_][\w.-]*/[A-Za-z_]\w*)|(?P<num>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)"
     r"|(?P<name>[A-Za-z_]\w*)|(?P<op>>=|<=|==|!=|[<>+\-*/()]))"
@@ -92,6 +96,9 @@ def uses_baseline(node: object) -> bool:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
+        self.depth = 0
+        if len(text) > MAX_LENGTH:
+            raise CheckSyntaxError(f"a check of {len(text)} characters is longer than the limit of {MAX_LENGTH}")
         self.tokens: list[tuple[str, str, int]] = []
         pos = 0
         while pos < len(text):
@@ -148,10 +155,16 @@ class _Parser:
 
     def unary(self) -> object:
         tok = self.peek()
-        if tok and tok[1] == "-":
-            self.i += 1
-            return Unary("-", self.unary())
-        return self.atom()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            self.fail(tok[2] if tok else len(self.text), f"nested deeper than {MAX_DEPTH} levels")
+        try:
+            if tok and tok[1] == "-":
+                self.i += 1
+                return Unary("-", self.unary())
+            return self.atom()
+        finally:
+            self.depth -= 1
 
     def atom(self) -> object:
         kind, value, at = self.take()
@@ -289,14 +302,39 @@ def _value(node: object, current: Lookup, baseline: Lookup | None, subject: Ref 
             return a - b
         if node.op == "*":
             return a * b
-        return a / b if b != 0 else math.nan
+        if b == 0:
+            raise DivisionByZero(f"division by zero: {_show(node.right)} is 0")
+        return a / b
     raise TypeError(node)
 
 
+class DivisionByZero(ArithmeticError):
+    """A check divides by a value that is 0 (it fails, saying so)."""
+
+
+def _show(node: object) -> str:
+    """A tree back as text, for messages."""
+    if isinstance(node, Num):
+        return f"{node.value:g}"
+    if isinstance(node, Ref):
+        return f"{node.task}/{node.metric}"
+    if isinstance(node, Baseline):
+        return "baseline"
+    if isinstance(node, Unary):
+        return f"-{_show(node.arg)}" if node.op == "-" else f"abs({_show(node.arg)})"
+    if isinstance(node, Binary):
+        return f"({_show(node.left)} {node.op} {_show(node.right)})"
+    return "?"
+
+
 def evaluate(check: Check, current: Lookup, baseline: Lookup | None = None) -> Outcome:
-    """Evaluate ``check``; a NaN on either side fails it (the metric was not computed)."""
-    value = _value(check.left, current, baseline, check.subject)
-    bound = _value(check.right, current, baseline, check.subject)
+    """Evaluate ``check``; a NaN on either side fails it (the metric was not computed), and so does a division by
+    zero (named as such)."""
+    try:
+        value = _value(check.left, current, baseline, check.subject)
+        bound = _value(check.right, current, baseline, check.subject)
+    except DivisionByZero as e:
+        return Outcome(check, False, math.nan, math.nan, f"FAIL {check.text}: {e}")
     if math.isnan(value) or math.isnan(bound):
         side = "value" if math.isnan(value) else "bound"
         return Outcome(check, False, value, bound, f"FAIL {check.text}: the {side} is NaN (not computed; "

@@ -34,5 +34,7 @@ def junit_xml(outcomes: list[dict[str, Any]], suite_name: str = "unlearn ci", er
 def write_junit(path: str | Path, outcomes: list[dict[str, Any]], error: str | None = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(junit_xml(outcomes, error=error), encoding="utf-8")
+    from unlearn_app.output_guard import write_text
+
+    write_text(path, junit_xml(outcomes, error=error))
     return path

@@ -24,6 +24,7 @@ from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
 from unlearn_app.ci.junit import write_junit
 from unlearn_app.ci.suite import Suite, SuiteError, load_suite, validate_checks
 from unlearn_app.ci.summary import markdown_summary
+from unlearn_app.output_guard import write_text
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +197,9 @@ def check_all(suite: Suite, metrics: dict[str, dict[str, float]], baseline: dict
 
 def write_outputs(out: Path, record: dict[str, Any]) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(json_safe(record), indent=2))
+    write_text(out / "results.json", json.dumps(json_safe(record), indent=2))
     text = markdown_summary(record)
-    (out / "summary.md").write_text(text, encoding="utf-8")
+    write_text(out / "summary.md", text)
     step = os.environ.get("GITHUB_STEP_SUMMARY")
     if step:
         with open(step, "a", encoding="utf-8") as f:
@@ -252,15 +253,25 @@ def run_ci(opts: CiOptions) -> int:
             update_card(opts, raw)
         print(f"unlearn ci: {out / 'results.json'}, {out / 'summary.md'}, {out / 'junit.xml'}")
         return 0 if record["passed"] else 1
-    except (SuiteError, CiError, FileNotFoundError, ValueError) as e:
-        record["error"] = str(e)
+    except Exception as e:  # every error that is not a failed check exits 2, never 1
+        known = isinstance(e, (SuiteError, CiError, FileNotFoundError, ValueError))
+        message = _bounded(str(e) if known else f"internal error ({type(e).__name__}: {e}); please report it")
+        record["error"] = message
         try:
             write_outputs(out, record)
         except OSError:
             pass
         from unlearn_app.commands import error
 
-        return error(str(e))
+        return error(message)
+
+
+#: Longest error message printed or written (a value formatted into a message is cut there).
+MAX_MESSAGE = 1000
+
+
+def _bounded(message: str) -> str:
+    return message if len(message) <= MAX_MESSAGE else f"{message[:MAX_MESSAGE]}... ({len(message) - MAX_MESSAGE} characters cut)"
 
 
 def update_card(opts: CiOptions, raw: dict) -> None:

@@ -39,6 +39,10 @@ KEYS = {
 }
 
 
+#: Most values (scalars, list items, mapping entries) a suite may hold once YAML aliases are expanded.
+MAX_VALUES = 10_000
+
+
 class SuiteError(ValueError):
     """A suite file that cannot be used; the message names the file, the line and the fix."""
 
@@ -98,6 +102,9 @@ def parse_suite(text: str, where: str = "<suite>") -> Suite:
         raise SuiteError(f"{where}:{at} is not valid YAML ({getattr(e, 'problem', e)})") from None
     if not isinstance(data, dict):
         raise SuiteError(f"{where}: expected a YAML mapping with at least 'tasks' and 'checks'")
+    if _too_many_values(data):
+        raise SuiteError(f"{where}: holds more than {MAX_VALUES} values once its YAML aliases (*name) are expanded; "
+                         "write the values out instead of nesting aliases")
     key_lines, check_lines = _lines(text)
 
     def err(key: str, message: str) -> SuiteError:
@@ -112,9 +119,12 @@ def parse_suite(text: str, where: str = "<suite>") -> Suite:
         tasks = [t.strip() for t in tasks.split(",") if t.strip()]
     if not tasks or not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
         raise err("tasks", "give a list of lm-eval task names, e.g. tasks: [tofu_forget10]")
-    raw_checks = data.get("checks") or []
+    raw_checks = data.get("checks")
     if not isinstance(raw_checks, list):
         raise err("checks", "give a list, one check per item (- tofu_forget10/forget_quality >= 0.05)")
+    if not raw_checks:
+        raise err("checks", "the list is empty, so the suite would pass whatever the numbers; give at least one check "
+                  "(- tofu_forget10/forget_quality >= 0.05)")
     checks = []
     for i, item in enumerate(raw_checks):
         line = check_lines[i] if i < len(check_lines) else None
@@ -140,6 +150,23 @@ def parse_suite(text: str, where: str = "<suite>") -> Suite:
     return Suite(tasks=list(tasks), checks=checks, path=where, model_args=dict(data.get("model_args") or {}),
                  backend=backend, metadata=dict(data.get("metadata") or {}), reference=reference,
                  baseline=baseline, limit=limit, batch_size=data.get("batch_size") or 16)
+
+
+def _too_many_values(data: Any) -> bool:
+    """Whether ``data`` holds more than :data:`MAX_VALUES` values counted as expanded (each alias counted again),
+    stopping as soon as the limit is passed, so an alias bomb costs nothing."""
+    count, stack = 0, [data]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if count > MAX_VALUES:
+            return True
+        if isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False
 
 
 def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[str, list[str]] | None = None,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
 
 def load_inputs(args: argparse.Namespace):
@@ -25,9 +24,9 @@ def load_inputs(args: argparse.Namespace):
 
 def write_json(path: str, data: dict) -> None:
     from harness_ext.results import json_safe
+    from unlearn_app.output_guard import write_text
 
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(json_safe(data), indent=2) + "\n")
+    write_text(path, json.dumps(json_safe(data), indent=2) + "\n")
 
 
 def add_inputs(p: argparse.ArgumentParser) -> None:

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import float_range, non_negative_int, positive_float, positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 
 ORDER = 100
+#: What lm-eval output folders are read for.
+RESULTS = "results*.json"
+#: File name of `attack report --out DIR/` (the report goes inside the folder).
+REPORT_NAME = "attack_report"
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
@@ -55,6 +60,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         if "=" not in item:
             return error(f"--attacked expects NAME=PATH (e.g. int4=evals/int4), got {item!r}")
         name, path = item.split("=", 1)
+        if name in attacked:  # one row per name: a repeated name would silently drop a row
+            return error(f"--attacked names {name!r} twice ({attacked[name]} and {path}); give each attack its own name")
         attacked[name] = path
     metrics = [m.strip() for m in args.metrics.split(",") if m.strip()]
     try:
@@ -63,14 +70,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
                              flat_metrics(args.retain) if args.retain else None)
     except (ValueError, FileNotFoundError) as e:
         return error(str(e))
-    out = Path(args.out)
+    out = output_guard.prefix_base(args.out, REPORT_NAME)
     out.parent.mkdir(parents=True, exist_ok=True)
     md = to_markdown(rows)
-    out.with_suffix(".md").write_text(md)
-    out.with_suffix(".json").write_text(json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
+    output_guard.write_text(out.with_suffix(".md"), md)
+    output_guard.write_text(out.with_suffix(".json"), json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
     from unlearn_app.plots import recovery_dots
 
-    recovery_dots(rows, out.with_suffix(".png"))
+    with output_guard.atomic_path(out.with_suffix(".png")) as png:
+        recovery_dots(rows, png)
     print(md)
     print(f"Written {out.with_suffix('.md')}, {out.with_suffix('.json')} and {out.with_suffix('.png')} (per metric: "
           "retain, unlearned, attacked and target values, recovery written beside the attacked point)")
@@ -93,11 +101,12 @@ def add_parsers(sub) -> None:
                         "`lm_eval --model hf` on CPU or GPU without torchao. quantization.json records the error.")
     p.add_argument("--model", required=True, help="Unlearned checkpoint folder.")
     p.add_argument("--bits", type=int, choices=(8, 4), required=True)
-    p.add_argument("--group-size", dest="group_size", type=int,
+    p.add_argument("--group-size", dest="group_size", type=positive_int,
                    help="Input columns per scale (default: whole rows for int8; 128, or whole rows if 128 does not "
                    "divide them, for int4).")
     p.add_argument("--out", required=True, help="Folder for the quantized checkpoint.")
     p.set_defaults(func=_cmd_quantize)
+    output_guard.declare(p, outputs=["out"], inputs=["model"], folders=["out"])
 
     p = asub.add_parser("relearn", help="Fine-tune on part of the forget set; measure the held-out part.",
                         formatter_class=DefaultsHelpFormatter,
@@ -112,7 +121,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus) or a Hub id.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder of the dataset's JSON configs.")
     p.add_argument("--forget", default="forget10", help="Forget split.")
-    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float, default=argparse.SUPPRESS,
+    p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float_range(0.0, 1.0, low_open=True), default=argparse.SUPPRESS,
                    help="Share of the forget split in the seeded split (default 0.5). Without --relearn-data that "
                    "share is shown to the model; with it, nothing of the forget set is shown and only the rest is "
                    "measured (default then: the whole forget set).")
@@ -120,13 +129,14 @@ def add_parsers(sub) -> None:
                    help="Related corpus to relearn on instead of forget items: a .jsonl/.json, .csv or .parquet file, "
                    "or a Hugging Face datasets folder (save_to_disk), with a 'text' column (every token trained) or "
                    "'question' and 'answer' columns (formatted like the forget set).")
-    p.add_argument("--steps", type=int, default=20, help="Optimiser steps.")
-    p.add_argument("--lr", type=float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
-    p.add_argument("--batch-size", dest="batch_size", type=int, default=4)
-    p.add_argument("--seed", type=int, default=0, help="Seeds the shown / held-out split and training.")
+    p.add_argument("--steps", type=positive_int, default=20, help="Optimiser steps.")
+    p.add_argument("--lr", type=positive_float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
+    p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=4)
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seeds the shown / held-out split and training.")
     p.add_argument("--out", required=True, help="Folder for the relearned checkpoint.")
     p.add_argument("--quiet", action="store_true", help="No progress bars.")
     p.set_defaults(func=_cmd_relearn)
+    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "relearn_data"], folders=["out"])
 
     p = asub.add_parser("report", help="Metrics before / after each attack, with target and retain references.",
                         description="Reads lm-eval results (output folders or results_*.json) of the unlearned "
@@ -140,5 +150,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--target", help="lm-eval results of the target model (before unlearning).")
     p.add_argument("--retain", help="lm-eval results of the retain model (never trained on the forget set).")
     p.add_argument("--metrics", required=True, help="Comma-separated task/metric, e.g. tofu_forget10/forget_quality.")
-    p.add_argument("--out", default="attack_report", help="Output path prefix (.md, .json and .png are added).")
+    p.add_argument("--out", default="attack_report", help="Output path prefix (.md, .json and .png replace its "
+                   "suffix; a folder or a path ending in / gets FOLDER/attack_report.*).")
     p.set_defaults(func=_cmd_report)
+    output_guard.declare(p, outputs=["out"], prefixes={"out": (".md", ".json", ".png")},
+                         folder_names={"out": REPORT_NAME},
+                         scanned={d: (RESULTS,) for d in ("unlearned", "attacked", "target", "retain")})

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import error
 
 ORDER = 90
@@ -19,6 +21,9 @@ def _cmd_ci(args: argparse.Namespace) -> int:
         return error(f"--model-args must be a JSON object, e.g. '{{\"dtype\": \"bfloat16\"}}' ({e.msg})")
     if not isinstance(model_args, dict):
         return error("--model-args must be a JSON object")
+    if args.model and args.from_results and not args.update_card:
+        return error("--model is not evaluated with --from-results (the results are only checked); drop --model, "
+                     "or add --update-card to write the results into --model's card")
     if not args.model and not args.from_results:
         return error("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
     return run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
@@ -47,7 +52,7 @@ def add_parsers(sub) -> None:
                    "(override the suite's model_args).")
     p.add_argument("--from-results", dest="from_results", metavar="DIR",
                    help="Check existing lm-eval output (folder or results_*.json) instead of running a model.")
-    p.add_argument("--limit", type=int, help="Documents per task (smoke tests; overrides the suite's limit).")
+    p.add_argument("--limit", type=positive_int, help="Documents per task (smoke tests; overrides the suite's limit).")
     p.add_argument("--no-cache", dest="no_cache", action="store_true", help="Evaluate even if cached results exist.")
     p.add_argument("--cache-dir", dest="cache_dir", help="Cache folder (default $UNLEARN_CACHE_DIR or "
                    "~/.cache/lm-eval-unlearning/ci).")
@@ -55,3 +60,5 @@ def add_parsers(sub) -> None:
                    help="Write the results as model-index evaluation results into --model's model card "
                    "(README.md of a folder, or the Hub repo's card).")
     p.set_defaults(func=_cmd_ci)
+    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",)},
+                         folders=["out"])

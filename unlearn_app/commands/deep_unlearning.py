@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import float_range
 from unlearn_app.commands import InputError, error
 
 ORDER = 70
@@ -143,9 +145,11 @@ def add_parsers(sub) -> None:
     w.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
     w.add_argument("--kb", help=kb_help)
     w.add_argument("--targets", help="Comma-separated target fact ids (default: all targets of the knowledge base).")
-    w.add_argument("--threshold", type=float, default=0.8, help="Accuracy/recall threshold (default 0.8).")
+    w.add_argument("--threshold", type=float_range(0.0, 1.0), default=0.8, help="Accuracy/recall threshold (default 0.8).")
     w.add_argument("--accuracy", default="acc_all", choices=["acc_all", "acc_relationships"],
                    help="Accuracy used in the trade-offs (default acc_all).")
     w.add_argument("--per-target", action="store_true", help="Also print the per-target trade-offs.")
     w.add_argument("--plot", metavar="PNG", help="Write the Recall-Accuracy plot here.")
     w.set_defaults(func=_cmd_sweep)
+    output_guard.declare(w, outputs=["plot"], inputs=["kb"], scanned={"runs": ("results*.json",)},
+                         suffixes={"plot": output_guard.IMAGE_SUFFIXES})

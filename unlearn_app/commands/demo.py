@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import non_negative_int, positive_float
+
 ORDER = 10
 
 
@@ -40,11 +43,11 @@ def add_parsers(sub) -> None:
                    "results.json and report.md (default: ./unlearn_demo, or ./unlearn_demo_smollm2).")
     p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
                    help="Forget split to evaluate (default: forget10; --model smollm2 always uses forget01).")
-    p.add_argument("--epochs", type=float, default=None,
+    p.add_argument("--epochs", type=positive_float, default=None,
                    help="Fine-tuning epochs for target and retain (default: 40; 3 with --model smollm2).")
-    p.add_argument("--lr", type=float, default=None,
+    p.add_argument("--lr", type=positive_float, default=None,
                    help="Fine-tuning learning rate (default: 3e-3; 1e-4 with --model smollm2).")
-    p.add_argument("--seed", type=int, default=0, help="Seed for corpus, model init and training (default: 0).")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed for corpus, model init and training (default: 0).")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
     p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],
@@ -52,3 +55,5 @@ def add_parsers(sub) -> None:
                    "text facts) and forgets ten percent of them by text, by image and by both (hf-multimodal; "
                    "default workdir ./unlearn_demo_clear).")
     p.set_defaults(func=_cmd_demo)
+    # the demo's own scratch folder: a rerun replaces what an earlier run wrote there
+    output_guard.declare(p, outputs=["workdir"], folders=["workdir"], existing_needs_overwrite=False)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearn_app import plots
+from unlearn_app import output_guard, plots
+from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import add_inputs, load_inputs, write_json
 
@@ -51,8 +52,8 @@ def _cmd_klom(args: argparse.Namespace) -> int:
         print(f"  {name:<{width}}  p95 {s['p95']:.4f}  mean {s['mean']:.4f}  n {s['n']}")
     print(f"written: {args.out}")
     if args.per_sample_out:
-        Path(args.per_sample_out).parent.mkdir(parents=True, exist_ok=True)
-        np.save(args.per_sample_out, per_sample)
+        with output_guard.atomic_path(args.per_sample_out) as tmp:
+            np.save(tmp, per_sample)
         print(f"per-sample KLoM: {args.per_sample_out}")
     if plot_samples:
         missing = [j for j in plot_samples if np.isnan(per_sample[j])]
@@ -85,8 +86,12 @@ def add_parsers(sub) -> None:
                    help="easydub: EasyDUB's exact bins; dub-main: the same with q renormalised (scipy, "
                    "data-unlearning-bench main); a2d: the original Attribute-to-Delete code (19 intervals, only the "
                    "first ensemble clipped, q floored at 1e-5 everywhere).")
-    p.add_argument("--chunk-size", dest="chunk_size", type=int, default=512, help="Samples per vectorised chunk.")
+    p.add_argument("--chunk-size", dest="chunk_size", type=positive_int, default=512,
+                   help="Samples per vectorised chunk (memory only; the result does not depend on it).")
     p.add_argument("--plot-samples", dest="plot_samples", metavar="I,J",
                    help="Draw the margin histograms of these samples.")
     p.add_argument("--plot", help="PNG for --plot-samples (default: OUT with .png).")
     p.set_defaults(func=_cmd_klom)
+    output_guard.declare(p, outputs=["out", "per_sample_out", "plot"], inputs=["labels", "splits"],
+                         suffixes={"per_sample_out": (".npy",), "plot": output_guard.IMAGE_SUFFIXES},
+                         scanned={"unlearned": ("results*.json",), "oracle": ("results*.json",)})

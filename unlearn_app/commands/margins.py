@@ -4,15 +4,20 @@
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import numpy as np
 
+from unlearn_app import output_guard
 from unlearn_app.adapter import find_adapter
+from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import write_json
 
 ORDER = 82
+#: What a Hugging Face Hub model id looks like (``NAME`` or ``ORG/NAME``).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def _cmd_margins_gather(args: argparse.Namespace) -> int:
@@ -23,8 +28,8 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
         ens = load_ensemble(args.runs, task=args.task, name="runs", progress=not args.quiet and len(args.runs) > 20)
     except KlomInputError as e:
         return error(str(e))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, ens.margins)
+    with output_guard.atomic_path(args.out) as tmp:
+        np.save(tmp, ens.margins)
     print(f"{ens.margins.shape[0]} models x {ens.margins.shape[1]} samples: {args.out}")
     if args.splits_out:
         if not ens.splits:
@@ -56,6 +61,9 @@ def _cmd_margins(args: argparse.Namespace) -> int:
                          "or 'tofu')")
         task = "margins"
         metadata["data_file"] = str(Path(args.data).resolve())
+    missing = [m for m in args.model if not Path(m).expanduser().exists() and not HUB_ID.fullmatch(m)]
+    if missing:
+        return error(f"--model {missing[0]} is neither a local folder nor a Hub id (ORG/NAME)")
     rows, records = [], []
     models = args.model
     if len(models) > 1 and not args.quiet:
@@ -77,8 +85,8 @@ def _cmd_margins(args: argparse.Namespace) -> int:
             rows.append([np.nan if v is None else v for v in record["margins"]])
     margins = np.array(rows, dtype=np.float64)
     margins = margins[0] if len(args.model) == 1 else margins
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    np.save(args.out, margins)
+    with output_guard.atomic_path(args.out) as tmp:
+        np.save(tmp, margins)
     shape = f"{margins.size} margins" if margins.ndim == 1 else f"{margins.shape[0]} models x {margins.shape[1]} samples"
     print(f"{shape} ({records[0]['reduction']} over target tokens): {args.out}")
     if args.splits_out:
@@ -109,11 +117,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--include-eos", dest="include_eos", action="store_true",
                    help="Also count the EOS token appended to the target.")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"])
-    p.add_argument("--batch-size", dest="batch_size", type=int, default=16)
+    p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=16)
     p.add_argument("--device", help="Device for hf (default cpu; e.g. cuda).")
     p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder(s) here.")
     p.add_argument("--quiet", action="store_true", help="No progress bar over the models.")
     p.set_defaults(func=_cmd_margins)
+    output_guard.declare(p, outputs=["out", "splits_out", "lm_eval_out"], inputs=["model", "data", "data_dir"],
+                         folders=["lm_eval_out"], suffixes={"out": (".npy",)})
     gather_sub = p.add_subparsers(dest="margins_command", metavar="gather")
     g = gather_sub.add_parser("gather", help="Stack lm-eval runs of a margins task into [n_models, n_samples].",
                               description="Read the margins record of each lm-eval output folder (one model each) "
@@ -124,3 +134,5 @@ def add_parsers(sub) -> None:
     g.add_argument("--task", help="Which margins task, when a run holds several.")
     g.add_argument("--quiet", action="store_true", help="No progress bar.")
     g.set_defaults(func=_cmd_margins)
+    output_guard.declare(g, outputs=["out", "splits_out"], scanned={"runs": ("results*.json",)},
+                         suffixes={"out": (".npy",)})

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from unlearn_app import output_guard
 from unlearn_app.commands import error
 
 ORDER = 30
@@ -35,9 +36,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     text += f"\nRuns read:\n\n{listing}\n"
     print(text)
     if args.out:
-        Path(args.out).write_text(text)
+        output_guard.write_text(args.out, text)
     if args.json:
-        Path(args.json).write_text(json.dumps(json_safe(runs), indent=2))
+        output_guard.write_text(args.json, json.dumps(json_safe(runs), indent=2))
     if args.plot:
         for task in sorted({t for r in runs.values() for t in r}):
             models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
@@ -66,3 +67,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
+    output_guard.declare(p, outputs=["out", "json", "plot", "html"], scanned={"runs": ("results*.json",)},
+                         suffixes={"plot": output_guard.IMAGE_SUFFIXES})

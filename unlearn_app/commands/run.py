@@ -13,6 +13,7 @@ import types
 import typing
 from typing import Any
 
+from unlearn_app import output_guard
 from unlearn_app.commands import error
 
 ORDER = 20
@@ -82,6 +83,27 @@ def _shown_default(f: dataclasses.Field) -> str | None:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
+def _ranged(f: dataclasses.Field, kind: type) -> Any:
+    """An argparse type for a numeric run option: ``kind`` within the field's declared range (the config file's
+    values are checked against the same declaration by :func:`unlearn_methods.config.load_run_config`)."""
+    import math
+
+    from unlearn_methods.config import allowed_range
+    from unlearn_methods.params import in_range
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
+        if not math.isfinite(value) or not in_range(f, value):
+            raise argparse.ArgumentTypeError(f"must be {allowed_range(f)}, got {text}")
+        return value
+
+    parse.__name__ = "integer" if kind is int else "number"
+    return parse
+
+
 def add_run_options(p: argparse.ArgumentParser, config_class: type) -> None:
     """One flag per field of ``config_class`` that declares one (see :func:`unlearn_methods.config.option`): its
     type from the annotation, its help with the default, ``None`` when not given (the config file or the field's
@@ -115,7 +137,7 @@ def add_run_options(p: argparse.ArgumentParser, config_class: type) -> None:
         elif meta["repeat"]:
             kwargs.update(action="append")
         elif origin in (int, float):
-            kwargs.update(type=origin)
+            kwargs.update(type=_ranged(f, origin))  # the declared range, checked when the flag is parsed
         if meta["choices"]:
             kwargs["choices"] = list(meta["choices"])
         p.add_argument(flag, help=help_text, **{k: v for k, v in kwargs.items() if v is not None or k == "default"})
@@ -141,7 +163,7 @@ def option_values(args: argparse.Namespace, config_class: type | None = None) ->
 
 
 def add_parsers(sub) -> None:
-    from unlearn_methods.config import RunConfig
+    from unlearn_methods.config import OUTPUT_KEY, PATH_KEYS, RunConfig
 
     p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
                        description="Train an unlearning method on a forget split (LoRA by default) and write a Hugging "
@@ -150,3 +172,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--config", help="YAML file with any of the options below (keys with underscores).")
     add_run_options(p, RunConfig)
     p.set_defaults(func=_cmd_run)
+    # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
+    output_guard.declare(p, outputs=[OUTPUT_KEY], inputs=[*(k for k in PATH_KEYS if k != OUTPUT_KEY), "config"],
+                         folders=[OUTPUT_KEY], existing_needs_overwrite=False)

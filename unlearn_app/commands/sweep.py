@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from unlearn_app import output_guard
 from unlearn_app.commands import error
 
 ORDER = 25
@@ -69,3 +70,6 @@ def add_parsers(sub) -> None:
     p.add_argument("--leaderboard-only", dest="leaderboard_only", action="store_true",
                    help="Run nothing: rewrite the leaderboard from DIR/trials.jsonl.")
     p.set_defaults(func=_cmd_sweep)
+    # --out is never the spec (or inside/holding it); an existing sweep folder is continued with --resume, which
+    # run_sweep checks itself (a non-empty --out without --resume is refused there)
+    output_guard.declare(p, outputs=["out"], inputs=["spec"], folders=["out"], existing_needs_overwrite=False)

@@ -6,6 +6,8 @@ import argparse
 
 import numpy as np
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import int_range, positive_float
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import add_inputs, load_inputs, write_json
 
@@ -42,7 +44,8 @@ def _cmd_ulira(args: argparse.Namespace) -> int:
     print(f"  AUROC {summary['auroc']:.4f}  accuracy {summary['accuracy']:.4f}  (0.5 = indistinguishable from retrained)")
     print(f"written: {args.out}")
     if args.per_sample_out:
-        np.save(args.per_sample_out, per_example)
+        with output_guard.atomic_path(args.per_sample_out) as tmp:
+            np.save(tmp, per_example)
         print(f"per-sample attack accuracy: {args.per_sample_out}")
     return 0
 
@@ -63,8 +66,12 @@ def add_parsers(sub) -> None:
     p.add_argument("--target-unlearned", dest="target_unlearned", nargs="+",
                    help="Held-out unlearned target models (with --target-oracle) instead of cross-validation.")
     p.add_argument("--target-oracle", dest="target_oracle", nargs="+", help="Held-out oracle target models.")
-    p.add_argument("--folds", type=int, help="Cross-validation folds (default: the smaller ensemble size).")
+    p.add_argument("--folds", type=int_range(2), help="Cross-validation folds (default: the smaller ensemble size).")
     p.add_argument("--variance", default="per-example", choices=VARIANCES,
                    help="per-example standard deviations, or one per population (median over examples; for few models).")
-    p.add_argument("--min-std", dest="min_std", type=float, default=MIN_STD, help="Floor of the standard deviations.")
+    p.add_argument("--min-std", dest="min_std", type=positive_float, default=MIN_STD, help="Floor of the standard deviations.")
     p.set_defaults(func=_cmd_ulira)
+    output_guard.declare(p, outputs=["out", "per_sample_out"], inputs=["labels", "splits"],
+                         suffixes={"per_sample_out": (".npy",)},
+                         scanned={d: ("results*.json",) for d in ("unlearned", "oracle", "target_unlearned",
+                                                                   "target_oracle")})

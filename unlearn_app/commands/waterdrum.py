@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from unlearn_app import output_guard
+from unlearn_app.argtypes import float_range, int_range, positive_float, positive_int
 from unlearn_app.commands import InputError, error
 
 ORDER = 60
@@ -77,7 +79,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
                        "best_id": ids[int(np.argmax(row))]} for n, (row, length) in enumerate(zip(scores, lengths), 1)],
             "pooled": {str(i): float(s) for i, s in zip(ids, pooled)},
         }
-        Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+        output_guard.write_text(args.out, json.dumps(out, indent=2) + "\n")
         print(f"scores written to {args.out}", file=sys.stderr)
     return 0
 
@@ -124,16 +126,14 @@ def _cmd_watermark(args: argparse.Namespace) -> int:
                                    temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.max_new_tokens,
                                    batch_size=chunk)
             bar.update(len(out) - bar.n)
-    target = Path(args.output)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with target.open("w", encoding="utf-8") as f:
+    with output_guard.atomic_path(args.output) as tmp, tmp.open("w", encoding="utf-8") as f:
         for record, text in zip(records, out):
             row = {**record, args.field: text, f"{args.field}_original": record[args.field],
                    "watermark_id": owner, "watermark_kappa": args.kappa, "watermark_k_p": args.k_p}
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
     scores, lengths = verify_texts(out, [owner], args.k_p, tokenizer=tokenizer, vocab_size=n, return_lengths=True)
     pooled = float((scores[:, 0, 0] * lengths).sum() / max(int(lengths.sum()), 1))
-    print(f"{len(out)} texts watermarked with id {owner} (kappa {args.kappa}, k_p {args.k_p}) -> {target}")
+    print(f"{len(out)} texts watermarked with id {owner} (kappa {args.kappa}, k_p {args.k_p}) -> {args.output}")
     print(f"self-check with the paraphraser's tokenizer: mean score under id {owner} = {pooled:.4f} "
           f"(0 = no watermark; verify with the tokenizer your verifier uses, e.g. `unlearn verify --ids {owner}`)")
     return 0
@@ -236,8 +236,8 @@ def add_parsers(sub: Any) -> None:
     p = sub.add_parser("watermark", help="Watermark a JSONL file's texts with your owner id (Waterfall, as WaterDrum).",
                        description="Paraphrase every text with a language model while adding the owner's Waterfall "
                        "perturbation to its logits; writes the records back with the watermarked text.")
-    p.add_argument("--id", type=int, required=True, help="Your owner id (0 .. 2**32-1).")
-    p.add_argument("--kappa", type=float, default=2.0, help="Watermark strength (logit offset; default 2, as WaterDrum).")
+    p.add_argument("--id", type=int_range(0, 2**32 - 1), required=True, help="Your owner id (0 .. 2**32-1).")
+    p.add_argument("--kappa", type=positive_float, default=2.0, help="Watermark strength (logit offset; default 2, as WaterDrum).")
     p.add_argument("--k-p", dest="k_p", type=int, default=1, help="Perturbation key (default 1, as WaterDrum).")
     p.add_argument("--model", required=True, help="Paraphraser: Hub id or local folder of a causal LM (WaterDrum: "
                    "meta-llama/Meta-Llama-3.1-8B-Instruct).")
@@ -245,18 +245,19 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--out", dest="output", required=True, help="Output JSON lines.")
     p.add_argument("--field", default="text", help="Field holding the text (default: text).")
     p.add_argument("--question-field", help="Field with a question: paraphrase the text as its answer (Q/A data).")
-    p.add_argument("--vocab-size", type=int, help="Watermark vocabulary N (default: the tokenizer's base vocabulary).")
-    p.add_argument("--batch-size", type=int, default=4, help="Texts per generate call (default 4).")
-    p.add_argument("--max-new-tokens", type=int, help="Generation budget (default: 2x the text's tokens + 32, max 1000).")
+    p.add_argument("--vocab-size", type=positive_int, help="Watermark vocabulary N (default: the tokenizer's base vocabulary).")
+    p.add_argument("--batch-size", type=positive_int, default=4, help="Texts per generate call (default 4).")
+    p.add_argument("--max-new-tokens", type=positive_int, help="Generation budget (default: 2x the text's tokens + 32, max 1000).")
     p.add_argument("--sample", action="store_true", help="Sample instead of beam search.")
-    p.add_argument("--num-beams", type=int, default=4, help="Beams without --sample (default 4).")
-    p.add_argument("--temperature", type=float, default=1.0, help="With --sample (default 1).")
-    p.add_argument("--top-p", type=float, help="With --sample.")
+    p.add_argument("--num-beams", type=positive_int, default=4, help="Beams without --sample (default 4).")
+    p.add_argument("--temperature", type=positive_float, default=1.0, help="With --sample (default 1).")
+    p.add_argument("--top-p", type=float_range(0.0, 1.0, low_open=True), help="With --sample.")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu).")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
     p.add_argument("--seed", type=int, help="torch seed (for --sample).")
     p.add_argument("--quiet", action="store_true", help="Hide the progress bar.")
     p.set_defaults(func=_cmd_watermark)
+    output_guard.declare(p, outputs=["output"], inputs=["input", "model"])
 
     p = sub.add_parser("verify", help="Watermark scores of texts (JSONL) under owner ids.",
                        description="Score every text under every owner id: mean cos of the keyed positions (0 = no "
@@ -268,10 +269,11 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--tokenizer", help="Hugging Face tokenizer name or folder (default: Llama-3, WaterDrum's; "
                    f"offline from {INSTALL_HINT}).")
     p.add_argument("--k-p", dest="k_p", type=int, default=1, help="Perturbation key (default 1).")
-    p.add_argument("--vocab-size", type=int, help="Watermark vocabulary N (default: the tokenizer's base vocabulary).")
-    p.add_argument("--workers", type=int, help="Processes (default: all cores).")
+    p.add_argument("--vocab-size", type=positive_int, help="Watermark vocabulary N (default: the tokenizer's base vocabulary).")
+    p.add_argument("--workers", type=positive_int, help="Processes (default: all cores).")
     p.add_argument("--out", help="Also write the scores as JSON.")
     p.set_defaults(func=_cmd_verify)
+    output_guard.declare(p, outputs=["out"], inputs=["input", "tokenizer"])
 
     p = sub.add_parser("waterdrum", help="WaterDrum meta-evaluation (`unlearn waterdrum report`).")
     wsub = p.add_subparsers(dest="waterdrum_command", metavar="COMMAND", required=True)
@@ -291,4 +293,5 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--task", help="The WaterDrum task to read when a run holds several.")
     r.add_argument("--out", help="Folder for waterdrum_report.json and waterdrum_report.png.")
     r.set_defaults(func=_cmd_report)
+    output_guard.declare(r, outputs=["out"], scanned={"runs": ("results*.json",)}, folders=["out"])
 

@@ -33,6 +33,18 @@ def required_columns(config: str) -> tuple[str, ...]:
     return REQUIRED["with_text"] if config.endswith("+tofu") else REQUIRED["captions"]
 
 
+def _open_image(source: Any, what: str):
+    """``Image.open`` + ``load``; a corrupt or unknown image is a :class:`DataError` naming ``what``."""
+    from PIL import Image
+
+    try:
+        img = Image.open(source)
+        img.load()
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as e:  # UnidentifiedImageError is OSError
+        raise DataError(f"{what} is not a readable image ({type(e).__name__}: {str(e).splitlines()[0][:200]}).") from None
+    return img
+
+
 def decode_image(value: Any, folder: Path | None, where: str):
     """A PIL image from what a CLEAR file holds: a PIL image, ``{"bytes", "path"}``, raw/base64 bytes or a path."""
     from PIL import Image
@@ -49,16 +61,12 @@ def decode_image(value: Any, folder: Path | None, where: str):
             return decode_image(str(path), folder, where)
         raise DataError(f"{where}: an image entry has neither bytes nor a path.")
     if isinstance(value, (bytes, bytearray)):
-        img = Image.open(io.BytesIO(value))
-        img.load()
-        return img
+        return _open_image(io.BytesIO(value), f"{where}: its image bytes ({len(value)} bytes)")
     if isinstance(value, str):
         candidates = [Path(value)] if os.path.isabs(value) else [p / value for p in (folder, folder.parent if folder else None) if p]
         for candidate in candidates:
             if candidate.is_file():
-                img = Image.open(candidate)
-                img.load()
-                return img
+                return _open_image(candidate, f"{where}: image file {candidate}")
         try:
             return decode_image(base64.b64decode(value, validate=True), folder, where)
         except (ValueError, OSError):

@@ -50,8 +50,27 @@ def _load_labels(path: str | Path) -> np.ndarray:
                 raise KlomInputError(f"{path} has no 'labels' array (it has: {', '.join(data.files)})")
             return data["labels"]
     if path.suffix == ".npy":
-        return np.load(path)
+        return _load_numeric(path, "labels")
     raise KlomInputError(f"labels file {path}: expected .npy or .npz")
+
+
+def _load_numeric(path: Path, what: str) -> np.ndarray:
+    """A numeric array from a ``.npy`` file; anything else (not numpy's format, pickled objects, strings) is a
+    one-line :class:`KlomInputError` naming the file."""
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":
+            raise KlomInputError(f"{path} is not a numeric .npy array of {what} (not numpy's .npy format; save it "
+                                 "with numpy.save)")
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        reason = "it holds pickled Python objects" if "pickle" in str(e) or "Object arrays" in str(e) else (
+            str(e).splitlines()[0][:200] if str(e) else type(e).__name__)
+        raise KlomInputError(f"{path} is not a numeric .npy array of {what} ({reason})") from None
+    if not isinstance(array, np.ndarray) or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_):
+        raise KlomInputError(f"{path} holds {getattr(array, 'dtype', type(array).__name__)} values, not numbers "
+                             f"({what} must be numbers)")
+    return array
 
 
 def _logits_to_margins(logits: np.ndarray, labels: np.ndarray, path: Path) -> np.ndarray:
@@ -66,7 +85,11 @@ def _logits_to_margins(logits: np.ndarray, labels: np.ndarray, path: Path) -> np
 
 def _load_array_file(path: Path, labels: np.ndarray | None) -> np.ndarray:
     if path.suffix == ".npz":
-        with np.load(path) as data:
+        try:
+            data = np.load(path, allow_pickle=False)
+        except (ValueError, OSError, EOFError) as e:
+            raise KlomInputError(f"{path} is not a .npz archive ({str(e).splitlines()[0][:200] if str(e) else type(e).__name__})") from None
+        with data:
             if "margins" in data:
                 return _margin_rows(data["margins"], path)
             if "logits" in data:
@@ -75,7 +98,7 @@ def _load_array_file(path: Path, labels: np.ndarray | None) -> np.ndarray:
                     raise KlomInputError(f"{path} holds logits but no 'labels' array; give --labels FILE")
                 return _logits_to_margins(data["logits"], file_labels, path)
             raise KlomInputError(f"{path} has neither a 'margins' nor a 'logits' array (it has: {', '.join(data.files)})")
-    array = np.load(path, allow_pickle=False)
+    array = _load_numeric(path, "margins" if labels is None else "logits")
     if labels is not None:
         return _logits_to_margins(array, labels, path)
     return _margin_rows(array, path)
@@ -92,11 +115,11 @@ def _margin_rows(array: np.ndarray, path: Path) -> np.ndarray:
 
 def read_record(path: str | Path, task: str | None = None) -> tuple[dict[str, Any], str]:
     """The margins record of an lm-eval output folder or results file, and the task it belongs to."""
-    from harness_ext.results import latest_results_file
+    from harness_ext.results import ResultsFileError, latest_results_file
 
     try:
         file = latest_results_file(path)
-    except FileNotFoundError as e:
+    except (FileNotFoundError, ResultsFileError) as e:  # several runs in one folder: say which to pass
         raise KlomInputError(str(e)) from None
     try:
         configs = json.loads(file.read_text()).get("configs") or {}

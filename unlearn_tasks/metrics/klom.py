@@ -130,8 +130,13 @@ def check_ensembles(unlearned: Any, oracle: Any) -> tuple[np.ndarray, np.ndarray
 
 
 def check_indices(indices: Any, n_samples: int, name: str = "indices") -> np.ndarray:
-    """Sample indices as int64, non-empty and in ``[0, n_samples)`` (else :class:`KlomInputError`)."""
+    """Sample indices as int64, non-empty and in ``[0, n_samples)`` (else :class:`KlomInputError`); ``true`` /
+    ``false`` are not indices."""
+    if isinstance(indices, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in indices):
+        raise KlomInputError(f"split {name!r}: sample indices must be integers, not true/false")
     idx = np.asarray(indices)
+    if idx.dtype == np.bool_:
+        raise KlomInputError(f"split {name!r}: sample indices must be integers, not true/false")
     if idx.ndim != 1:
         raise KlomInputError(f"split {name!r}: expected a flat list of sample indices, got shape {idx.shape}")
     if idx.size == 0:
@@ -145,6 +150,13 @@ def check_indices(indices: Any, n_samples: int, name: str = "indices") -> np.nda
         raise KlomInputError(f"split {name!r}: index {int(idx[bad][0])} is out of range for {n_samples} samples "
                              f"(valid: 0..{n_samples - 1}; {int(bad.sum())} bad indices)")
     return idx.astype(np.int64)
+
+
+def check_chunk_size(chunk_size: Any) -> int:
+    """The number of samples computed at once: an integer >= 1 (it changes memory use, never the result)."""
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise KlomInputError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    return int(chunk_size)
 
 
 def _check_options(direction: str, binning: str) -> None:
@@ -256,6 +268,7 @@ def klom_per_sample(
     binnings (``dub-main``, ``a2d``) for a sample whose first ensemble lies entirely on the dropped top edge.
     """
     _check_options(direction, binning)
+    chunk_size = check_chunk_size(chunk_size)
     u, o = check_ensembles(unlearned, oracle)
     cols = np.arange(u.shape[1]) if indices is None else check_indices(indices, u.shape[1])
     first, second = (u, o) if direction == "unlearned-oracle" else (o, u)
@@ -263,7 +276,7 @@ def klom_per_sample(
         raise KlomInputError("the a2d binning does not clip the second ensemble of the KL, which holds infinite "
                              "margins; use the easydub binning (it clips to +/-100) or clip them yourself")
     out = np.empty(cols.size, dtype=np.float64)
-    starts = range(0, cols.size, max(1, int(chunk_size)))
+    starts = range(0, cols.size, chunk_size)
     if progress:
         from tqdm import tqdm
 
@@ -298,7 +311,14 @@ def check_splits(splits: Mapping[str, Any] | None, n_samples: int) -> dict[str, 
     if not isinstance(splits, Mapping) or not splits:
         raise KlomInputError("splits must map at least one split name to a list of sample indices, "
                              'e.g. {"forget": [0, 1], "retain": [2, 3]}')
-    return {str(name): check_indices(idx, n_samples, str(name)) for name, idx in splits.items()}
+    checked = {str(name): check_indices(idx, n_samples, str(name)) for name, idx in splits.items()}
+    for name, idx in checked.items():  # a sample counted twice would weigh twice in the split's mean and P95
+        values, counts = np.unique(idx, return_counts=True)
+        if (counts > 1).any():
+            raise KlomInputError(f"split {name!r}: index {int(values[counts > 1][0])} appears "
+                                 f"{int(counts[counts > 1][0])} times ({int((counts > 1).sum())} repeated indices); "
+                                 "list each sample once")
+    return checked
 
 
 def klom(

@@ -13,7 +13,9 @@ each population is modelled by a Gaussian fitted to its shadow models' margins (
 
     score(f, x) = log N(m_f(x); mu_U(x), sd_U(x)^2) - log N(m_f(x); mu_O(x), sd_O(x)^2),
 
-positive when ``f`` looks unlearned rather than retrained. ``variance="global"`` uses one standard deviation per
+positive when ``f`` looks unlearned rather than retrained. Margins are clipped to ``[-100, 100]`` first, as KLoM's
+easydub binning does (an infinite margin, which vLLM gives above about 16, is a confidence beyond float precision,
+not a missing value); ``min_std`` must be positive (a constant shadow population would otherwise divide by zero). ``variance="global"`` uses one standard deviation per
 population instead (the median over examples of the per-example ones: LiRA's fixed-variance variant, for few
 shadow models).
 
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 from sklearn.metrics import roc_auc_score
 
-from unlearn_tasks.metrics.klom import KlomInputError, check_ensembles, check_indices
+from unlearn_tasks.metrics.klom import CLIP, KlomInputError, check_ensembles, check_indices
 
 VARIANCES = ("per-example", "global")
 MIN_STD = 1e-3
@@ -55,15 +57,18 @@ def _finish_std(std: np.ndarray, variance: str, min_std: float) -> np.ndarray:
     return np.maximum(std, min_std)
 
 
-def _check_variance(variance: str) -> None:
+def _check_variance(variance: str, min_std: float = MIN_STD) -> None:
     if variance not in VARIANCES:
         raise KlomInputError(f"unknown variance {variance!r}; choose one of {', '.join(VARIANCES)}")
+    if not np.isfinite(min_std) or min_std <= 0:
+        raise KlomInputError(f"min_std must be a finite number > 0, got {min_std} (a shadow population of equal "
+                             "margins has standard deviation 0)")
 
 
 def fit_gaussians(shadow: np.ndarray, variance: str = "per-example", min_std: float = MIN_STD) -> tuple[np.ndarray, np.ndarray]:
     """Per-example mean and standard deviation ``[n_samples]`` of shadow margins ``[n_models, n_samples]``."""
-    _check_variance(variance)
-    shadow = np.asarray(shadow, dtype=np.float64)
+    _check_variance(variance, min_std)
+    shadow = np.clip(np.asarray(shadow, dtype=np.float64), -CLIP, CLIP)
     return shadow.mean(axis=0), _finish_std(shadow.std(axis=0), variance, min_std)
 
 
@@ -80,6 +85,7 @@ def ulira_scores(
         raise KlomInputError(f"the target has {t.shape[1]} samples per model but the ensembles have {u.shape[1]}")
     if np.isnan(t).any():
         raise KlomInputError(f"target margins contain {int(np.isnan(t).sum())} NaN values")
+    t = np.clip(t, -CLIP, CLIP)
     mu_u, sd_u = fit_gaussians(u, variance, min_std)
     mu_o, sd_o = fit_gaussians(o, variance, min_std)
     scores = _log_normal_pdf(t, mu_u, sd_u) - _log_normal_pdf(t, mu_o, sd_o)
@@ -96,7 +102,7 @@ def cross_validated_scores(
     against Gaussians fitted to the models of all other folds, so both shadow populations lose the same number of
     models and neither hypothesis is favoured (leaving out only the target's own model would bias small ensembles).
     """
-    _check_variance(variance)
+    _check_variance(variance, min_std)
     u, o = check_ensembles(unlearned, oracle)
     u, o = u.astype(np.float64), o.astype(np.float64)
     k = min(u.shape[0], o.shape[0]) if folds is None else int(folds)
@@ -143,7 +149,7 @@ def ulira(
     targets (NaN outside ``indices``). Give both ``target_unlearned`` and ``target_oracle`` (margins of held-out
     models of each kind) to score them instead of the cross-validation of :func:`cross_validated_scores`.
     """
-    _check_variance(variance)
+    _check_variance(variance, min_std)
     u, o = check_ensembles(unlearned, oracle)
     cols = np.arange(u.shape[1]) if indices is None else np.unique(check_indices(indices, u.shape[1], "forget"))
     if (target_unlearned is None) != (target_oracle is None):

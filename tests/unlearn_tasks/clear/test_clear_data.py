@@ -81,3 +81,30 @@ def test_documents_interleave_sets_draw_questions_seeded_and_follow_the_mode(cle
     real = next(d for d in parity if d["split"] == "real_faces")
     assert real["answer"] in real["perturbed"] and len(real["perturbed"]) == 4
     assert clear_docs.image_prompt("Who?") == "<image>\nQuestion: Who?\nAnswer:"
+
+
+def test_corrupt_image_and_empty_parquet_name_the_file(clear_data_dir, tmp_path):
+    """Issue 29: PIL's UnidentifiedImageError and datasets' DatasetGenerationError become one line naming the file."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = shutil.copytree(clear_data_dir, tmp_path / "clear")
+    shard = folder / "forget10_perturbed" / "train-00000-of-00001.parquet"
+    table = pq.read_table(shard)
+    images = table.column("image").to_pylist()
+    images[1] = {"bytes": b"not an image at all", "path": None}
+    pq.write_table(table.set_column(table.schema.get_field_index("image"), "image",
+                                    pa.array(images, table.schema.field("image").type)), shard)
+    with pytest.raises(DataError) as e:
+        load_clear("forget10_perturbed", data_dir=folder)
+    message = str(e.value)
+    assert "\n" not in message and message.startswith(f"{shard} record 1: its image bytes (19 bytes) is not a "
+                                                      "readable image (UnidentifiedImageError")
+    pq.write_table(table.slice(0, 0), shard)  # the schema, no rows
+    with pytest.raises(DataError, match=rf"^{shard} holds no records \(0 rows\)\.$"):
+        load_clear("forget10_perturbed", data_dir=folder)
+    shard.write_bytes(b"garbage")
+    with pytest.raises(DataError, match=rf"^{shard} is not a readable parquet file"):
+        load_clear("forget10_perturbed", data_dir=folder)

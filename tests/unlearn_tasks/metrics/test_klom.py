@@ -247,3 +247,31 @@ def test_digitize_columns_equals_np_digitize_for_any_edges():
     got = digitize_columns(x, edges)
     want = np.stack([np.digitize(x[:, j], edges[:, j]) for j in range(50)], axis=1)
     assert np.array_equal(got, want)
+
+
+# --------------------------------------------------------------------------- issue 29
+def test_chunk_size_never_changes_the_result_and_must_be_positive():
+    from unlearn_tasks.metrics.klom import KlomInputError, klom, klom_per_sample
+
+    rng = np.random.default_rng(3)
+    u, o = rng.normal(0, 1, (8, 23)), rng.normal(1, 2, (8, 23))
+    whole = klom_per_sample(u, o, chunk_size=512)
+    for size in (1, 3, 22, 23):
+        np.testing.assert_array_equal(klom_per_sample(u, o, chunk_size=size), whole)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(KlomInputError, match=r"chunk_size must be an integer >= 1"):
+            klom_per_sample(u, o, chunk_size=bad)
+        with pytest.raises(KlomInputError, match=r"chunk_size must be an integer >= 1"):
+            klom(u, o, chunk_size=bad)
+
+
+def test_repeated_and_boolean_split_indices_are_refused():
+    from unlearn_tasks.metrics.klom import KlomInputError, klom
+
+    u, o = np.zeros((2, 5)), np.ones((2, 5))
+    with pytest.raises(KlomInputError, match=r"split 'forget': index 3 appears 2 times \(1 repeated indices\)"):
+        klom(u, o, {"forget": [1, 3, 3]})
+    with pytest.raises(KlomInputError, match=r"split 'forget': sample indices must be integers, not true/false"):
+        klom(u, o, {"forget": [True, 2]})
+    with pytest.raises(KlomInputError, match="not true/false"):
+        klom(u, o, {"forget": np.array([True, False])})

@@ -97,3 +97,29 @@ def test_errors():
         ulira(u, u, variance="pooled")
     with pytest.raises(KlomInputError, match="out of range"):
         ulira(u, u, [7])
+
+
+# --------------------------------------------------------------------------- issue 29
+def test_infinite_margins_are_clipped_like_klom_and_min_std_must_be_positive():
+    from unlearn_tasks.metrics.klom import KlomInputError
+    from unlearn_tasks.metrics.ulira import ulira, ulira_scores
+
+    rng = np.random.default_rng(0)
+    u, o = rng.normal(5, 1, (4, 6)), rng.normal(0, 1, (4, 6))
+    u_inf, o_inf = u.copy(), o.copy()
+    u_inf[0, 1], u_inf[2, 3], o_inf[1, 4] = np.inf, np.inf, -np.inf  # vLLM margins above about 16
+    u_100, o_100 = u.copy(), o.copy()
+    u_100[0, 1], u_100[2, 3], o_100[1, 4] = 100.0, 100.0, -100.0
+    summary, per_example = ulira(u_inf, o_inf)
+    expected, expected_per_example = ulira(u_100, o_100)
+    assert summary == expected and np.isfinite(summary["auroc"])
+    np.testing.assert_array_equal(per_example, expected_per_example)
+    # one target at +inf is scored as one at 100: hand-computed Gaussians N(mu, sd) of the shadows
+    shadow_u, shadow_o = np.array([[1.0], [3.0]]), np.array([[-1.0], [1.0]])  # mu 2 / 0, sd 1 / 1
+    expected_score = (-0.5 * (100 - 2) ** 2) - (-0.5 * (100 - 0) ** 2)
+    assert ulira_scores(np.array([np.inf]), shadow_u, shadow_o)[0] == pytest.approx(expected_score)
+    constant = np.ones((3, 4))
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(KlomInputError, match="min_std must be a finite number > 0"):
+            ulira(constant, constant + 1, min_std=bad)
+    assert ulira(constant, constant + 1, min_std=1e-3)[0]["auroc"] == 1.0

@@ -194,3 +194,16 @@ def test_hub_parquet_wins_over_an_older_json_beside_it(muse_data_dir, tmp_path):
     (folder / "verbmem" / "forget.json").write_text(json.dumps([{"text": "an older schema"}]))
     docs = build_docs(MuseOptions(data_dir=str(folder), parts=["verbmem"]))
     assert docs[0]["prompt"] == "The town of Arlow opened a new library in January."
+
+
+def test_an_empty_parquet_shard_names_the_file(muse_data_dir, tmp_path):
+    """Issue 29: a 0-row parquet gave datasets' DatasetGenerationError traceback; now one line naming the file."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    folder = shutil.copytree(muse_data_dir, tmp_path / "hub")
+    shard = folder / "verbmem" / "forget-00000-of-00001.parquet"
+    pq.write_table(pq.read_table(shard).slice(0, 0), shard)
+    with pytest.raises(DataError, match=rf"^{shard} holds no records \(0 rows\)\.$"):
+        build_docs(MuseOptions(data_dir=str(folder), parts=["verbmem"]))

@@ -1,0 +1,204 @@
+"""No command overwrites its own input: the one output guard of every ``unlearn`` command that writes.
+
+A command declares on its parser which options are inputs and which are outputs (:func:`declare`); before the
+command's function runs, :func:`check` (called by :func:`unlearn_app.cli.main`) compares every output path with
+every input path, after resolving ``~`` and symbolic links, either way round:
+
+* an output that *is* an input, lies *inside* an input folder (a model folder, say), or *holds* an input (a folder
+  that would be replaced) is refused;
+* inputs that are folders *scanned* for some files (lm-eval output folders, read for ``results*.json``) may hold
+  outputs, except ones whose name matches what is read there;
+* an output that already exists (a non-empty file, or a folder with anything in it) needs ``--overwrite``
+  (commands with their own rule for an existing output, such as ``unlearn run --resume``, opt out);
+* two outputs of one command may not be the same path.
+
+Any of these stops the command with a one-line ``error: ...`` naming both options (exit 2), before any work.
+:func:`atomic_path` is how a command writes a file: to a temporary name beside it, renamed into place when
+complete, so a crash or Ctrl-C never leaves a half-written file where a good one was.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fnmatch
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: File suffixes matplotlib writes (for plot outputs).
+IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+#: Where a parser's declaration is kept (``set_defaults``), so the walking test and :func:`check` can read it.
+KEY = "_output_guard"
+
+
+class OutputClash(ValueError):
+    """An output that would destroy an input or an existing result; the message says what to pass instead."""
+
+
+@dataclass(frozen=True)
+class Declaration:
+    """Which options of one command name inputs and outputs (argparse ``dest`` names)."""
+
+    outputs: tuple[str, ...]
+    inputs: tuple[str, ...] = ()
+    #: dest -> file patterns read from that folder (an output inside it may not match one).
+    scanned: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: dest -> suffixes of an output prefix (``--out report`` writes report.md, report.json, ...; see
+    #: :func:`prefix_base`); the file name used when the prefix is a folder is ``folder_names[dest]``.
+    prefixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    folder_names: dict[str, str] = field(default_factory=dict)
+    #: Outputs that are folders; every other output is a file (an existing folder there is refused).
+    folders: tuple[str, ...] = ()
+    #: dest -> the file suffixes that output may have (``--plot x.npy`` is refused, not written as something else).
+    suffixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: Whether an existing output needs ``--overwrite`` (False: the command has its own rule).
+    existing_needs_overwrite: bool = True
+    #: dest -> how messages name the option (``--out``, or the metavar of a positional argument).
+    names: dict[str, str] = field(default_factory=dict)
+
+    def name(self, dest: str) -> str:
+        return self.names.get(dest, "--" + dest.replace("_", "-"))
+
+
+def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Sequence[str] = (), *,
+            scanned: dict[str, Sequence[str]] | None = None, prefixes: dict[str, Sequence[str]] | None = None,
+            folder_names: dict[str, str] | None = None, folders: Sequence[str] = (),
+            suffixes: dict[str, Sequence[str]] | None = None, existing_needs_overwrite: bool = True) -> None:
+    """Declare a command's outputs and inputs (``dest`` names); adds ``--overwrite`` if the parser has none."""
+    names = {a.dest: (next((o for o in a.option_strings if o.startswith("--")), None) or str(a.metavar or a.dest))
+             for a in parser._actions}
+    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {})]
+    unknown = [d for d in declared if d not in names]
+    if unknown:
+        raise ValueError(f"output guard: the parser has no option with dest {unknown}")
+    decl = Declaration(tuple(outputs), tuple(inputs), {k: tuple(v) for k, v in (scanned or {}).items()},
+                       {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}), tuple(folders),
+                       {k: tuple(v) for k, v in (suffixes or {}).items()}, existing_needs_overwrite, names)
+    parser.set_defaults(**{KEY: decl})
+    if existing_needs_overwrite and not any("--overwrite" in a.option_strings for a in parser._actions):
+        parser.add_argument("--overwrite", action="store_true",
+                            help="Replace outputs that already exist (never an input of this command).")
+
+
+def _paths(value: Any) -> list[str]:
+    """The paths an option's value names: a string, a list of them, and the PATH of ``NAME=PATH``."""
+    if value is None or isinstance(value, bool):
+        return []
+    if isinstance(value, (list, tuple)):
+        return [p for v in value for p in _paths(v)]
+    text = str(value)
+    if not text:
+        return []
+    paths = [text]
+    if "=" in text and not Path(text).exists():
+        paths.append(text.split("=", 1)[1])
+    return paths
+
+
+def _resolved(path: str) -> Path:
+    return Path(path).expanduser().resolve()
+
+
+def _inside(child: Path, parent: Path) -> bool:
+    return child != parent and child.is_relative_to(parent)
+
+
+def _non_empty(path: Path) -> bool:
+    if path.is_dir():
+        return any(path.iterdir())
+    return path.exists() and (not path.is_file() or path.stat().st_size > 0)
+
+
+def prefix_base(given: str, folder_name: str = "report") -> Path:
+    """Where an output prefix points: ``given``, or ``given/folder_name`` when ``given`` is an existing folder or ends
+    with a path separator (``--out reports/`` writes ``reports/attack_report.md``, not ``reports.md`` beside it).
+    The command adds its suffixes with ``Path.with_suffix``."""
+    if given.endswith(("/", os.sep)) or Path(given).expanduser().is_dir():
+        return Path(given).expanduser() / folder_name
+    return Path(given).expanduser()
+
+
+def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str, str, Path, bool]]:
+    """(option, path, resolved, is a file written) of every output; a prefix gives each file it names, and
+    itself (checked against the inputs only)."""
+    out = []
+    for dest in decl.outputs:
+        for given in _paths(getattr(args, dest, None)):
+            if dest not in decl.prefixes:
+                out.append((decl.name(dest), given, _resolved(given), True))
+                continue
+            out.append((decl.name(dest), given, _resolved(given), False))
+            base = prefix_base(given, decl.folder_names.get(dest, "report"))
+            for suffix in decl.prefixes[dest]:
+                path = base.with_suffix(suffix)
+                out.append((decl.name(dest), str(path), _resolved(str(path)), True))
+    return out
+
+
+def check(args: argparse.Namespace) -> None:
+    """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results."""
+    decl: Declaration | None = getattr(args, KEY, None)
+    if decl is None:
+        return
+    outputs = _output_paths(decl, args)
+    inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)  # a Hub id names no local path
+              for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
+    for out_opt, out_given, out, _ in outputs:
+        for dest, in_given, inp in inputs:
+            in_opt, patterns = decl.name(dest), decl.scanned.get(dest)
+            if out == inp:
+                why = f"is the input {in_opt} {in_given}"
+            elif _inside(inp, out):
+                why = f"holds the input {in_opt} {in_given}"
+            elif _inside(out, inp) and patterns is None:
+                why = f"lies inside the input {in_opt} {in_given}"
+            elif _inside(out, inp) and any(fnmatch.fnmatch(out.name, p) for p in patterns or ()):
+                why = f"would be read as an input from {in_opt} {in_given} (it matches {' or '.join(patterns or ())})"
+            else:
+                continue
+            raise OutputClash(f"{out_opt} {out_given} {why}; writing it would destroy that input. "
+                              f"Choose another {out_opt}.")
+    seen: dict[Path, str] = {}
+    for out_opt, out_given, out, written in outputs:
+        if not written:
+            continue
+        if out in seen and seen[out] != out_opt:
+            raise OutputClash(f"{out_opt} {out_given} is also {seen[out]}; give each output its own path.")
+        seen[out] = out_opt
+    for dest in decl.outputs:  # a file output must be a file of the declared kind
+        for given in _paths(getattr(args, dest, None)):
+            if dest not in decl.folders and dest not in decl.prefixes and Path(given).expanduser().is_dir():
+                raise OutputClash(f"{decl.name(dest)} {given} is a folder; give the path of a file.")
+            allowed = decl.suffixes.get(dest)
+            if allowed and Path(given).suffix.lower() not in allowed:
+                raise OutputClash(f"{decl.name(dest)} {given}: the file name must end in {' or '.join(allowed)}.")
+    if decl.existing_needs_overwrite and not getattr(args, "overwrite", False):
+        for out_opt, out_given, out, written in outputs:
+            if written and _non_empty(out):
+                kind = "a non-empty folder" if out.is_dir() else "an existing file"
+                raise OutputClash(f"{out_opt} {out_given} is {kind}; pass --overwrite to replace it, or choose "
+                                  f"another {out_opt}.")
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary path beside ``path`` (same suffix, so writers that look at it behave the same) that is renamed to
+    ``path`` when the block ends without error, and removed otherwise."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    try:
+        yield tmp
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through :func:`atomic_path`."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
