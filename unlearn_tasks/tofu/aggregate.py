@@ -12,6 +12,7 @@ from unlearn_tasks.metrics import mia
 from unlearn_tasks.metrics.tofu import (
     forget_quality,
     model_utility,
+    truth_ratio_aggregate,
     truth_ratio_forget_stat,
     truth_ratio_retain_stat,
 )
@@ -65,13 +66,20 @@ def forget_truth_ratios(records: list[dict]) -> list[float]:
     return [r["truth_ratio"] for r in forget]
 
 
-def compute_metrics(records: list[dict], reference: ReferenceData | None) -> dict[str, float]:
-    """Every TOFU metric that the records allow; NaN where a population or the reference is missing."""
+def compute_metrics(records: list[dict], reference: ReferenceData | None,
+                    aggregators: dict[str, str] | None = None) -> dict[str, float]:
+    """Every TOFU metric that the records allow; NaN where a population or the reference is missing.
+    ``aggregators``: the truth-ratio aggregation per set (open-unlearning's names; default TOFU's:
+    ``closer_to_1_better`` on forget, ``true_better`` elsewhere). Forget Quality uses the per-item ratios
+    whatever the aggregation (the KS test does not change under ``R -> 1 / (1 + R)``)."""
     out: dict[str, float] = {}
     for s in GENERATED_SETS:
         out[f"{s}_rougeL_recall"] = _mean(_values(records, s, "rougeL_recall"))
         out[f"{s}_prob"] = _mean(_values(records, s, "prob"))
         ratios = _values(records, s, "truth_ratio")
+        if aggregators and s in aggregators:
+            out[f"{s}_truth_ratio"] = truth_ratio_aggregate(ratios, aggregators[s]) if ratios else NAN
+            continue
         stat = truth_ratio_forget_stat if s == "forget" else truth_ratio_retain_stat
         out[f"{s}_truth_ratio"] = stat(ratios) if ratios else NAN
     for attack in MIA_ATTACKS:

@@ -52,6 +52,15 @@ class TofuTask(UnlearningTask):
     def lower_is_better(self) -> set[str]:
         return LOWER_IS_BETTER
 
+    def metric_modes(self) -> dict[str, Any]:
+        """The options' modes, with the truth-ratio aggregation of every set when one was chosen (absent when
+        left at the default, so runs from before the option compare equal)."""
+        modes = super().metric_modes()
+        modes.pop("truth_ratio_aggregator", None)
+        if self.options.truth_ratio_aggregator is not None:
+            modes["truth_ratio_aggregator"] = self.options.aggregators()
+        return modes
+
     # ------------------------------------------------------------------ reference
     def _load_reference(self) -> aggregate.ReferenceData | None:
         if "likelihood" not in self.options.parts:
@@ -116,7 +125,7 @@ class TofuTask(UnlearningTask):
         return score_document(doc, generation, responses, self.options)
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
-        metrics = aggregate.compute_metrics(records, self.reference)
+        metrics = aggregate.compute_metrics(records, self.reference, self.options.aggregators())
         self._check_generations(records)
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
