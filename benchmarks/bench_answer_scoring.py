@@ -100,7 +100,7 @@ def measure(side: str, model: str, batch_size: int, n_requests: int, dtype: str)
     from lm_eval.api.instance import Instance
     from lm_eval.models.huggingface import HFLM
 
-    from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+    from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     install_request_types()

@@ -80,7 +80,7 @@ def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
     from lm_eval.api.model import LM
     from lm_eval.models.huggingface import HFLM
 
-    from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+    from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 
     install_request_types()
     for cls, name in ((HFLM, "generate_until"), (HFLM, "loglikelihood"), (LM, ANSWER_LOGPROBS)):

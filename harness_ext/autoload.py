@@ -5,7 +5,7 @@ lm-eval 0.4.13 only scans its own task folder and ``--include_path``. The wheel 
 it adds a post-import hook, so that when ``lm_eval.tasks.manager`` is first imported, ``TaskManager`` gets our
 task folder prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name clashes).
 Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
-:mod:`harness_ext.lm_eval_compat`.
+:mod:`harness_ext.lm_eval_patches`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def _enabled() -> bool:
 
 def patch_task_manager(module: ModuleType) -> None:
     """Wrap ``TaskManager.__init__`` so our task folder is always on the include path."""
-    from harness_ext.lm_eval_compat import patch_task_manager_class
+    from harness_ext.lm_eval_patches import patch_task_manager_class
 
     patch_task_manager_class(module.TaskManager)
 

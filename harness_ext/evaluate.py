@@ -64,7 +64,7 @@ def evaluate_lm(
     from lm_eval.tasks import TaskManager
 
     from harness_ext import tasks_dir
-    from harness_ext.lm_eval_compat import cache_env_info
+    from harness_ext.lm_eval_patches import cache_env_info
 
     cache_env_info()  # lm-eval's environment report takes seconds; it is the same for every evaluation of a process
     tracker = EvaluationTracker(output_path=str(output_dir)) if output_dir is not None else None

@@ -2,7 +2,7 @@
 
 lm-eval 0.4.13 scores images only in ``generate_until``: ``hf-multimodal`` raises NotImplementedError for
 log-likelihoods with images and ``vllm-vlm`` has none. The ``unlearn_answer_logprobs`` request type (see
-:mod:`harness_ext.lm_eval_compat`) reaches this module for those backends. A request is
+:mod:`harness_ext.answer_logprobs`) reaches this module for those backends. A request is
 ``(context, continuation)`` or ``(context, continuation, {"visual": [PIL images]})``; the context holds one
 ``<image>`` placeholder per image (replaced by the model's image token, as lm-eval does for generation; with
 ``--apply_chat_template`` the processor's template already put its own image token there). The result per

@@ -24,7 +24,8 @@ from typing import Any, ClassVar
 from lm_eval.api.task import ConfigurableTask
 
 from harness_ext import provenance
-from harness_ext.lm_eval_compat import install_input_error_hook, install_request_types
+from harness_ext.input_errors import install_input_error_hook
+from harness_ext.request_types import install_request_types
 
 #: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
 #: names containing one of these, or equal to one of the second set.

@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from unlearn_tasks.data import read_json_lines
+
 ALTERNATES_FILE = "altpo_alternates.jsonl"
 ANSWER_KEYS = ("alternate", "sub_answer")
 INSTRUCTION = ("Write a different answer to this question: one that sounds just as plausible but changes the facts "
@@ -79,16 +81,10 @@ def read_alternates(path: str | Path, forget: list[dict]) -> list[list[str]]:
     """Alternates for each forget item from a JSONL file, matched by question text."""
     by_question: dict[str, list[str]] = {}
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
+        lines = read_json_lines(path, error=lambda n, e: ValueError(f"{path}, line {n}: not JSON ({e})."))
     except OSError as e:
         raise ValueError(f"AltPO: cannot read alternates_file {path}: {e}") from e
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise ValueError(f"{path}, line {number}: not JSON ({e}).") from e
+    for number, _, row in lines:
         key = next((k for k in ANSWER_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)), None)
         if key is None or not isinstance(row.get("question"), str):
             raise ValueError(f"{path}, line {number}: expected an object with 'question' and one of "

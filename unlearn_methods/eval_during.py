@@ -24,6 +24,8 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from unlearn_tasks.data import read_json_lines
+
 log = logging.getLogger(__name__)
 
 ROWS_FILE = "eval_during_training.jsonl"
@@ -58,12 +60,7 @@ class Selected:
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
     """The rows of an ``eval_during_training.jsonl`` file (``null`` values read as NaN)."""
-    rows = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            rows.append({k: (math.nan if v is None else v) for k, v in row.items()})
-    return rows
+    return [{k: (math.nan if v is None else v) for k, v in line.value.items()} for line in read_json_lines(path)]
 
 
 def _finite_or_none(v: float) -> float | None:

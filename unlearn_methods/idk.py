@@ -6,8 +6,9 @@ The list is this project's own phrasing; ``load_idk_answers(path)`` reads any ot
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
+
+from unlearn_tasks.data import read_json_lines
 
 IDK_ANSWERS = [
     "I don't know the answer to that.",
@@ -38,14 +39,10 @@ def load_idk_answers(path: str | Path | None = None) -> list[str]:
     if path is None:
         return list(IDK_ANSWERS)
     answers = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if not line:
-            continue
+    for _, line, value in read_json_lines(path, plain_text=True):
         try:
-            value = json.loads(line)
             line = value if isinstance(value, str) else str(value.get("answer", line))
-        except (json.JSONDecodeError, AttributeError):
+        except AttributeError:
             pass
         answers.append(line)
     if not answers:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import datasets
 
@@ -27,6 +28,40 @@ LOCAL_SUFFIXES = (".json", ".jsonl")
 
 class DataError(ValueError):
     """A dataset is missing, unreadable, or lacks a field the benchmark needs. The message says what to fix."""
+
+
+class JsonLine(NamedTuple):
+    """One non-blank line of a JSON-lines file."""
+
+    number: int  #: 1-based line number in the file
+    text: str  #: the line without surrounding whitespace
+    value: Any  #: its JSON value (the text itself for a plain-text line where ``plain_text`` is set)
+
+
+def read_json_lines(path: str | os.PathLike, *, text: str | None = None,
+                    error: Callable[[int, json.JSONDecodeError], Exception] | None = None,
+                    plain_text: bool = False) -> list[JsonLine]:
+    """The one JSON-lines reader: every non-blank line of ``path`` (``text``: its content, already read), values of
+    any JSON type. A line that is not JSON raises ``error(number, json_error)`` (default: a :class:`DataError`
+    naming the file and the line), or with ``plain_text`` is kept as its text."""
+    if text is None:
+        text = Path(path).read_text(encoding="utf-8")
+    lines = []
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            if plain_text:
+                value = line
+            elif error is not None:
+                raise error(number, e) from None
+            else:
+                raise DataError(f"{path}: line {number} is not valid JSON ({e.msg}).") from None
+        lines.append(JsonLine(number, line, value))
+    return lines
 
 
 def read_json_records(path: Path, hint: str = "", text_array: bool = True) -> list[dict]:
@@ -43,13 +78,7 @@ def read_json_records(path: Path, hint: str = "", text_array: bool = True) -> li
         if text_array and records and all(isinstance(r, str) for r in records):
             records = [{"text": r} for r in records]
     else:
-        records = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise DataError(f"{path}: line {n} is not valid JSON ({e.msg}).") from None
+        records = [line.value for line in read_json_lines(path, text=text)]
     if not all(isinstance(r, dict) for r in records):
         raise DataError(f"{path}: expected one JSON object per record{hint}.")
     return records

@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-import harness_ext.lm_eval_compat as compat
+import harness_ext.lm_eval_patches as patches
 from harness_ext.evaluate import evaluate_lm, live_hf_lm, run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
 
@@ -37,9 +37,9 @@ def test_environment_report_is_computed_once_per_process(monkeypatch):
 
     calls = []
     monkeypatch.setattr(logger_utils, "add_env_info", lambda d: (calls.append(1), d.update({"pretty_env_info": "x"})))
-    monkeypatch.setattr(compat, "_ENV_INFO", {})
+    monkeypatch.setattr(patches, "_ENV_INFO", {})
     monkeypatch.setattr(evaluator, "add_env_info", logger_utils.add_env_info)
-    compat.cache_env_info()
+    patches.cache_env_info()
     first, second = {}, {}
     evaluator.add_env_info(first)
     evaluator.add_env_info(second)

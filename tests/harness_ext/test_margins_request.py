@@ -8,7 +8,7 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 from unlearn_tasks.metrics.klom import margins_from_logits, margins_from_logprobs
 from unlearn_tasks.prompts import answer_continuation, question_prompt
 

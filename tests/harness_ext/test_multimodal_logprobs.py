@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 from lm_eval.api.instance import Instance  # noqa: E402
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types  # noqa: E402
+from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types  # noqa: E402
 from unlearn_tasks.clear.faces import draw_face  # noqa: E402
 
 
@@ -72,11 +72,11 @@ def test_logprobs_depend_on_the_image(lm):
 
 
 def test_text_only_requests_match_the_hf_text_path(lm):
-    from harness_ext.lm_eval_compat import _hf_answer_logprobs
+    from harness_ext.answer_logprobs import hf_answer_logprobs
 
     reqs = [_request("Question: Who is Amira?\nAnswer:", " A writer."), _request("Question: Hair?\nAnswer:", " red")]
     mixed = getattr(lm, ANSWER_LOGPROBS)(reqs + [_request("<image>\nAnswer:", " x", [draw_face(1)])])
-    text = _hf_answer_logprobs(lm, reqs)
+    text = hf_answer_logprobs(lm, reqs)
     for got, want in zip(mixed[:2], text, strict=True):
         assert got["logprobs"] == pytest.approx(want["logprobs"], abs=1e-5)
 
@@ -95,7 +95,7 @@ def test_chat_template_places_the_processor_image_token(lm):
 
 
 def test_other_backends_refuse_image_requests():
-    from harness_ext.lm_eval_compat import answer_logprobs
+    from harness_ext.answer_logprobs import answer_logprobs
 
     class Other:
         pass

@@ -6,7 +6,8 @@ import logging
 
 import pytest
 
-from harness_ext.lm_eval_compat import _git_commit_hash, is_input_error
+from harness_ext.input_errors import is_input_error
+from harness_ext.lm_eval_patches import _git_commit_hash
 
 
 def test_git_lookup_outside_a_repository_prints_nothing(tmp_path, monkeypatch, capfd):

@@ -8,7 +8,8 @@ from lm_eval.api.instance import Instance
 from lm_eval.models.huggingface import HFLM
 from transformers import AutoTokenizer, LlamaForCausalLM
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, encode_request, install_request_types
+from harness_ext.answer_logprobs import encode_request
+from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 from harness_ext.token_scoring import position_statistics, score_sequences
 from unlearn_methods.tiny_model import tiny_llama_config
 from unlearn_tasks.prompts import answer_continuation, question_prompt

@@ -214,6 +214,23 @@ def test_altpo_alternates_file_round_trip(tmp_path):
     path.write_text('{"question": "Q1?"}\n')
     with pytest.raises(ValueError, match=r"alts\.jsonl, line 1: expected an object with 'question' and one of alternate"):
         read_alternates(path, forget)
+    path.write_text('{"question": "Q1?", "alternate": "B1."}\n{oops\n')
+    with pytest.raises(ValueError, match=r"alts\.jsonl, line 2: not JSON \(Expecting property name"):
+        read_alternates(path, forget)
+    with pytest.raises(ValueError, match=r"AltPO: cannot read alternates_file .*absent\.jsonl"):
+        read_alternates(tmp_path / "absent.jsonl", forget)
+
+
+def test_idk_answers_file_takes_json_strings_objects_and_plain_lines(tmp_path):
+    from unlearn_methods.idk import IDK_ANSWERS, load_idk_answers
+
+    path = tmp_path / "idk.txt"
+    path.write_text('"I cannot say."\n\n{"answer": "No idea."}\n  Plain refusal.  \n42\n{"other": 1}\n')
+    assert load_idk_answers(path) == ["I cannot say.", "No idea.", "Plain refusal.", "42", '{"other": 1}']
+    assert load_idk_answers() == IDK_ANSWERS
+    path.write_text("\n \n")
+    with pytest.raises(ValueError, match="holds no refusal answers"):
+        load_idk_answers(path)
 
 
 def test_altpo_trains_on_alternates_from_a_file(tmp_path, memorised_dir, demo_data_dir):

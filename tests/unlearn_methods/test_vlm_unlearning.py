@@ -100,7 +100,7 @@ def test_lora_checkpoint_loads_in_hf_multimodal(tiny_llava_dir, clear_data_dir, 
     from lm_eval.api.instance import Instance
     from lm_eval.models.hf_vlms import HFMultimodalLM
 
-    from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+    from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 
     trained = train(_cfg(tmp_path, tiny_llava_dir, clear_data_dir, "lora", lora=True, modality="image", epochs=1,
                          lr=5e-2, l1_lora=1e-4))

@@ -113,3 +113,20 @@ def test_empty_perturbed_answers_are_named(demo_data_dir, tmp_path):
                               lambda rows: rows[1].update(perturbed_answer=["x", ""]))
     with pytest.raises(data.DataError, match=rf"{path}: row 2 has no usable 'perturbed_answer'"):
         build_docs("forget01", data_dir=folder)
+
+
+def test_read_json_lines_gives_number_text_and_value_of_each_non_blank_line(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('{"a": 1}\n\n  "s"  \n[1, 2]\n')
+    assert data.read_json_lines(path) == [(1, '{"a": 1}', {"a": 1}), (3, '"s"', "s"), (4, "[1, 2]", [1, 2])]
+    assert data.read_json_lines(path, text='7\n') == [(1, "7", 7)]  # the text given, not the file's
+
+
+def test_read_json_lines_errors_name_the_line_or_keep_plain_text(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text('1\n\nplain words\n')
+    with pytest.raises(data.DataError, match=r"x\.jsonl: line 3 is not valid JSON \(Expecting value\)\.$"):
+        data.read_json_lines(path)
+    with pytest.raises(KeyError, match="3"):
+        data.read_json_lines(path, error=lambda n, e: KeyError(n))
+    assert [line.value for line in data.read_json_lines(path, plain_text=True)] == [1, "plain words"]

@@ -19,14 +19,10 @@ def read_jsonl(path: str | Path, field: str) -> tuple[list[dict], list[str]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path} does not exist")
+    from unlearn_tasks.data import read_json_lines
+
     records, texts = [], []
-    for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"{path}: line {n} is not valid JSON ({e.msg})") from None
+    for n, _, record in read_json_lines(path, error=lambda n, e: InputError(f"{path}: line {n} is not valid JSON ({e.msg})")):
         if not isinstance(record, dict) or field not in record:
             raise InputError(f"{path}: line {n} has no {field!r} field (each line must be a JSON object with a "
                              f"{field!r} string; --field picks another field)")

@@ -13,7 +13,7 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.clear import scoring
 from unlearn_tasks.clear.docs import IMAGE_PLACEHOLDER, image_prompt

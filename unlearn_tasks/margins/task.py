@@ -25,8 +25,9 @@ import datasets
 import numpy as np
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
+from unlearn_tasks.data import read_json_lines
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
 from unlearn_tasks.metadata import MetadataOptions, check_positive_int
 from unlearn_tasks.metrics.klom import margins_from_logprobs, reduce_token_margins
@@ -75,13 +76,8 @@ def _read_records(path: Path) -> list[dict]:
         data = json.loads(text)
         records = data if isinstance(data, list) else [data]
     except json.JSONDecodeError:
-        records = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    records.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}: line {n} is not valid JSON ({e.msg})") from None
+        records = [line.value for line in read_json_lines(path, text=text, error=lambda n, e: ValueError(
+            f"{path}: line {n} is not valid JSON ({e.msg})"))]
     if not records:
         raise ValueError(f"{path} holds no records")
     return records

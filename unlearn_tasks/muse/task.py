@@ -10,7 +10,7 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.muse import aggregate, reference
 from unlearn_tasks.muse.options import MuseOptions

@@ -18,7 +18,7 @@ from typing import Any
 from lm_eval.api.instance import Instance
 from lm_eval.api.metrics import mean
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, GENERATE_TOKENS
+from harness_ext.request_types import ANSWER_LOGPROBS, GENERATE_TOKENS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.relu import aggregate, scoring
 from unlearn_tasks.relu.formats import GAP, pair_metric_names

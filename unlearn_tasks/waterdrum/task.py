@@ -14,7 +14,7 @@ from typing import Any
 from lm_eval.api.filter import Filter
 from lm_eval.api.instance import Instance
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
 from unlearn_tasks.waterdrum import aggregate

@@ -12,7 +12,7 @@ from lm_eval.api.instance import Instance
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, GENERATE_TOKENS, install_request_types
+from harness_ext.request_types import ANSWER_LOGPROBS, GENERATE_TOKENS, install_request_types
 from unlearn_tasks.relu import prompts
 from unlearn_tasks.relu.docs import _cloze_docs, release_ids
 from unlearn_tasks.relu.release_logs import comprehension_score, read_comprehension_log

@@ -13,7 +13,7 @@ from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness_ext import tasks_dir
-from harness_ext.lm_eval_compat import ANSWER_LOGPROBS, install_request_types
+from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
 from unlearn_tasks.metrics import mia
 from unlearn_tasks.prompts import answer_continuation, question_prompt, tofu_generation_prompt
 from unlearn_tasks.tofu.options import TofuOptions

@@ -1,0 +1,132 @@
+"""The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation.
+
+Per request: the log-probabilities of the continuation's tokens with EOS appended (as TOFU scores answers), the
+per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the chosen-token log-prob as
+``log p - log(1 - p)``), the scored ids without the first one decoded (``decoded_tail``, for the zlib attack under
+TOFU's answer boundary) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under the
+model's next-token distribution at each position (for Min-K%++), computed a few positions at a time by
+:mod:`harness_ext.token_scoring`. An optional third argument (a dict) lets a task give the token ids itself
+(``context_ids`` / ``continuation_ids``: a release's own tokenisation) and switch the EOS off
+(``append_eos: False``). Implemented for ``hf`` and ``vllm`` (and subclasses); image-conditioned requests on
+``hf-multimodal`` and ``vllm-vlm`` go to :mod:`harness_ext.multimodal`; other backends get a clear error.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from harness_ext.lm_eval_patches import hf_batch_size, is_backend, request_options
+
+ANSWER_LOGPROBS = "unlearn_answer_logprobs"
+
+
+def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    if context == "":
+        return [lm.prefix_token_id], lm.tok_encode(continuation, add_special_tokens=False)
+    return lm._encode_pair(context, continuation)
+
+
+def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
+    """(context ids, scored ids) of an ``unlearn_answer_logprobs`` request: lm-eval's own split of the two strings,
+    or the ids the task gave (``context_ids`` / ``continuation_ids``); EOS appended unless ``append_eos`` is False."""
+    options = request_options(req)
+    if "continuation_ids" in options:
+        ctx_enc = list(options.get("context_ids") or []) or [lm.prefix_token_id]
+        cont_enc = list(options["continuation_ids"])
+    else:
+        ctx_enc, cont_enc = _encode(lm, *req.args[:2])
+    if options.get("append_eos", True):
+        cont_enc = list(cont_enc) + [lm.eot_token_id]
+    return list(ctx_enc), list(cont_enc)
+
+
+def _decoded_tail(lm: Any, cont_enc: list[int]) -> str:
+    """The scored ids without the first, decoded with special tokens skipped: the text open-unlearning's zlib attack
+    compresses under TOFU's answer boundary."""
+    return lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)
+
+
+def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
+    """The ``hf`` implementation: one forward pass per batch, longest first."""
+    import torch
+    from tqdm import tqdm
+
+    from harness_ext.token_scoring import score_sequences
+
+    if getattr(lm, "backend", "causal") != "causal":
+        raise NotImplementedError("TOFU answer scoring supports causal language models only.")
+    encoded = [encode_request(lm, req) for req in requests]
+    order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
+    batch_size = hf_batch_size(lm)
+    results: list[dict | None] = [None] * len(encoded)
+    for start in tqdm(range(0, len(order), batch_size), desc="Scoring answer tokens", disable=lm.rank != 0):
+        idx = order[start : start + batch_size]
+        rows, n_conts = [], []
+        for i in idx:
+            ctx_enc, cont_enc = encoded[i]
+            full = (ctx_enc + cont_enc)[-(lm.max_length + 1) :][:-1]
+            rows.append(full)
+            n_conts.append(min(len(cont_enc), len(full)))
+        width = max(len(r) for r in rows)
+        batch = torch.zeros((len(rows), width), dtype=torch.long, device=lm.device)
+        for r, row in enumerate(rows):
+            batch[r, : len(row)] = torch.tensor(row, dtype=torch.long)
+        spans = [(len(row) - n, len(row)) for row, n in zip(rows, n_conts, strict=True)]
+        targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
+        # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
+        # time, reading the model's logits in place: no [B, T, V] float32 tensor.
+        logits = lm._model_call(batch)
+        for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
+            results[i] = {**scores, "decoded_tail": _decoded_tail(lm, encoded[i][1])}
+        del logits
+    return results  # type: ignore[return-value]
+
+
+def vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
+    """The ``vllm`` implementation: prompt log-probs of (context + continuation + EOS)."""
+    max_ctx = lm.max_length - 1
+    inputs, n_conts = [], []
+    for req in requests:
+        ctx_enc, cont_enc = encode_request(lm, req)
+        full = (ctx_enc + cont_enc)[-max_ctx:]
+        inputs.append(full)
+        n_conts.append(min(len(cont_enc), len(full) - 1))
+    outputs = lm._model_generate(requests=inputs, generate=False)
+    results = []
+    for out, full, n in zip(outputs, inputs, n_conts, strict=True):
+        lps = []
+        for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
+            value = dist[tok]
+            lps.append(float(getattr(value, "logprob", value)))
+        # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics;
+        # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
+        margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
+        results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins,
+                        "decoded_tail": _decoded_tail(lm, full[-n:])})
+    return results
+
+
+def answer_logprobs(self: Any, requests: list) -> list[dict]:
+    """``LM.unlearn_answer_logprobs``: per-token log-probs of each (context, continuation + EOS), conditioned on
+    the request's images on the multimodal backends (:mod:`harness_ext.multimodal`)."""
+    from harness_ext import multimodal
+
+    if is_backend(self, "hf-multimodal"):
+        return multimodal.hf_multimodal_answer_logprobs(self, requests, hf_answer_logprobs)
+    if is_backend(self, "vllm-vlm"):
+        return multimodal.vllm_vlm_answer_logprobs(self, requests, vllm_answer_logprobs)
+    if any(multimodal.visuals_of(r) for r in requests):
+        raise NotImplementedError(
+            f"Answer log-probabilities conditioned on images are implemented for the 'hf-multimodal' and 'vllm-vlm' "
+            f"backends; {type(self).__name__} is neither. Run with --model hf-multimodal or --model vllm-vlm."
+        )
+    if is_backend(self, "hf"):
+        return hf_answer_logprobs(self, requests)
+    if is_backend(self, "vllm"):
+        return vllm_answer_logprobs(self, requests)
+    raise NotImplementedError(
+        f"The TOFU tasks need per-token answer log-probabilities, which lm-eval-unlearning implements for the "
+        f"'hf' and 'vllm' backends (and their subclasses, 'hf-multimodal' and 'vllm-vlm' included); "
+        f"{type(self).__name__} is none of them. Run with --model hf or --model vllm."
+    )

@@ -1,0 +1,150 @@
+"""The patches of lm-eval 0.4.13 that an lm-eval upgrade can break, and the lm-eval-internal facts they rest on.
+
+- :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path (``autoload`` calls it).
+- :func:`add_request_types`: lm-eval dispatches a request by calling ``getattr(lm, request_type)``, so a request
+  type of ours is a method added to the ``LM`` base class (:mod:`harness_ext.request_types` lists them).
+- :func:`is_backend`: which lm-eval model class a backend is (:data:`BACKENDS`: class name and module);
+  :func:`request_options`: the dict a task put among a request's arguments; :func:`hf_batch_size`.
+- :func:`patch_multimodal_generation`: ``hf-multimodal`` generates for a batch mixing text-only and image requests.
+- :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
+  :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
+
+What else an upgrade can touch: the backends' own methods the request types call (``_model_call``,
+``_encode_pair``, ``_model_generate``, ``prompt_logprobs``) in :mod:`harness_ext.answer_logprobs`,
+:mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import subprocess
+from collections.abc import Callable
+from typing import Any
+
+from harness_ext import tasks_dir
+
+#: lm-eval's backend (``--model``) -> (class name, module prefix) of its ``LM`` subclass.
+BACKENDS: dict[str, tuple[str, str]] = {
+    "hf": ("HFLM", "lm_eval.models.huggingface"),
+    "vllm": ("VLLM", "lm_eval.models.vllm"),
+    "hf-multimodal": ("HFMultimodalLM", "lm_eval.models.hf_vlms"),
+    "vllm-vlm": ("VLLM_VLM", "lm_eval.models.vllm_vlms"),
+}
+
+
+def is_backend(lm: Any, backend: str) -> bool:
+    """Whether ``lm`` is an instance of lm-eval's class for ``backend`` (a key of :data:`BACKENDS`) or a subclass."""
+    class_name, module_prefix = BACKENDS[backend]
+    return any(c.__name__ == class_name and c.__module__.startswith(module_prefix) for c in type(lm).__mro__)
+
+
+def request_options(request: Any, index: int = 2) -> dict:
+    """The dict a task passed as argument ``index`` of a request (lm-eval's ``Instance.args``), else ``{}``."""
+    args = request.args
+    return args[index] if len(args) > index and isinstance(args[index], dict) else {}
+
+
+def hf_batch_size(lm: Any) -> int:
+    """The ``hf`` backend's batch size: ``--batch_size`` when a number, else (``auto``) ``max_batch_size`` or 16."""
+    return lm.batch_size if isinstance(lm.batch_size, int) else int(getattr(lm, "max_batch_size", 16) or 16)
+
+
+# --------------------------------------------------------------------------- task discovery
+def patch_task_manager_class(cls: type) -> None:
+    """Make ``cls.__init__`` prepend our task folder to ``include_path`` (idempotent)."""
+    if getattr(cls.__init__, "_unlearn_patched", False):
+        return
+    original = cls.__init__
+    signature = inspect.signature(original)
+    ours = str(tasks_dir())
+
+    @functools.wraps(original)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        bound = signature.bind(self, *args, **kwargs)
+        given = bound.arguments.get("include_path")
+        if given is None:
+            paths: list = [ours]
+        elif isinstance(given, (list, tuple)):
+            paths = [ours, *[p for p in given if str(p) != ours]]
+        else:
+            paths = [ours] if str(given) == ours else [ours, given]
+        bound.arguments["include_path"] = paths
+        original(*bound.args, **bound.kwargs)
+
+    __init__._unlearn_patched = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
+
+
+# --------------------------------------------------------------------------- request types
+def add_request_types(methods: dict[str, Callable[[Any, list], list]]) -> None:
+    """Add each ``name -> method`` to lm-eval's ``LM`` base class, where lm-eval looks a request type up
+    (idempotent: a name already there is kept)."""
+    from lm_eval.api.model import LM
+
+    for name, method in methods.items():
+        if not hasattr(LM, name):
+            setattr(LM, name, method)
+
+
+def patch_multimodal_generation() -> None:
+    """Let ``hf-multimodal`` generate for a batch that mixes text-only and image requests (idempotent)."""
+    try:
+        from lm_eval.models.hf_vlms import HFMultimodalLM
+        from lm_eval.models.huggingface import HFLM
+    except ImportError:  # pragma: no cover - lm-eval without the multimodal backend
+        return
+    from harness_ext.multimodal import generate_until_split
+
+    if not getattr(HFMultimodalLM.generate_until, "_unlearn_patched", False):
+        HFMultimodalLM.generate_until = generate_until_split(HFMultimodalLM.generate_until, HFLM.generate_until)
+
+
+# --------------------------------------------------------------------------- output noise
+def _git_commit_hash() -> str | None:
+    """lm-eval's ``get_git_commit_hash`` (``git describe --always``, else ``.git/HEAD`` of the working directory)
+    with git's stderr captured instead of printed."""
+    from lm_eval.loggers.utils import get_commit_from_path
+
+    try:
+        done = subprocess.run(["git", "describe", "--always"], capture_output=True, text=True, check=True)  # noqa: S607
+        return done.stdout.strip()
+    except (subprocess.CalledProcessError, OSError):
+        return get_commit_from_path(os.getcwd())
+
+
+def quiet_git_hash() -> None:
+    """lm-eval 0.4.13 runs ``git describe`` at the end of every evaluation and lets git print "fatal: not a git
+    repository" when run outside one. Point ``lm_eval.evaluator``'s reference at :func:`_git_commit_hash`
+    (same result, no stderr); installed when one of our tasks is built, so only runs of our tasks see it."""
+    import lm_eval.evaluator as evaluator
+
+    if getattr(evaluator, "get_git_commit_hash", None) is not _git_commit_hash:
+        evaluator.get_git_commit_hash = _git_commit_hash
+
+
+_ENV_INFO: dict[str, Any] = {}
+
+
+def _add_env_info_once(storage: dict[str, Any]) -> None:
+    """lm-eval's ``add_env_info`` (torch's environment report, which runs ``pip list`` and other commands in
+    subprocesses: about 5 s) computed once per process and copied into every later results dict."""
+    if not _ENV_INFO:
+        from lm_eval.loggers.utils import add_env_info
+
+        add_env_info(_ENV_INFO)
+    storage.update(_ENV_INFO)
+
+
+def cache_env_info() -> None:
+    """Point ``lm_eval.evaluator``'s ``add_env_info`` at :func:`_add_env_info_once`, for processes that run many
+    evaluations (``unlearn run --eval-every``, the demo); the results files keep the same fields and values."""
+    import lm_eval.evaluator as evaluator
+
+    if getattr(evaluator, "add_env_info", None) is not _add_env_info_once:
+        evaluator.add_env_info = _add_env_info_once
+
+
+__all__ = ["BACKENDS", "add_request_types", "cache_env_info", "hf_batch_size", "is_backend",
+           "patch_multimodal_generation", "patch_task_manager_class", "quiet_git_hash", "request_options"]
