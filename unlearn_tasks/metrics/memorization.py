@@ -60,6 +60,13 @@ def extraction_strength(predicted: Sequence[int], labels: Sequence[int], mode: s
     return 1.0 - k / n
 
 
+def scores_from_matches(matches: Sequence[float | bool], mode: str = "definition") -> tuple[float | None, float | None]:
+    """(EM, ES) from per-position "the argmax is the true token" flags, which is all both metrics depend on."""
+    flags = [bool(m) for m in matches]
+    ones = [True] * len(flags)
+    return exact_memorization(flags, ones), extraction_strength(flags, ones, mode)
+
+
 def mean_score(scores: Sequence[float | None]) -> float:
     """The mean of the per-item scores that are not None (NaN if none are), as OU aggregates EM and ES."""
     kept = [s for s in scores if s is not None]

@@ -26,7 +26,7 @@ log = logging.getLogger(__name__)
 
 #: Direction of every metric (privleak: closest to 0 is best; reported as "higher is better" of -|x| is not
 #: expressible in lm-eval, so we mark it False, i.e. a strongly negative value means forget data still leaks).
-LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak"} | {
+LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak", aggregate.REFERENCE_MIA, *aggregate.MEMORIZATION} | {
     f"mia_{a}_auc" for a in aggregate.MIA_ATTACKS
 }
 
@@ -84,7 +84,24 @@ class TofuTask(UnlearningTask):
                 self.config.task, ref.answer_scoring, self.options.answer_scoring, ref.answer_scoring,
             )
         log.info("%s: reference %s", self.config.task, reference.describe(ref))
+        self._reference_note = self._reference_mia_note(ref)
+        if self._reference_note:
+            log.warning(self._reference_note)
         return ref
+
+    def _reference_mia_note(self, ref: aggregate.ReferenceData) -> str | None:
+        """Why ``mia_reference_auc`` will be NaN with this reference (it logged no per-item losses, or other items),
+        saying how to produce one that has them; None when it can be computed."""
+        n_holdout = sum(d["split"] == "holdout" for d in self.test_docs())
+        if not ref.losses:
+            return (f"{self.config.task}: the reference ({ref.source}) holds no per-item answer losses, so "
+                    f"mia_reference_auc is NaN. Re-evaluate the retain model with this version of the package (its "
+                    f"results file then records them), or pass open-unlearning's TOFU_EVAL.json of a run with mia_loss.")
+        if len(ref.losses.get("holdout") or []) != n_holdout:
+            return (f"{self.config.task}: the reference logged {len(ref.losses.get('holdout') or [])} holdout losses, "
+                    f"this evaluation has {n_holdout} holdout items, so mia_reference_auc is NaN. Make the reference "
+                    f"without --limit and with the same data and max_items_per_split.")
+        return None
 
     def reference_used(self) -> dict[str, Any] | None:
         return reference_used(self.options.reference_for_split(), self.reference and self.reference.source)
@@ -127,6 +144,8 @@ class TofuTask(UnlearningTask):
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         metrics = aggregate.compute_metrics(records, self.reference, self.options.aggregators())
         self._check_generations(records)
+        if getattr(self, "_reference_note", None):
+            self.run_warnings.append(self._reference_note)
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,
