@@ -25,6 +25,8 @@ MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
 PRIVLEAK_ATTACK = "min_k"
 #: The reference-based MIA (open-unlearning's ``mia_reference``): the model's answer loss minus the reference's.
 REFERENCE_MIA = "mia_reference_auc"
+#: The GradNorm MIA (open-unlearning's ``mia_gradnorm``): the answer loss's gradient norm, forget vs holdout.
+GRADNORM_MIA = "mia_gradnorm_auc"
 #: Teacher-forced memorization metrics of the forget answers (open-unlearning's), means over the forget items.
 MEMORIZATION = ("extraction_strength", "exact_memorization")
 #: The 9 numbers whose harmonic mean is Model Utility.
@@ -47,15 +49,16 @@ class ReferenceData:
     losses: dict[str, list[float]] | None = None
 
 
-def metric_names(parts: list[str]) -> list[str]:
-    """Metrics a TOFU task reports, given which parts (generation, likelihood) it runs."""
+def metric_names(parts: list[str], gradnorm: bool = False) -> list[str]:
+    """Metrics a TOFU task reports, given which parts (generation, likelihood) it runs and whether the GradNorm
+    MIA was asked for."""
     names: list[str] = []
     if "generation" in parts:
         names += [f"{s}_rougeL_recall" for s in GENERATED_SETS]
     if "likelihood" in parts:
         names += [f"{s}_{m}" for s in GENERATED_SETS for m in ("prob", "truth_ratio")]
         names += ["forget_quality"] + [f"mia_{a}_auc" for a in MIA_ATTACKS] + [REFERENCE_MIA, "privleak"]
-        names += list(MEMORIZATION)
+        names += list(MEMORIZATION) + ([GRADNORM_MIA] if gradnorm else [])
     if set(parts) >= {"generation", "likelihood"}:
         names.append("model_utility")
     return names
@@ -98,6 +101,7 @@ def compute_metrics(records: list[dict], reference: ReferenceData | None,
         out[name] = mean_score([r[name] for r in records if r["split"] == "forget" and name in r])
     out["model_utility"] = model_utility([out[m] for m in UTILITY_METRICS])
     out[REFERENCE_MIA] = reference_mia_auc(records, reference)
+    out[GRADNORM_MIA] = mia.mia_auroc(_values(records, "forget", "mia_gradnorm"), _values(records, "holdout", "mia_gradnorm"))
     if reference is None:
         out["forget_quality"] = NAN
         out["privleak"] = NAN

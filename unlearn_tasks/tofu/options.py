@@ -37,6 +37,8 @@ class TofuOptions(MetadataOptions):
     max_items_per_split: int | None = None
     parts: list[str] = field(default_factory=lambda: list(PARTS))
     mia_k: float = 0.4
+    #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
+    mia_gradnorm: bool = False
 
     def complete(self, metadata: dict[str, Any]) -> None:
         if self.generation_prompt is None:
@@ -53,6 +55,7 @@ class TofuOptions(MetadataOptions):
             (isinstance(self.parts, list) and bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
             (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
+            (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]

@@ -13,20 +13,21 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.request_types import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
 from unlearn_tasks.reference_logs import model_identity, reference_used
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.options import TofuOptions
-from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
+from unlearn_tasks.tofu.scoring import GENERATED_SETS, MIA_SETS, answer_texts, question_key, score_document
 
 log = logging.getLogger(__name__)
 
 #: Direction of every metric (privleak: closest to 0 is best; reported as "higher is better" of -|x| is not
 #: expressible in lm-eval, so we mark it False, i.e. a strongly negative value means forget data still leaks).
-LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak", aggregate.REFERENCE_MIA, *aggregate.MEMORIZATION} | {
+LOWER_IS_BETTER = {"forget_rougeL_recall", "forget_prob", "privleak", aggregate.REFERENCE_MIA, aggregate.GRADNORM_MIA,
+                   *aggregate.MEMORIZATION} | {
     f"mia_{a}_auc" for a in aggregate.MIA_ATTACKS
 }
 
@@ -47,7 +48,7 @@ class TofuTask(UnlearningTask):
         self.reference = self._load_reference()
 
     def metric_names(self) -> list[str]:
-        return aggregate.metric_names(self.options.parts)
+        return aggregate.metric_names(self.options.parts, self.options.mia_gradnorm)
 
     def lower_is_better(self) -> set[str]:
         return LOWER_IS_BETTER
@@ -133,13 +134,24 @@ class TofuTask(UnlearningTask):
                 requests.append(
                     Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests), **kwargs)
                 )
+            if self.options.mia_gradnorm and doc["split"] in MIA_SETS:
+                tofu = self.options.answer_scoring == "tofu"  # open-unlearning's tokens and its train-mode switch
+                options = {"skip_first": tofu, "drop_eos": tofu, "train_mode": tofu, "p": 2}
+                args = (ctx, delimiter + doc["answer"].strip(), options)
+                requests.append(
+                    Instance(request_type=ANSWER_GRADNORM, doc=doc, arguments=args, idx=len(requests), **kwargs)
+                )
         return requests
 
     # ------------------------------------------------------------------ scoring
     def score_document(self, doc: dict, results: list) -> dict:
         generation = next((r for r in results if isinstance(r, str)), None)
         responses = [r for r in results if isinstance(r, dict)]
-        return score_document(doc, generation, responses, self.options)
+        record = score_document(doc, generation, responses, self.options)
+        gradnorm = [r for r in results if isinstance(r, float)]
+        if gradnorm:
+            record["mia_gradnorm"] = gradnorm[0]
+        return record
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         metrics = aggregate.compute_metrics(records, self.reference, self.options.aggregators())
