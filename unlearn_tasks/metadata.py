@@ -23,7 +23,7 @@ COMMON_KEYS = {"version", "data_dir", "dataset_path", "max_items_per_split", "pa
 #: Keys lm-eval itself adds to every task's metadata.
 LM_EVAL_KEYS = {"config_source", "_metadata"}
 TOFU_KEYS = {"forget_split", "reference", "answer_scoring", "truth_ratio_mean", "truth_ratio_aggregator", "mia_k",
-             "generation_prompt", "mia_gradnorm"}
+             "generation_prompt", "mia_gradnorm", "gibberish"}
 MARGINS_KEYS = {"data_file", "prompt_field", "target_field", "text_field", "split_field", "reduction", "include_eos",
                 "keep_token_margins"}
 WATERDRUM_KEYS = {"waterdrum_data_dir", "splits", "duplicate_owner", "owners", "generations", "prompt_tokens",

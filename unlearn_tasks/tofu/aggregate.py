@@ -27,6 +27,8 @@ PRIVLEAK_ATTACK = "min_k"
 REFERENCE_MIA = "mia_reference_auc"
 #: The GradNorm MIA (open-unlearning's ``mia_gradnorm``): the answer loss's gradient norm, forget vs holdout.
 GRADNORM_MIA = "mia_gradnorm_auc"
+#: open-unlearning's gibberish metric: a classifier's mean class-0 probability of the forget generations.
+GIBBERISH = "forget_gibberish"
 #: Teacher-forced memorization metrics of the forget answers (open-unlearning's), means over the forget items.
 MEMORIZATION = ("extraction_strength", "exact_memorization")
 #: The 9 numbers whose harmonic mean is Model Utility.
@@ -49,9 +51,9 @@ class ReferenceData:
     losses: dict[str, list[float]] | None = None
 
 
-def metric_names(parts: list[str], gradnorm: bool = False) -> list[str]:
+def metric_names(parts: list[str], gradnorm: bool = False, gibberish: bool = False) -> list[str]:
     """Metrics a TOFU task reports, given which parts (generation, likelihood) it runs and whether the GradNorm
-    MIA was asked for."""
+    MIA and the gibberish classifier were asked for."""
     names: list[str] = []
     if "generation" in parts:
         names += [f"{s}_rougeL_recall" for s in GENERATED_SETS]
@@ -59,6 +61,8 @@ def metric_names(parts: list[str], gradnorm: bool = False) -> list[str]:
         names += [f"{s}_{m}" for s in GENERATED_SETS for m in ("prob", "truth_ratio")]
         names += ["forget_quality"] + [f"mia_{a}_auc" for a in MIA_ATTACKS] + [REFERENCE_MIA, "privleak"]
         names += list(MEMORIZATION) + ([GRADNORM_MIA] if gradnorm else [])
+    if "generation" in parts and gibberish:
+        names.append(GIBBERISH)
     if set(parts) >= {"generation", "likelihood"}:
         names.append("model_utility")
     return names

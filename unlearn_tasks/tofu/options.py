@@ -21,6 +21,13 @@ PARTS = ("generation", "likelihood")
 DEFAULT_AGGREGATORS = {"forget": "closer_to_1_better", "retain": "true_better", "ra": "true_better", "wf": "true_better"}
 
 
+def _missing_folder(value: object) -> bool:
+    """A value written as a local path (``/``, ``.``, ``~`` first) that names nothing on disk."""
+    from pathlib import Path
+
+    return isinstance(value, str) and value[:1] in ("/", ".", "~") and not Path(value).expanduser().exists()
+
+
 @dataclass
 class TofuOptions(MetadataOptions):
     WHERE = "TOFU task"
@@ -39,6 +46,9 @@ class TofuOptions(MetadataOptions):
     mia_k: float = 0.4
     #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
     mia_gradnorm: bool = False
+    #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
+    #: default classifier, or a local folder / Hub id of any sequence-classification model.
+    gibberish: bool | str = False
 
     def complete(self, metadata: dict[str, Any]) -> None:
         if self.generation_prompt is None:
@@ -56,6 +66,9 @@ class TofuOptions(MetadataOptions):
             (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
             (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
+            (isinstance(self.gibberish, (bool, str)) and self.gibberish != "",
+             "gibberish must be true (open-unlearning's classifier) or a classifier folder / Hub id"),
+            (not _missing_folder(self.gibberish), f"gibberish: the classifier folder {self.gibberish!r} does not exist"),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]
@@ -75,6 +88,14 @@ class TofuOptions(MetadataOptions):
         if isinstance(given, str):
             given = {"forget": given}
         return {**DEFAULT_AGGREGATORS, **(given or {})}
+
+    def gibberish_classifier(self) -> str | None:
+        """The classifier of the gibberish metric, None when it is off."""
+        from unlearn_tasks.classifier import DEFAULT_CLASSIFIER
+
+        if self.gibberish is True:
+            return DEFAULT_CLASSIFIER
+        return self.gibberish or None
 
     def reference_for_split(self) -> str | None:
         return per_key(self.reference, self.forget_split)

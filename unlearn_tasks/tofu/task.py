@@ -48,7 +48,8 @@ class TofuTask(UnlearningTask):
         self.reference = self._load_reference()
 
     def metric_names(self) -> list[str]:
-        return aggregate.metric_names(self.options.parts, self.options.mia_gradnorm)
+        return aggregate.metric_names(self.options.parts, self.options.mia_gradnorm,
+                                      self.options.gibberish_classifier() is not None)
 
     def lower_is_better(self) -> set[str]:
         return LOWER_IS_BETTER
@@ -151,10 +152,19 @@ class TofuTask(UnlearningTask):
         gradnorm = [r for r in results if isinstance(r, float)]
         if gradnorm:
             record["mia_gradnorm"] = gradnorm[0]
+        if generation is not None and doc["split"] == "forget" and self.options.gibberish_classifier():
+            record["generation"] = generation.strip()  # kept for the classifier, run once over all of them
         return record
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         metrics = aggregate.compute_metrics(records, self.reference, self.options.aggregators())
+        classifier = self.options.gibberish_classifier()
+        if classifier and "generation" in self.options.parts:
+            from unlearn_tasks.classifier import class_probabilities
+
+            forget = sorted((r for r in records if r["split"] == "forget" and "generation" in r), key=lambda r: r["index"])
+            scores = class_probabilities(classifier, [r["generation"] for r in forget])
+            metrics[aggregate.GIBBERISH] = sum(scores) / len(scores) if scores else float("nan")
         self._check_generations(records)
         if getattr(self, "_reference_note", None):
             self.run_warnings.append(self._reference_note)
