@@ -262,6 +262,9 @@ def main() -> None:
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
     parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
+    parser.add_argument("--keep-ou", metavar="DIR", help="Copy open-unlearning's output folders (ou_retain, ou_target: "
+                        "TOFU_EVAL.json, TOFU_SUMMARY.json) here, e.g. for `unlearn report DIR/ou_target --reference "
+                        "DIR/ou_retain`.")
     parser.add_argument("--ours-json", help=argparse.SUPPRESS)
     parser.add_argument("--reference", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -307,6 +310,11 @@ def main() -> None:
                            [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + OU_EXTRA)}]",
                             f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"])
             ou = {"wall": wall, "parts": _ou_parts(out / "eval.log"), "metrics": _ou_metrics(out / "TOFU_EVAL.json")}
+            if args.keep_ou:
+                import shutil
+
+                for folder in (ref_dir, out):
+                    shutil.copytree(folder, Path(args.keep_ou) / folder.name, dirs_exist_ok=True)
         else:
             print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
                   "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
