@@ -22,9 +22,14 @@ and PrivLeak's reference (forget truth ratios, Min-K% AUROC); that TOFU_EVAL.jso
 Our side runs with `answer_scoring: tofu` (open-unlearning's token boundary) so that equal numbers are visible.
 Without --open-unlearning that side is skipped (our reference then comes from our own run of the retain model).
 
+Besides its default metrics, open-unlearning runs its four likelihood MIAs and exact memorization, GradNorm and the
+reference MIA (against the retain model); ours runs with `mia_gradnorm: true`, and its reference MIA reads the
+retain model's per-item losses from open-unlearning's reference log (its `mia_loss`).
+
 Each side runs as its own process, timed from start to exit. Parts: generation (our `generate_until`; their
-`*_ROUGE` metrics), answer scoring (our `unlearn_answer_logprobs`: probability, truth ratio, MIA; their other
-metrics, from the timestamps of their log), and the rest (imports, model and data loading, task building).
+`*_ROUGE` metrics), answer scoring (our `unlearn_answer_logprobs` and `unlearn_answer_gradnorm`: probability, truth
+ratio, MIA; their other metrics, from the timestamps of their log), and the rest (imports, model and data loading,
+task building).
 """
 
 from __future__ import annotations
@@ -56,8 +61,12 @@ METRIC_PAIRS = [
     ("model_utility", "model_utility"),
     ("mia_loss_auc", "mia_loss"), ("mia_zlib_auc", "mia_zlib"), ("mia_min_k_auc", "mia_min_k"),
     ("mia_min_k_plus_plus_auc", "mia_min_k_plus_plus"), ("privleak", "privleak"),
+    ("extraction_strength", "extraction_strength"), ("exact_memorization", "exact_memorization"),
+    ("mia_reference_auc", "mia_reference"), ("mia_gradnorm_auc", "mia_gradnorm"),
 ]
 OU_MIA = ["mia_loss", "mia_zlib", "mia_min_k_plus_plus", "mia_min_k"]
+#: open-unlearning's metrics that are off by default, run on the target (mia_reference against the retain model).
+OU_EXTRA = ["exact_memorization", "mia_gradnorm", "mia_reference"]
 OU_NOT_REFERENCE = ["forget_quality", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "model_utility", "privleak",
                     "extraction_strength"]
 OU_REQUIREMENTS = ["hydra-core==1.3.*", "hydra_colorlog==1.2.0", "deepspeed"]
@@ -80,10 +89,10 @@ def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
     from lm_eval.api.model import LM
     from lm_eval.models.huggingface import HFLM
 
-    from harness_ext.request_types import ANSWER_LOGPROBS, install_request_types
+    from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS, install_request_types
 
     install_request_types()
-    for cls, name in ((HFLM, "generate_until"), (HFLM, "loglikelihood"), (LM, ANSWER_LOGPROBS)):
+    for cls, name in ((HFLM, "generate_until"), (HFLM, "loglikelihood"), (LM, ANSWER_LOGPROBS), (LM, ANSWER_GRADNORM)):
         original = getattr(cls, name)
 
         @functools.wraps(original)
@@ -106,7 +115,7 @@ def _our_child(args: argparse.Namespace) -> None:
     timings: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
     _timed_methods(timings, counts)
-    metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring}
+    metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring, "mia_gradnorm": True}
     if args.reference:
         metadata["reference"] = args.reference
     with tempfile.TemporaryDirectory() as tmp:
@@ -253,6 +262,9 @@ def main() -> None:
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
     parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
+    parser.add_argument("--keep-ou", metavar="DIR", help="Copy open-unlearning's output folders (ou_retain, ou_target: "
+                        "TOFU_EVAL.json, TOFU_SUMMARY.json) here, e.g. for `unlearn report DIR/ou_target --reference "
+                        "DIR/ou_retain`.")
     parser.add_argument("--ours-json", help=argparse.SUPPRESS)
     parser.add_argument("--reference", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
@@ -289,13 +301,20 @@ def main() -> None:
             ref_dir = work / "ou_retain"
             print("open-unlearning: evaluating the retain model for the reference (not timed) ...")
             _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, args.batch_size,
-                    [f"+eval/tofu_metrics=[{OU_MIA[-1]}]"] + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE])
+                    [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
+                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE])
             reference = str(ref_dir / "TOFU_EVAL.json")
             out = work / "ou_target"
             print(f"open-unlearning: evaluating {args.task} ...")
             wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size,
-                           [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA)}]"])
+                           [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + OU_EXTRA)}]",
+                            f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"])
             ou = {"wall": wall, "parts": _ou_parts(out / "eval.log"), "metrics": _ou_metrics(out / "TOFU_EVAL.json")}
+            if args.keep_ou:
+                import shutil
+
+                for folder in (ref_dir, out):
+                    shutil.copytree(folder, Path(args.keep_ou) / folder.name, dirs_exist_ok=True)
         else:
             print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
                   "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
@@ -311,7 +330,8 @@ def main() -> None:
           f"batch {args.batch_size}, answer_scoring={args.answer_scoring}")
     rows = [("generation (ROUGE answers)", t.get("generate_until", 0.0), ou and ou["parts"]["generation"]),
             ("answer scoring (prob, truth ratio, MIA)",
-             t.get("unlearn_answer_logprobs", 0.0) + t.get("loglikelihood", 0.0), ou and ou["parts"]["scoring"])]
+             t.get("unlearn_answer_logprobs", 0.0) + t.get("loglikelihood", 0.0) + t.get("unlearn_answer_gradnorm", 0.0),
+             ou and ou["parts"]["scoring"])]
     rows.append(("start-up, loading, the rest", wall - sum(r[1] for r in rows),
                  ou and ou["wall"] - sum(r[2] for r in rows)))
     rows.append(("total (process start to exit)", wall, ou and ou["wall"]))

@@ -2,7 +2,8 @@
 
 Per request: the log-probabilities of the continuation's tokens with EOS appended (as TOFU scores answers), the
 per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the chosen-token log-prob as
-``log p - log(1 - p)``), the scored ids without the first one decoded (``decoded_tail``, for the zlib attack under
+``log p - log(1 - p)``), whether each token is the model's argmax (``argmax_match``, for exact memorization and
+extraction strength; on vLLM from the top-1 prompt log-prob), the scored ids without the first one decoded (``decoded_tail``, for the zlib attack under
 TOFU's answer boundary) plus, on the ``hf`` backend, the mean and variance of the log-probabilities under the
 model's next-token distribution at each position (for Min-K%++), computed a few positions at a time by
 :mod:`harness_ext.token_scoring`. An optional third argument (a dict) lets a task give the token ids itself
@@ -83,6 +84,17 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     return results  # type: ignore[return-value]
 
 
+def _is_top1(token: int, dist: dict) -> float:
+    """1.0 if ``token`` is the most likely token of a vLLM prompt-logprobs entry (which holds the chosen token and
+    the top-1 token, lm-eval asking for ``prompt_logprobs=1``), by vLLM's rank where it gives one, else 0.0."""
+    value = dist[token]
+    rank = getattr(value, "rank", None)
+    if rank is not None:
+        return 1.0 if rank == 1 else 0.0
+    best = max(float(getattr(v, "logprob", v)) for v in dist.values())
+    return 1.0 if float(getattr(value, "logprob", value)) >= best else 0.0
+
+
 def vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     """The ``vllm`` implementation: prompt log-probs of (context + continuation + EOS)."""
     max_ctx = lm.max_length - 1
@@ -95,15 +107,16 @@ def vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     outputs = lm._model_generate(requests=inputs, generate=False)
     results = []
     for out, full, n in zip(outputs, inputs, n_conts, strict=True):
-        lps = []
+        lps, matches = [], []
         for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
             value = dist[tok]
             lps.append(float(getattr(value, "logprob", value)))
+            matches.append(_is_top1(tok, dist))
         # vLLM returns only the chosen tokens' log-probs, not the whole distribution: no Min-K%++ statistics;
         # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
         margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
         results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins,
-                        "decoded_tail": _decoded_tail(lm, full[-n:])})
+                        "argmax_match": matches, "decoded_tail": _decoded_tail(lm, full[-n:])})
     return results
 
 

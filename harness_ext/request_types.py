@@ -1,7 +1,8 @@
 """The request types this package adds to lm-eval, by name: one module each.
 
 - ``unlearn_answer_logprobs`` (:mod:`harness_ext.answer_logprobs`): per-token answer log-probabilities;
-- ``unlearn_generate_tokens`` (:mod:`harness_ext.generate_tokens`): greedy generation to a token budget.
+- ``unlearn_generate_tokens`` (:mod:`harness_ext.generate_tokens`): greedy generation to a token budget;
+- ``unlearn_answer_gradnorm`` (:mod:`harness_ext.answer_gradnorm`): an answer loss's gradient norm (hf only).
 
 A task names one as its ``OUTPUT_TYPE``; :func:`install_request_types` (called when one of our tasks is built)
 puts them on lm-eval's ``LM`` base class. Adding a request type: a module with its name and its backends'
@@ -13,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from harness_ext.answer_gradnorm import ANSWER_GRADNORM, answer_gradnorm
 from harness_ext.answer_logprobs import ANSWER_LOGPROBS, answer_logprobs
 from harness_ext.generate_tokens import GENERATE_TOKENS, generate_tokens
 from harness_ext.lm_eval_patches import add_request_types, patch_multimodal_generation, quiet_git_hash
@@ -20,6 +22,7 @@ from harness_ext.lm_eval_patches import add_request_types, patch_multimodal_gene
 REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
     ANSWER_LOGPROBS: answer_logprobs,
     GENERATE_TOKENS: generate_tokens,
+    ANSWER_GRADNORM: answer_gradnorm,
 }
 
 
@@ -31,4 +34,4 @@ def install_request_types() -> None:
     quiet_git_hash()
 
 
-__all__ = ["ANSWER_LOGPROBS", "GENERATE_TOKENS", "REQUEST_TYPES", "install_request_types"]
+__all__ = ["ANSWER_GRADNORM", "ANSWER_LOGPROBS", "GENERATE_TOKENS", "REQUEST_TYPES", "install_request_types"]

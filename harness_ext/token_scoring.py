@@ -6,7 +6,9 @@ Pure torch (no lm-eval). For logits ``z`` at one position and the chosen token `
 - ``logprobs``: ``log softmax(z)[y]``;
 - ``vocab_mean`` / ``vocab_var``: mean and variance of ``log softmax(z)`` under ``softmax(z)`` (Min-K%++);
 - ``margins``: ``z_y - logsumexp_{v != y} z_v`` (the KLoM margin), computed with ``y`` masked out, not from
-  ``logprobs`` (which loses precision when ``p_y`` is close to 1).
+  ``logprobs`` (which loses precision when ``p_y`` is close to 1);
+- ``argmax_match``: 1.0 where ``y`` is the argmax of ``z`` (torch's: the first of tied maxima), else 0.0 (the
+  teacher-forced predictions of exact memorization and extraction strength).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch.nn.functional as F
 #: float32 elements per chunk (16 MiB): at a 128,256-token vocabulary, 32 positions at a time.
 CHUNK_ELEMENTS = 1 << 22
 
-FIELDS = ("logprobs", "vocab_mean", "vocab_var", "margins")
+FIELDS = ("logprobs", "vocab_mean", "vocab_var", "margins", "argmax_match")
 
 
 def position_statistics(logits: torch.Tensor, targets: torch.Tensor,
@@ -36,6 +38,7 @@ def position_statistics(logits: torch.Tensor, targets: torch.Tensor,
         y = targets[rows].to(device=logits.device, dtype=torch.long)[:, None]
         lp = F.log_softmax(logits[rows].float(), dim=-1)
         chosen = lp.gather(-1, y).squeeze(-1)
+        out["argmax_match"][rows] = (lp.argmax(-1) == y.squeeze(-1)).float()
         weighted = lp.exp().mul_(lp)  # p * lp
         mean = weighted.sum(-1)
         var = weighted.mul_(lp).sum(-1) - mean * mean  # p * lp * lp

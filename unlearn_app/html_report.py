@@ -137,6 +137,11 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
         items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
         out.append(f'<div class="warnings" id="warnings"><strong>The runs are not strictly comparable:</strong>'
                    f"<ul>{items}</ul></div>")
+    notes = [n for r in runs for n in r.notes]
+    if notes:
+        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        out.append(f'<div class="warnings" id="notes"><strong>Values in open-unlearning\'s files that disagree with '
+                   f"their recomputation (the tables show the recomputed values):</strong><ul>{items}</ul></div>")
     out += list(sections)
     checks = checks_tables(runs)
     if checks:

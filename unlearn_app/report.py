@@ -59,11 +59,10 @@ def unique_names(paths: list[str]) -> list[str]:
 
 
 def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple[str, Path]]:
-    """``(column name, results file)`` for every run read: each RUN path is a results file or a folder; a folder with
-    several runs (lm-eval writes one sub-folder per model) gives one column per sub-folder, named
-    ``<name>/<sub-folder>``, each its newest results file by lm-eval's file-name timestamp. Names are unique."""
-    from harness_ext.results import newest_per_folder
-
+    """``(column name, results file or open-unlearning folder)`` for every run read: each RUN path is a results file
+    or a folder; a folder with several runs (lm-eval writes one sub-folder per model) gives one column per
+    sub-folder, named ``<name>/<sub-folder>``, each its newest results file by lm-eval's file-name timestamp. An
+    open-unlearning evaluation folder is a run too. Names are unique."""
     if names is not None:
         if len(names) != len(paths):
             raise ValueError(f"{len(names)} names for {len(paths)} runs.")
@@ -72,15 +71,33 @@ def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple
     names = names or unique_names(paths)
     runs: list[tuple[str, Path]] = []
     for name, path in zip(names, paths):
-        files = newest_per_folder(path)
-        if len(files) == 1:
-            runs.append((name, files[0]))
+        found = _run_sources(Path(path))
+        if len(found) == 1:
+            runs.append((name, found[0]))
         else:
-            runs += [(f"{name}/{f.parent.relative_to(path).as_posix()}", f) for f in files]
+            runs += [(f"{name}/{(f if f.is_dir() else f.parent).relative_to(path).as_posix()}", f) for f in found]
     seen = [n for n, _ in runs]
     if len(set(seen)) != len(seen):
         raise ValueError(f"Run names collide ({', '.join(seen)}); pass --names.")
     return runs
+
+
+def _run_sources(path: Path) -> list[Path]:
+    """The runs under ``path``: lm-eval results files (the newest of each folder) and open-unlearning evaluation
+    folders (``TOFU_EVAL.json`` / ``MUSE_EVAL.json`` and their summaries; see :mod:`unlearn_app.open_unlearning`)."""
+    from harness_ext.results import newest_per_folder
+    from unlearn_app.open_unlearning import is_ou_folder, ou_folders_under
+
+    if is_ou_folder(path):
+        return [path if path.is_dir() else path.parent]
+    ou = ou_folders_under(path)
+    try:
+        files = newest_per_folder(path)
+    except FileNotFoundError:
+        if not ou:
+            raise
+        files = []
+    return files + ou
 
 
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:

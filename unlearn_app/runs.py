@@ -28,11 +28,21 @@ class Run:
     provenance: dict[str, dict[str, Any]] = field(default_factory=dict)  # per task
     checks: list[dict[str, Any]] = field(default_factory=list)
     results_file: str = ""
+    notes: list[str] = field(default_factory=list)  # e.g. open-unlearning values that disagree with a recomputation
 
 
-def load_run(path: str | Path, name: str | None = None) -> Run:
-    """A run from an lm-eval output folder / results file, or an ``unlearn ci --out`` folder (checks included)."""
+def load_run(path: str | Path, name: str | None = None, reference: str | None = None) -> Run:
+    """A run from an lm-eval output folder / results file, an ``unlearn ci --out`` folder (checks included) or an
+    open-unlearning evaluation folder (``reference``: a retain run that its Forget Quality and PrivLeak are
+    recomputed against; see :mod:`unlearn_app.open_unlearning`)."""
+    from unlearn_app.open_unlearning import NOTES_KEY, is_ou_folder, provenance, read_ou_folder
+
     path = Path(path)
+    if is_ou_folder(path):
+        tasks = read_ou_folder(path, reference)
+        return Run(name or path.name, str(path), {t.task: t.metrics for t in tasks},
+                   {t.task: provenance(t) for t in tasks}, [], ", ".join(f for t in tasks for f in t.files),
+                   [n for t in tasks for n in t.notes])
     checks: list[dict[str, Any]] = []
     # an `unlearn ci --out` folder holds results.json beside lm_eval/<model>/results_*.json
     homes = [path] if path.is_dir() else list(path.parents)[:3]
@@ -46,7 +56,9 @@ def load_run(path: str | Path, name: str | None = None) -> Run:
     raw = read_results_file(file)
     configs = raw.get("configs") or {}
     prov = {t: c["provenance"] for t, c in configs.items() if isinstance(c, dict) and isinstance(c.get("provenance"), dict)}
-    return Run(name or path.name, str(path), task_metrics(raw), prov, checks, str(file))
+    notes = [n for c in configs.values() if isinstance(c, dict) and isinstance(c.get(NOTES_KEY), dict)
+             for n in c[NOTES_KEY].get("notes") or []]  # an open-unlearning run converted by `unlearn ci`
+    return Run(name or path.name, str(path), task_metrics(raw), prov, checks, str(file), notes)
 
 
 def _comparable(prov: dict[str, Any], key: str) -> Any:

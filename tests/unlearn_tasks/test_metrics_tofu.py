@@ -53,3 +53,17 @@ def test_model_utility_harmonic_mean():
     assert tofu.model_utility([1, 2, 4]) == pytest.approx(12 / 7)
     assert tofu.model_utility([0.5, 0.0, 1.0]) == 0.0
     assert math.isnan(tofu.model_utility([0.5, float("nan")]))
+
+
+def test_open_unlearning_truth_ratio_aggregations():
+    ratios = [0.5, 2.0, 1.0, 0.25]
+    # closer_to_1_better = the forget statistic: 0.5625; true_better = the retain statistic: 0.3125
+    assert tofu.truth_ratio_aggregate(ratios, "closer_to_1_better") == pytest.approx(0.5625)
+    assert tofu.truth_ratio_aggregate(ratios, "true_better") == pytest.approx(0.3125)
+    # prob_mean: p_c / (p_c + p_w) = 1 / (1 + R) = 2/3, 1/3, 1/2, 4/5 -> mean 2.3 / 4
+    assert tofu.truth_ratio_aggregate(ratios, "prob_mean") == pytest.approx(0.575)
+    # open-unlearning's 1 / (R + 1e-10) guard moves the value by about 1e-10 only
+    assert tofu.truth_ratio_aggregate(ratios, "closer_to_1_better", eps=1e-10) == pytest.approx(0.5625, rel=1e-9)
+    assert math.isnan(tofu.truth_ratio_aggregate([], "prob_mean"))
+    with pytest.raises(ValueError, match="truth ratio aggregator"):
+        tofu.truth_ratio_aggregate(ratios, "mean")

@@ -45,8 +45,9 @@ def test_vllm_matches_hf(task, memorised, demo_data_dir, relu_data_dir, tmp_path
             assert math.isnan(vl[name])
         elif math.isnan(value):
             assert math.isnan(vl[name]), name
-        elif "rouge" in name or name == "model_utility" or "acc" in name or name == "forget_retain_gap":
-            # a rare near-tie may flip one greedy token or one letter choice
+        elif ("rouge" in name or name == "model_utility" or "acc" in name or name == "forget_retain_gap"
+              or name in ("extraction_strength", "exact_memorization")):
+            # a rare near-tie may flip one greedy token, one letter choice or one argmax (vLLM's top-1 rank)
             assert vl[name] == pytest.approx(value, abs=0.05), name
         else:
             assert vl[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name

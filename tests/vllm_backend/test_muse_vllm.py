@@ -19,7 +19,7 @@ def test_muse_news_vllm_matches_hf(muse_tiny_model_dir, muse_data_dir, tmp_path)
     assert set(hf) == set(vl)
     assert hf["forget_verbmem"] > 0.5 and hf["retain_knowmem"] > 0.5  # memorised, so the comparison means something
     assert math.isnan(vl["mia_min_k_plus_plus_auc"]) and math.isnan(hf["privleak"]) and math.isnan(vl["privleak"])
-    for name in ("forget_verbmem", "forget_knowmem", "retain_knowmem"):
+    for name in ("forget_verbmem", "forget_knowmem", "retain_knowmem", "extraction_strength", "exact_memorization"):
         assert vl[name] == pytest.approx(hf[name], abs=0.05), name
     for name in ("mia_loss_auc", "mia_zlib_auc", "mia_min_k_auc"):
         assert vl[name] == pytest.approx(hf[name], rel=1e-3, abs=1e-4), name

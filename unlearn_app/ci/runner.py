@@ -170,6 +170,25 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
     return json.loads(file.read_text()), info
 
 
+def copy_results(path: str, lm_out: Path, reference: str | dict[str, str] | None) -> dict[str, Any]:
+    """The existing results ``path`` (lm-eval output, or an open-unlearning evaluation folder read as a run with
+    ``reference`` for its Forget Quality and PrivLeak), copied into ``lm_out`` as an lm-eval results file so that
+    `unlearn report OUT` reads this run."""
+    from unlearn_app.open_unlearning import as_results, is_ou_folder, read_ou_folder
+
+    shutil.rmtree(lm_out, ignore_errors=True)
+    if is_ou_folder(path):
+        raw = json_safe(as_results(read_ou_folder(path, reference)))
+        lm_out.mkdir(parents=True)
+        (lm_out / f"results_{time.strftime('%Y-%m-%dT%H-%M-%S')}.json").write_text(json.dumps(raw, indent=2))
+        return raw
+    source = latest_results_file(path)
+    raw = json.loads(source.read_text())
+    lm_out.mkdir(parents=True)
+    shutil.copyfile(source, lm_out / source.name)
+    return raw
+
+
 def load_baseline(path: str) -> dict[str, dict[str, float]]:
     """Metrics of a baseline run: an ``unlearn ci`` folder/results.json or an lm-eval output folder/file."""
     p = Path(path).expanduser()
@@ -180,6 +199,10 @@ def load_baseline(path: str) -> dict[str, dict[str, float]]:
             return {t: {m: (float("nan") if v is None else v) for m, v in ms.items()} for t, ms in data["results"].items()}
     if not p.exists():
         raise CiError(f"baseline {path} does not exist (an lm-eval --output_path folder or an `unlearn ci --out` folder)")
+    from unlearn_app.open_unlearning import is_ou_folder, read_ou_folder
+
+    if is_ou_folder(p):
+        return {t.task: t.metrics for t in read_ou_folder(p)}
     return task_metrics(json.loads(latest_results_file(p).read_text()))
 
 
@@ -216,12 +239,8 @@ def run_ci(opts: CiOptions) -> int:
         suite = load_suite(opts.suite)
         out.mkdir(parents=True, exist_ok=True)
         if opts.from_results:
-            source = latest_results_file(opts.from_results)
-            raw = json.loads(source.read_text())
+            raw = copy_results(opts.from_results, out / "lm_eval", suite.reference)
             record["from_results"] = str(opts.from_results)
-            shutil.rmtree(out / "lm_eval", ignore_errors=True)  # a copy, so `unlearn report OUT` reads this run
-            (out / "lm_eval").mkdir(parents=True)
-            shutil.copyfile(source, out / "lm_eval" / source.name)
             cache_info = {"hit": False, "enabled": False}
         elif opts.model:
             raw, cache_info = evaluate_model(opts, suite, out)

@@ -51,7 +51,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--model-args", dest="model_args", help="JSON object of extra lm-eval model arguments "
                    "(override the suite's model_args).")
     p.add_argument("--from-results", dest="from_results", metavar="DIR",
-                   help="Check existing lm-eval output (folder or results_*.json) instead of running a model.")
+                   help="Check existing lm-eval output (folder or results_*.json) or an open-unlearning evaluation "
+                   "folder (TOFU_EVAL.json / MUSE_EVAL.json; its Forget Quality and PrivLeak recomputed against the "
+                   "suite's reference) instead of running a model.")
     p.add_argument("--limit", type=positive_int, help="Documents per task (smoke tests; overrides the suite's limit).")
     p.add_argument("--no-cache", dest="no_cache", action="store_true", help="Evaluate even if cached results exist.")
     p.add_argument("--cache-dir", dest="cache_dir", help="Cache folder (default $UNLEARN_CACHE_DIR or "

@@ -22,17 +22,21 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     try:
         sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
-        loaded = [load_run(file, name) for name, file in sources]
+        loaded = [load_run(file, name, args.reference) for name, file in sources]
     except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
     runs = {r.name: r.metrics for r in loaded}
     warnings = provenance_differences(loaded)
-    for w in warnings:
+    notes = [n for r in loaded for n in r.notes]
+    for w in warnings + notes:
         print(f"warning: {w}", file=sys.stderr)
     listing = "\n".join(f"- {name}: {file}" for name, file in sources)
     text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
     if warnings:
         text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
+    if notes:
+        text += "\n**Values in open-unlearning's files that disagree with their recomputation:**\n\n" + "\n".join(
+            f"- {n}" for n in notes) + "\n"
     text += f"\nRuns read:\n\n{listing}\n"
     print(text)
     if args.out:
@@ -55,11 +59,15 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
 def add_parsers(sub) -> None:
     p = sub.add_parser("report", help="Side-by-side table (and plot) of several lm-eval runs' results.",
-                       description="Read each RUN (an lm_eval --output_path folder, a results_*.json file or an `unlearn ci` "
-                       "output folder) and print one table per task with a column per run, then the results file read for each "
+                       description="Read each RUN (an lm_eval --output_path folder, a results_*.json file, an `unlearn ci` "
+                       "output folder or an open-unlearning evaluation folder) and print one table per task with a column per run, then the results file read for each "
                        "column; warn when the runs' provenance (package version, data, metric modes, reference run) differs. A "
                        "folder holding several models' runs gives one column per model folder (its newest results file).")
-    p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="lm-eval output folders or results_*.json files, or "
+                   "open-unlearning evaluation folders (TOFU_EVAL.json / MUSE_EVAL.json and their SUMMARY).")
+    p.add_argument("--reference", metavar="DIR", help="A retain run (an lm-eval output folder of ours or an "
+                   "open-unlearning folder): the open-unlearning runs' Forget Quality and PrivLeak are recomputed "
+                   "against it from their per-item values.")
     p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
@@ -67,5 +75,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
-    output_guard.declare(p, outputs=["out", "json", "plot", "html"], scanned={"runs": ("results*.json",)},
+    output_guard.declare(p, outputs=["out", "json", "plot", "html"], inputs=["reference"], scanned={"runs": ("results*.json",)},
                          suffixes={"plot": output_guard.IMAGE_SUFFIXES})

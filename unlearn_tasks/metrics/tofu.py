@@ -13,6 +13,8 @@ import numpy as np
 from scipy import stats
 
 TRUTH_RATIO_MEANS = ("geometric", "arithmetic")
+#: open-unlearning's aggregations of per-item truth ratios (its ``truth_ratio`` metric's ``aggregator``).
+TRUTH_RATIO_AGGREGATORS = ("closer_to_1_better", "true_better", "prob_mean")
 
 
 def mean_logprob(token_logprobs: Sequence[float]) -> float:
@@ -60,6 +62,28 @@ def truth_ratio_retain_stat(ratios: Sequence[float]) -> float:
     """Retain / real-authors / world-facts statistic ``mean(max(0, 1 - R))`` (higher is better)."""
     r = np.asarray(ratios, dtype=np.float64)
     return float(np.mean(np.maximum(0.0, 1.0 - r))) if r.size else float("nan")
+
+
+def truth_ratio_aggregate(ratios: Sequence[float], aggregator: str, eps: float = 0.0) -> float:
+    """One of open-unlearning's aggregations of per-item truth ratios ``R = p_wrong / p_correct``:
+
+    * ``closer_to_1_better``: ``mean(min(R, 1 / (R + eps)))`` (forget set; = :func:`truth_ratio_forget_stat` at eps 0);
+    * ``true_better``: ``mean(max(0, 1 - R))`` (retain, real authors, world facts);
+    * ``prob_mean``: ``mean(p_correct / (p_correct + p_wrong)) = mean(1 / (1 + R))`` (the OpenUnlearning paper's
+      "extent of knowledge"; higher = more knowledge).
+
+    ``eps`` is open-unlearning's 1e-10 guard in ``1 / (R + eps)``; NaN for no items.
+    """
+    r = np.asarray(ratios, dtype=np.float64)
+    if not r.size:
+        return float("nan")
+    if aggregator == "closer_to_1_better":
+        return float(np.mean(np.minimum(r, 1.0 / (r + eps))))
+    if aggregator == "true_better":
+        return float(np.mean(np.maximum(0.0, 1.0 - r)))
+    if aggregator == "prob_mean":
+        return float(np.mean(1.0 / (1.0 + r)))
+    raise ValueError(f"truth ratio aggregator must be one of {TRUTH_RATIO_AGGREGATORS}, got {aggregator!r}")
 
 
 def forget_quality(ratios: Sequence[float], reference_ratios: Sequence[float]) -> float:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from unlearn_tasks.metrics import mia
+from unlearn_tasks.metrics.memorization import mean_score
 from unlearn_tasks.reference_logs import record_format
 
 NAN = float("nan")
@@ -15,13 +16,15 @@ MIA_ATTACKS = ("loss", "zlib", "min_k", "min_k_plus_plus")
 PRIVLEAK_ATTACK = "min_k"
 ROUGE_METRICS = {"forget_verbmem": "verbmem_forget", "forget_knowmem": "knowmem_forget",
                  "retain_knowmem": "knowmem_retain"}
+#: open-unlearning's teacher-forced memorization metrics of the forget VerbMem passages.
+MEMORIZATION = ("extraction_strength", "exact_memorization")
 
 
 def metric_names(parts: list[str]) -> list[str]:
     """Metrics a MUSE task reports, given its parts."""
     names = []
     if "verbmem" in parts:
-        names.append("forget_verbmem")
+        names += ["forget_verbmem", *MEMORIZATION]
     if "knowmem" in parts:
         names += ["forget_knowmem", "retain_knowmem"]
     if "privleak" in parts:
@@ -39,6 +42,8 @@ def compute_metrics(records: list[dict], parts: list[str], reference_auc: dict[s
     for metric, set_name in ROUGE_METRICS.items():
         values = _values(records, set_name, "rougeL_f1")
         out[metric] = float(np.mean(values)) if values else NAN
+    for name in MEMORIZATION:  # open-unlearning's, on the forget VerbMem passages (Nones left out)
+        out[name] = mean_score([r[name] for r in records if r["set"] == "verbmem_forget" and name in r])
     for attack in MIA_ATTACKS:
         key = f"mia_{attack}"
         out[f"{key}_auc"] = mia.mia_auroc(_values(records, "privleak_forget", key), _values(records, "privleak_holdout", key))

@@ -1,6 +1,7 @@
-"""Per-document MUSE scoring: each document issues one request and gives one record.
+"""Per-document MUSE scoring: each document gives one record (VerbMem documents issue two requests, the others one).
 
-* VerbMem: ROUGE-L F1 (unstemmed) of the greedy continuation vs the true continuation (its first 128 tokens);
+* VerbMem: ROUGE-L F1 (unstemmed) of the greedy continuation vs the true continuation (its first 128 tokens), and
+  open-unlearning's extraction strength / exact memorization of the true continuation (a second request);
 * KnowMem: ROUGE-L F1 (unstemmed) of the greedy answer, cut at MUSE's stop strings, vs the answer;
 * PrivLeak passages: the MIA scores (LOSS, zlib, Min-K%, Min-K%++) of the whole passage after BOS.
 """
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from unlearn_tasks.metrics import mia
+from unlearn_tasks.metrics.memorization import scores_from_matches
 from unlearn_tasks.metrics.rouge import rouge_l_f1
 from unlearn_tasks.muse.prompts import cut_at_stop
 
@@ -35,6 +37,18 @@ def passage_scores(response: dict, text: str, k: float) -> dict[str, float]:
         "mia_min_k": mia.min_k_score(lps, k),
         "mia_min_k_plus_plus": mia.min_k_plus_plus_score(lps, mean, var, k) if mean is not None else NAN,
     }
+
+
+def memorization(response: dict) -> dict[str, float | None]:
+    """Exact memorization and extraction strength of a VerbMem passage from the teacher-forced argmax flags of its
+    true continuation, as open-unlearning computes them on MUSE: every continuation token but the last (its
+    token-wise statistics drop the last labelled token), its edge cases (see
+    :mod:`unlearn_tasks.metrics.memorization`). Empty when the backend gave no flags."""
+    flags = response.get("argmax_match")
+    if flags is None:
+        return {}
+    em, es = scores_from_matches(list(flags)[:-1], "open-unlearning")
+    return {"exact_memorization": em, "extraction_strength": es}
 
 
 def score_document(doc: dict, response: Any, mia_k: float, reference_of: Callable[[dict], str]) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from unlearn_tasks.muse import aggregate, reference
 from unlearn_tasks.muse.benchmark import BENCHMARK
 from unlearn_tasks.muse.options import MuseOptions
 from unlearn_tasks.muse.prompts import KNOWMEM_STOP, knowmem_messages, truncate_reference
-from unlearn_tasks.muse.scoring import part_of, score_document
+from unlearn_tasks.muse.scoring import memorization, part_of, score_document
 from unlearn_tasks.reference_logs import RESULTS_KEY, model_identity, reference_used
 
 log = logging.getLogger(__name__)
@@ -109,11 +109,20 @@ class MuseTask(UnlearningTask):
         else:
             gen = {"until": list(KNOWMEM_STOP), "max_gen_toks": self.options.knowmem_max_tokens}
         gen.update(do_sample=False, temperature=0.0)
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        requests = [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        if part == "verbmem":
+            # the true continuation teacher-forced after the prompt with a space between, no EOS: open-unlearning's
+            # extraction strength / exact memorization input (its MUSE_forget_verbmem, insert_space)
+            args = (ctx, " " + doc["reference"], {"append_eos": False})
+            requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=1, **kwargs))
+        return requests
 
     # ------------------------------------------------------------------ scoring
     def score_document(self, doc: dict, results: list) -> dict:
-        return score_document(doc, results[0], self.options.mia_k, self.reference_text)
+        record = score_document(doc, results[0], self.options.mia_k, self.reference_text)
+        if len(results) > 1 and isinstance(results[1], dict):
+            record.update(memorization(results[1]))
+        return record
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         ref_auc = self.reference.mia_auc if self.reference is not None else None

@@ -3,6 +3,9 @@
 from unlearn_tasks.benchmarks import Benchmark
 
 MIA_AUCS = ("mia_min_k_auc", "mia_min_k_plus_plus_auc", "mia_loss_auc", "mia_zlib_auc")
+#: open-unlearning's metrics (docs/open-unlearning.md): memorization of the forget answers, and the reference and
+#: GradNorm MIAs; all fall with unlearning.
+OPEN_UNLEARNING_LOWER = ("extraction_strength", "exact_memorization", "mia_reference_auc", "mia_gradnorm_auc")
 
 BENCHMARK = Benchmark(
     name="tofu",
@@ -31,5 +34,5 @@ BENCHMARK = Benchmark(
     ),
     # privleak: closest to 0 is best; "higher is better" of -|x| is not expressible in lm-eval, so it is marked
     # lower-is-better, i.e. a strongly negative value means forget data still leaks.
-    lower_is_better=frozenset({"forget_rougeL_recall", "forget_prob", "privleak", *MIA_AUCS}),
+    lower_is_better=frozenset({"forget_rougeL_recall", "forget_prob", "privleak", *MIA_AUCS, *OPEN_UNLEARNING_LOWER}),
 )

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from unlearn_tasks.metadata import MetadataOptions, check_positive_int, per_key
-from unlearn_tasks.metrics.tofu import TRUTH_RATIO_MEANS
+from unlearn_tasks.metrics.tofu import TRUTH_RATIO_AGGREGATORS, TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
 
 #: ``all``: score every answer token (lm-eval's convention; the default).
@@ -17,6 +17,15 @@ ANSWER_SCORINGS = ("all", "tofu")
 #: Default (None): ``tofu`` when ``answer_scoring`` is ``tofu``, else ``lm_eval``.
 GENERATION_PROMPTS = ("lm_eval", "tofu")
 PARTS = ("generation", "likelihood")
+#: The sets with a truth ratio and open-unlearning's aggregation of each (its TOFU configs).
+DEFAULT_AGGREGATORS = {"forget": "closer_to_1_better", "retain": "true_better", "ra": "true_better", "wf": "true_better"}
+
+
+def _missing_folder(value: object) -> bool:
+    """A value written as a local path (``/``, ``.``, ``~`` first) that names nothing on disk."""
+    from pathlib import Path
+
+    return isinstance(value, str) and value[:1] in ("/", ".", "~") and not Path(value).expanduser().exists()
 
 
 @dataclass
@@ -31,9 +40,15 @@ class TofuOptions(MetadataOptions):
     answer_scoring: str = "all"
     generation_prompt: str | None = None
     truth_ratio_mean: str = "geometric"
+    truth_ratio_aggregator: str | dict[str, str] | None = None
     max_items_per_split: int | None = None
     parts: list[str] = field(default_factory=lambda: list(PARTS))
     mia_k: float = 0.4
+    #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
+    mia_gradnorm: bool = False
+    #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
+    #: default classifier, or a local folder / Hub id of any sequence-classification model.
+    gibberish: bool | str = False
 
     def complete(self, metadata: dict[str, Any]) -> None:
         if self.generation_prompt is None:
@@ -48,10 +63,39 @@ class TofuOptions(MetadataOptions):
             (self.generation_prompt in (None, *GENERATION_PROMPTS), f"generation_prompt must be one of {GENERATION_PROMPTS}"),
             (self.truth_ratio_mean in TRUTH_RATIO_MEANS, f"truth_ratio_mean must be one of {TRUTH_RATIO_MEANS}"),
             (isinstance(self.parts, list) and bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
+            (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
+             f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
+            (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
+            (isinstance(self.gibberish, (bool, str)) and self.gibberish != "",
+             "gibberish must be true (open-unlearning's classifier) or a classifier folder / Hub id"),
+            (not _missing_folder(self.gibberish), f"gibberish: the classifier folder {self.gibberish!r} does not exist"),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]
         self.require(checks)
+
+    def _aggregators_ok(self) -> bool:
+        given = self.truth_ratio_aggregator
+        if given is None or given in TRUTH_RATIO_AGGREGATORS:
+            return True
+        return isinstance(given, dict) and all(k in DEFAULT_AGGREGATORS and v in TRUTH_RATIO_AGGREGATORS
+                                               for k, v in given.items())
+
+    def aggregators(self) -> dict[str, str]:
+        """The truth-ratio aggregation of each set: open-unlearning's defaults, a string replacing the forget set's,
+        or a mapping replacing the sets it names."""
+        given = self.truth_ratio_aggregator
+        if isinstance(given, str):
+            given = {"forget": given}
+        return {**DEFAULT_AGGREGATORS, **(given or {})}
+
+    def gibberish_classifier(self) -> str | None:
+        """The classifier of the gibberish metric, None when it is off."""
+        from unlearn_tasks.classifier import DEFAULT_CLASSIFIER
+
+        if self.gibberish is True:
+            return DEFAULT_CLASSIFIER
+        return self.gibberish or None
 
     def reference_for_split(self) -> str | None:
         return per_key(self.reference, self.forget_split)

@@ -11,6 +11,7 @@ from typing import Any
 
 from unlearn_tasks.generation_check import is_empty
 from unlearn_tasks.metrics import mia
+from unlearn_tasks.metrics.memorization import scores_from_matches
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 from unlearn_tasks.metrics.tofu import mean_logprob, option_normalised_prob, truth_ratio
 from unlearn_tasks.tofu.options import TofuOptions
@@ -36,6 +37,25 @@ def scored_tokens(response: dict, answer_scoring: str) -> list[float]:
 OU_VAR_FLOOR = 1e-6
 
 
+def _token_window(n: int, answer_scoring: str) -> slice:
+    """The answer positions open-unlearning's token-wise statistics see in the ``tofu`` mode (TOFU's boundary rule,
+    then the last labelled token, the EOS, dropped); every position in the ``all`` mode."""
+    start = 1 if answer_scoring == "tofu" and n > 1 else 0
+    stop = n - 1 if answer_scoring == "tofu" else n
+    return slice(start, stop)
+
+
+def memorization(response: dict, answer_scoring: str) -> tuple[float | None, float | None] | None:
+    """(exact memorization, extraction strength) of the answer from the backend's teacher-forced argmax flags, on
+    the tokens Min-K% scores (:func:`mia_token_stats`); open-unlearning's edge cases in the ``tofu`` mode, the
+    definition's otherwise (see :mod:`unlearn_tasks.metrics.memorization`). None if the backend gave no flags."""
+    flags = response.get("argmax_match")
+    if flags is None:
+        return None
+    mode = "open-unlearning" if answer_scoring == "tofu" else "definition"
+    return scores_from_matches(list(flags)[_token_window(len(flags), answer_scoring)], mode)
+
+
 def mia_token_stats(response: dict, answer_scoring: str) -> tuple[list[float], list | None, list | None]:
     """(log-probs, vocab means, vocab variances) of the tokens that Min-K% and Min-K%++ score.
 
@@ -44,14 +64,12 @@ def mia_token_stats(response: dict, answer_scoring: str) -> tuple[list[float], l
     answer leaves nothing (scored 0, as open-unlearning does). LOSS and zlib use :func:`scored_tokens` in both modes:
     open-unlearning computes them from the average loss over all labelled tokens, EOS included.
     """
-    n = len(response["logprobs"])
-    start = 1 if answer_scoring == "tofu" and n > 1 else 0
-    stop = n - 1 if answer_scoring == "tofu" else n
+    window = _token_window(len(response["logprobs"]), answer_scoring)
     mean, var = response.get("vocab_mean"), response.get("vocab_var")
     return (
-        list(response["logprobs"][start:stop]),
-        None if mean is None else list(mean[start:stop]),
-        None if var is None else list(var[start:stop]),
+        list(response["logprobs"][window]),
+        None if mean is None else list(mean[window]),
+        None if var is None else list(var[window]),
     )
 
 
@@ -96,6 +114,10 @@ def score_document(doc: dict, generation: str | None, responses: list[dict], opt
         record["prob"] = math.exp(answer_lp)
     if split in PARAPHRASED_SETS:
         record["truth_ratio"] = truth_ratio(mean_lps[1], mean_lps[2:], opts.truth_ratio_mean)
+    if split == "forget":
+        scores = memorization(responses[0], opts.answer_scoring)
+        if scores is not None:
+            record["exact_memorization"], record["extraction_strength"] = scores
     if split in MIA_SETS:
         scoring = opts.answer_scoring
         loss_lps = scored_tokens(responses[0], scoring)

@@ -13,7 +13,7 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.request_types import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt, tofu_generation_prompt
@@ -21,7 +21,7 @@ from unlearn_tasks.reference_logs import model_identity, reference_used
 from unlearn_tasks.tofu import aggregate, reference
 from unlearn_tasks.tofu.benchmark import BENCHMARK
 from unlearn_tasks.tofu.options import TofuOptions
-from unlearn_tasks.tofu.scoring import GENERATED_SETS, answer_texts, question_key, score_document
+from unlearn_tasks.tofu.scoring import GENERATED_SETS, MIA_SETS, answer_texts, question_key, score_document
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +45,20 @@ class TofuTask(UnlearningTask):
         self.reference = self._load_reference()
 
     def metric_names(self) -> list[str]:
-        return aggregate.metric_names(self.options.parts)
+        return aggregate.metric_names(self.options.parts, self.options.mia_gradnorm,
+                                      self.options.gibberish_classifier() is not None)
 
     def lower_is_better(self) -> set[str]:
         return set(LOWER_IS_BETTER)
+
+    def metric_modes(self) -> dict[str, Any]:
+        """The options' modes, with the truth-ratio aggregation of every set when one was chosen (absent when
+        left at the default, so runs from before the option compare equal)."""
+        modes = super().metric_modes()
+        modes.pop("truth_ratio_aggregator", None)
+        if self.options.truth_ratio_aggregator is not None:
+            modes["truth_ratio_aggregator"] = self.options.aggregators()
+        return modes
 
     # ------------------------------------------------------------------ reference
     def _load_reference(self) -> aggregate.ReferenceData | None:
@@ -73,7 +83,24 @@ class TofuTask(UnlearningTask):
                 self.config.task, ref.answer_scoring, self.options.answer_scoring, ref.answer_scoring,
             )
         log.info("%s: reference %s", self.config.task, reference.describe(ref))
+        self._reference_note = self._reference_mia_note(ref)
+        if self._reference_note:
+            log.warning(self._reference_note)
         return ref
+
+    def _reference_mia_note(self, ref: aggregate.ReferenceData) -> str | None:
+        """Why ``mia_reference_auc`` will be NaN with this reference (it logged no per-item losses, or other items),
+        saying how to produce one that has them; None when it can be computed."""
+        n_holdout = sum(d["split"] == "holdout" for d in self.test_docs())
+        if not ref.losses:
+            return (f"{self.config.task}: the reference ({ref.source}) holds no per-item answer losses, so "
+                    f"mia_reference_auc is NaN. Re-evaluate the retain model with this version of the package (its "
+                    f"results file then records them), or pass open-unlearning's TOFU_EVAL.json of a run with mia_loss.")
+        if len(ref.losses.get("holdout") or []) != n_holdout:
+            return (f"{self.config.task}: the reference logged {len(ref.losses.get('holdout') or [])} holdout losses, "
+                    f"this evaluation has {n_holdout} holdout items, so mia_reference_auc is NaN. Make the reference "
+                    f"without --limit and with the same data and max_items_per_split.")
+        return None
 
     def reference_used(self) -> dict[str, Any] | None:
         return reference_used(self.options.reference_for_split(), self.reference and self.reference.source)
@@ -105,17 +132,39 @@ class TofuTask(UnlearningTask):
                 requests.append(
                     Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests), **kwargs)
                 )
+            if self.options.mia_gradnorm and doc["split"] in MIA_SETS:
+                tofu = self.options.answer_scoring == "tofu"  # open-unlearning's tokens and its train-mode switch
+                options = {"skip_first": tofu, "drop_eos": tofu, "train_mode": tofu, "p": 2}
+                args = (ctx, delimiter + doc["answer"].strip(), options)
+                requests.append(
+                    Instance(request_type=ANSWER_GRADNORM, doc=doc, arguments=args, idx=len(requests), **kwargs)
+                )
         return requests
 
     # ------------------------------------------------------------------ scoring
     def score_document(self, doc: dict, results: list) -> dict:
         generation = next((r for r in results if isinstance(r, str)), None)
         responses = [r for r in results if isinstance(r, dict)]
-        return score_document(doc, generation, responses, self.options)
+        record = score_document(doc, generation, responses, self.options)
+        gradnorm = [r for r in results if isinstance(r, float)]
+        if gradnorm:
+            record["mia_gradnorm"] = gradnorm[0]
+        if generation is not None and doc["split"] == "forget" and self.options.gibberish_classifier():
+            record["generation"] = generation.strip()  # kept for the classifier, run once over all of them
+        return record
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
-        metrics = aggregate.compute_metrics(records, self.reference)
+        metrics = aggregate.compute_metrics(records, self.reference, self.options.aggregators())
+        classifier = self.options.gibberish_classifier()
+        if classifier and "generation" in self.options.parts:
+            from unlearn_tasks.classifier import class_probabilities
+
+            forget = sorted((r for r in records if r["split"] == "forget" and "generation" in r), key=lambda r: r["index"])
+            scores = class_probabilities(classifier, [r["generation"] for r in forget])
+            metrics[aggregate.GIBBERISH] = sum(scores) / len(scores) if scores else float("nan")
         self._check_generations(records)
+        if getattr(self, "_reference_note", None):
+            self.run_warnings.append(self._reference_note)
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,

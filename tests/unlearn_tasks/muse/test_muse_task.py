@@ -17,7 +17,7 @@ from unlearn_tasks.reference_logs import ReferenceLogError
 
 TASKS = {f"muse_{c}{p}" for c in ("news", "books") for p in ("", "_verbmem", "_knowmem", "_privleak")}
 METRICS = {"forget_verbmem", "forget_knowmem", "retain_knowmem", "mia_loss_auc", "mia_zlib_auc", "mia_min_k_auc",
-           "mia_min_k_plus_plus_auc", "privleak"}
+           "mia_min_k_plus_plus_auc", "privleak", "extraction_strength", "exact_memorization"}
 
 
 def test_every_yaml_is_indexed():
@@ -75,6 +75,9 @@ def test_requests_per_document(muse_data_dir):
     assert verbmem.request_type == "generate_until"
     assert verbmem.args[0] == "The town of Arlow opened a new library in January."
     assert verbmem.args[1] == {"until": [], "max_gen_toks": 128, "do_sample": False, "temperature": 0.0}
+    forced = by_set["verbmem_forget"][1]  # open-unlearning's ES / EM input: the true continuation, teacher-forced
+    assert forced.request_type == "unlearn_answer_logprobs" and forced.args[0] == verbmem.args[0]
+    assert forced.args[1] == " " + forced.doc["reference"] and forced.args[2] == {"append_eos": False}
     knowmem = by_set["knowmem_retain"][0]
     assert knowmem.args[0] == ("Question: Who is the mayor of Elsworth?\nAnswer: Edda Moss\n\n"
                                "Question: Who is the mayor of Fenwick?\nAnswer: ")

@@ -16,7 +16,7 @@ METRICS = {
     "forget_rougeL_recall", "forget_prob", "forget_truth_ratio", "forget_quality", "retain_rougeL_recall",
     "retain_prob", "retain_truth_ratio", "ra_rougeL_recall", "ra_prob", "ra_truth_ratio", "wf_rougeL_recall",
     "wf_prob", "wf_truth_ratio", "model_utility", "mia_loss_auc", "mia_zlib_auc", "mia_min_k_auc",
-    "mia_min_k_plus_plus_auc", "privleak",
+    "mia_min_k_plus_plus_auc", "mia_reference_auc", "privleak", "extraction_strength", "exact_memorization",
 }
 
 
@@ -80,7 +80,8 @@ def test_all_metrics_reported_and_nan_without_reference(first_run):
     values = {k.split(",")[0]: v for k, v in res["results"]["tofu_forget01"].items() if "," in k and "stderr" not in k}
     assert METRICS == set(values)
     assert math.isnan(values["forget_quality"]) and math.isnan(values["privleak"])
-    for name in METRICS - {"forget_quality", "privleak"}:
+    assert math.isnan(values["mia_reference_auc"])  # needs a reference too
+    for name in METRICS - {"forget_quality", "privleak", "mia_reference_auc"}:
         assert not math.isnan(values[name]), name
     assert 0 <= values["forget_prob"] <= 1 and 0 <= values["mia_min_k_auc"] <= 1
 
@@ -116,6 +117,7 @@ def test_identical_outputs_give_forget_quality_one_and_the_reference_file_is_rec
     values = res["results"]["tofu_forget01_likelihood"]
     assert values["forget_quality,none"] == pytest.approx(1.0)
     assert values["privleak,none"] == pytest.approx(0.0, abs=1e-9)
+    assert values["mia_reference_auc,none"] == pytest.approx(0.5)  # loss - reference loss = 0 for every item
     record = res["configs"]["tofu_forget01_likelihood"]["unlearning_reference"]
     assert record["reference_file"] == str(stand_in)
     assert record["model"]["pretrained"] == str(tiny_model_dir.resolve()) and record["model"]["fingerprint"]
