@@ -61,8 +61,8 @@ def test_reference_of_either_kind_recomputes_forget_quality_and_privleak(tmp_pat
         "format": "lm-eval-unlearning/tofu-reference/1", "forget_split": "forget01", "n_forget": 4,
         "forget_truth_ratio": REFERENCE_TR, "mia_auc": {"mia_min_k_auc": REF_MIN_K_AUC}}
     ref_ours.write_text(json.dumps(raw))
-    for ref in (ref_ou, ref_ours.parent.parent):
-        out = tmp_path / "r.json"
+    for i, ref in enumerate((ref_ou, ref_ours.parent.parent)):
+        out = tmp_path / f"r{i}.json"
         assert main(["report", str(ou), "--reference", str(ref), "--json", str(out)]) == 0
         m = json.loads(out.read_text())["tofu_forget01_npo"]["tofu_forget01"]
         assert m["forget_quality"] == pytest.approx(FQ_SEPARATED)

@@ -45,7 +45,9 @@ def test_tasks_of_no_benchmark_and_benchmarks_without_rows_get_the_tofu_order():
 def test_the_declared_directions_reach_lm_eval():
     """Each task class reports its benchmark's declared lower-is-better metrics (lm-eval's higher_is_better)."""
     assert benchmark("tofu").lower_is_better == {"forget_rougeL_recall", "forget_prob", "privleak", "mia_loss_auc",
-                                                 "mia_zlib_auc", "mia_min_k_auc", "mia_min_k_plus_plus_auc"}
+                                                 "mia_zlib_auc", "mia_min_k_auc", "mia_min_k_plus_plus_auc",
+                                                 "extraction_strength", "exact_memorization", "mia_reference_auc",
+                                                 "mia_gradnorm_auc"}
     assert benchmark("clear").lower_is_better == {"forget_caption_prob", "forget_caption_rougeL_recall",
                                                   "forget_caption_truth_ratio", "forget_facerec_prob",
                                                   "forget_facerec_rougeL_recall", "forget_facerec_truth_ratio",
