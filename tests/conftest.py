@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "optional" in item.keywords:
             item.add_marker(skip)
 
-SHARED_DATA = REPO.parent / "shared" / "data"
+from fixtures.shared_data import SHARED_DATA  # noqa: E402
 
 
 @pytest.fixture(scope="session")
