@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from fixtures.ci_skips import ci_active, fail_ci_provided_skip
 
 REPO = Path(__file__).resolve().parents[1]
