@@ -28,7 +28,8 @@ REPO = Path(__file__).resolve().parents[1]
 #: name -> (module to mutate, the fast tests that cover it)
 MODULES: dict[str, tuple[str, list[str]]] = {
     "metrics_tofu": ("unlearn_tasks/metrics/tofu.py", [
-        "tests/unlearn_tasks/test_metrics_tofu.py", "tests/unlearn_tasks/tofu/test_tofu_aggregate.py",
+        "tests/unlearn_tasks/test_metrics_tofu.py", "tests/unlearn_tasks/test_metrics_tofu_edges.py",
+        "tests/unlearn_tasks/tofu/test_tofu_aggregate.py",
         "tests/unlearn_tasks/clear/test_clear_metrics.py"]),
     "metrics_mia": ("unlearn_tasks/metrics/mia.py", [
         "tests/unlearn_tasks/test_metrics_mia.py", "tests/unlearn_tasks/muse/test_muse_metrics.py",
@@ -42,11 +43,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "methods": ("unlearn_methods/methods.py", [
         "tests/unlearn_methods/test_method_losses.py", "tests/unlearn_methods/test_method_losses_core.py"]),
 }
-#: (pattern over the diff's removed and added lines, why the mutant is equivalent)
+#: (rewrite applied to both sides of a diff, why the mutant is equivalent when the two sides then agree)
 EQUIVALENT = [
-    (r'float\("nan"\)\n\+.*float\("NAN"\)', 'float("NAN") is float("nan")'),
-    (r'dtype=np\.float64\)\n\+.*dtype=None\)', "the inputs are Python floats or float64 arrays: float64 either way"),
-    (r'\.float\(\)\n\+(?!.*\.float\(\)).*$', "the stub and real logits are float32 already: .float() is a no-op"),
+    (lambda t: t.replace('float("NAN")', 'float("nan")'), 'float("NAN") is float("nan")'),
+    (lambda t: re.sub(r",\s*(dtype=(np\.float64|None))?\s*\)", ")", t),
+     "dtype float64 / None / left out: the inputs are Python floats or float64 arrays, float64 either way"),
 ]
 PACKAGES = ["unlearn_tasks", "unlearn_methods", "harness_ext", "unlearn_app", "task_yaml"]
 
@@ -58,8 +59,10 @@ def _diff(workdir: Path, key: str) -> str:
 
 def classify(diff: str) -> str | None:
     """Why a surviving mutant is equivalent, or None."""
-    for pattern, why in EQUIVALENT:
-        if re.search(pattern, diff, re.M):
+    removed = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("-"))
+    added = "\n".join(line[1:] for line in diff.splitlines() if line.startswith("+"))
+    for rewrite, why in EQUIVALENT:
+        if removed and rewrite(removed) == rewrite(added):
             return why
     return None
 
