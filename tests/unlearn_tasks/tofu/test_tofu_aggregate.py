@@ -11,12 +11,14 @@ import math
 
 import pytest
 
+from unlearn_tasks.reference_logs import record_format
 from unlearn_tasks.tofu.aggregate import (
     UTILITY_METRICS,
     ReferenceData,
     compute_metrics,
     forget_truth_ratios,
     metric_names,
+    reference_record,
 )
 
 #: split -> per-item (rougeL_recall, prob, truth_ratio)
@@ -148,3 +150,28 @@ def test_without_reference_or_population_the_metric_is_nan():
     got = compute_metrics(no_wf, _reference())
     assert math.isnan(got["wf_truth_ratio"]) and math.isnan(got["model_utility"])
     assert got["retain_truth_ratio"] == pytest.approx(0.625)
+
+
+def test_empty_populations_are_nan_without_a_warning():
+    import warnings
+
+    only_forget = [r for r in _records() if r["split"] == "forget"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN decided here, not numpy's "Mean of empty slice"
+        got = compute_metrics(only_forget, None)
+    assert got["forget_prob"] == pytest.approx(0.8)
+    assert all(math.isnan(got[f"retain_{m}"]) for m in ("prob", "rougeL_recall", "truth_ratio"))
+
+
+def test_reference_record_by_hand():
+    recs = _records()
+    recs[0]["qkey"], recs[1]["qkey"] = "q-second", "q-first"  # record 0 is item 1, record 1 is item 0
+    metrics = compute_metrics(recs, _reference())
+    ref = reference_record(recs, metrics, "forget01", {"answer_scoring": "tofu"})
+    assert ref == {
+        "format": record_format("tofu"), "forget_split": "forget01", "n_forget": 2,
+        "forget_truth_ratio": [0.5, 2.0], "forget_question_keys": ["q-first", "q-second"],
+        "mia_auc": {"mia_loss_auc": 1.0, "mia_zlib_auc": 0.0, "mia_min_k_auc": 0.75, "mia_min_k_plus_plus_auc": 0.5},
+        "answer_scoring": "tofu",
+    }
+    assert math.isnan(reference_record(recs, {}, "forget01", {})["mia_auc"]["mia_loss_auc"])  # not computed: NaN
