@@ -32,7 +32,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "tests/unlearn_tasks/tofu/test_tofu_aggregate.py",
         "tests/unlearn_tasks/clear/test_clear_metrics.py"]),
     "metrics_mia": ("unlearn_tasks/metrics/mia.py", [
-        "tests/unlearn_tasks/test_metrics_mia.py", "tests/unlearn_tasks/muse/test_muse_metrics.py",
+        "tests/unlearn_tasks/test_metrics_mia.py", "tests/unlearn_tasks/test_metrics_mia_edges.py",
+        "tests/unlearn_tasks/muse/test_muse_metrics.py",
         "tests/unlearn_tasks/tofu/test_tofu_aggregate.py"]),
     "tofu_aggregate": ("unlearn_tasks/tofu/aggregate.py", ["tests/unlearn_tasks/tofu/test_tofu_aggregate.py"]),
     "muse_aggregate": ("unlearn_tasks/muse/aggregate.py", ["tests/unlearn_tasks/muse/test_muse_metrics.py"]),
@@ -59,6 +60,12 @@ EXPLAINED = {
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
     "unlearn_tasks.tofu.aggregate.x_compute_metrics__mutmut_94":
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
+    "unlearn_tasks.muse.aggregate.x_compute_metrics__mutmut_49":
+        "privleak() of a NaN AUC or reference AUC is NaN anyway",
+    "unlearn_tasks.muse.aggregate.x_compute_metrics__mutmut_51":
+        "privleak() of a NaN AUC or reference AUC is NaN anyway",
+    "unlearn_tasks.metrics.mia.x_min_k_plus_plus_score__mutmut_34":
+        "the zero-variance guard 1e-12 -> 1.000000000001: killed only where lp - mu is not 0; see test_metrics_mia_edges",
     "unlearn_tasks.tofu.aggregate.x_metric_names__mutmut_5":
         "`names = ` for `names += ` on the first addition to an empty list",
 }
