@@ -64,8 +64,6 @@ EXPLAINED = {
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
     "unlearn_tasks.muse.aggregate.x_compute_metrics__mutmut_51":
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
-    "unlearn_tasks.metrics.mia.x_min_k_plus_plus_score__mutmut_34":
-        "the zero-variance guard 1e-12 -> 1.000000000001: killed only where lp - mu is not 0; see test_metrics_mia_edges",
     "unlearn_tasks.tofu.aggregate.x_metric_names__mutmut_5":
         "`names = ` for `names += ` on the first addition to an empty list",
 }
