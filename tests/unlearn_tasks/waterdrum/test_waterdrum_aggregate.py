@@ -40,15 +40,18 @@ RECORDS = [
 
 @pytest.fixture
 def stub_verifier(monkeypatch):
-    calls = []
+    calls, kwargs = [], {}
 
     def verify_texts(gens, ids, k_p, tokenizer=None, vocab_size=None, workers=None, return_lengths=False):
         calls.append((list(gens), list(ids), k_p))
+        kwargs.update(tokenizer=tokenizer, vocab_size=vocab_size, workers=workers, return_lengths=return_lengths)
         table = [[VERIFIED[g][0][i - 1] if i <= 3 else 0.0 for i in ids] for g in gens]  # ids beyond 3 score 0
         scores = np.array(table, dtype=np.float64)[:, :, None]
+        assert return_lengths is True
         return scores, np.array([VERIFIED[g][1] for g in gens])
 
     monkeypatch.setattr(aggregate, "verify_texts", verify_texts)
+    verify_texts.kwargs = kwargs
     return calls
 
 
@@ -96,3 +99,61 @@ def test_single_id_has_no_other_id_control(stub_verifier):
     assert np.isnan(metrics["other_id_strength"]) and np.isnan(metrics["retain_strength"])
     assert np.isnan(metrics["waterdrum_auroc"])  # no retain generation
     assert metrics["forget_strength"] == pytest.approx(0.2 * 1 / 4 + 0.6 * 3 / 4)
+
+
+class _Encoder:
+    name = "stub-encoder"
+
+
+def test_the_whole_record(stub_verifier, monkeypatch):
+    opts = WaterDrumOptions(benchmark="tofu", config="forget_05", k_p=2, workers=3, generations=2)
+    metrics, record = aggregate.compute(RECORDS, opts, encoder=_Encoder(), vocab_size=100)
+    assert stub_verifier[0][2] == 2
+    kwargs = aggregate.verify_texts.kwargs
+    assert isinstance(kwargs.pop("tokenizer"), _Encoder) and kwargs == {"vocab_size": 100, "workers": 3,
+                                                                      "return_lengths": True}
+    assert list(metrics) == ["retain_strength", "forget_strength", "other_id_strength", "waterdrum_auroc",
+                             "forget_rougeL_recall", "retain_rougeL_recall", "forget_knowmem", "retain_knowmem",
+                             "forget_min_k", "retain_min_k"]
+    queries = record.pop("queries")
+    assert queries["split"] == ["forget", "retain", "retain"] and queries["owner"] == [1, 2, 3]
+    assert queries["index"] == [0, 1, 2] and queries["tokens"] == [4, 4, 5]
+    assert queries["score"] == pytest.approx([0.5, 0.6, 0.7])
+    generations = record.pop("generations")
+    assert generations["query"] == [0, 0, 1, 1, 2] and generations["tokens"] == [1, 3, 2, 2, 5]
+    baselines = record.pop("baselines")
+    assert baselines["min_k"] == {"split": ["forget", "retain", "retain"], "owner": [1, 2, 3], "value": [2.0, 3.0, 5.0]}
+    assert baselines["knowmem"] == {"split": ["forget", "retain"], "owner": [1, 2], "value": [0.5, 0.25]}
+    assert record.pop("owner_strengths") == pytest.approx({"1": 0.5, "2": 0.6, "3": 0.7})
+    assert record.pop("metrics") == pytest.approx(metrics)
+    assert record == {
+        "format": "lm-eval-unlearning/waterdrum/1", "benchmark": "tofu", "dataset_path": "Glow-AI/WaterDrum-TOFU",
+        "config": "forget_05", "ids": [1, 2, 3], "k_p": 2, "vocab_size": 100, "verify_tokenizer": "stub-encoder",
+        "generations_per_query": 2, "forget_strength": pytest.approx(0.5), "retain_strength": pytest.approx(0.65),
+        "forget_owners": [1], "retain_owners": [2, 3]}
+    # an encoder without a name is recorded as its str()
+    assert aggregate.compute(RECORDS, opts, encoder="tok", vocab_size=100)[1]["verify_tokenizer"] == "tok"
+
+
+def test_no_generation_at_all(stub_verifier):
+    import warnings
+
+    empty = [_record("text", "forget", 1, 0), _record("knowmem", "retain", 2, 0, knowmem=0.5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN decided here, not numpy's "Mean of empty slice"
+        metrics, record = aggregate.compute(empty, WaterDrumOptions(), encoder=None, vocab_size=100)
+    assert stub_verifier == []  # nothing to verify: the verifier is not called
+    assert all(np.isnan(metrics[m]) for m in ("forget_strength", "retain_strength", "other_id_strength",
+                                              "waterdrum_auroc", "forget_knowmem", "forget_min_k"))
+    assert metrics["retain_knowmem"] == 0.5
+    assert record["ids"] == [] and record["owner_strengths"] == {}
+    assert record["queries"] == {"split": [], "owner": [], "index": [], "score": [], "tokens": [], "scores_all_ids": []}
+    assert record["generations"] == {"query": [], "score": [], "tokens": []}
+
+
+def test_metric_names_order_and_parts():
+    opts = WaterDrumOptions(splits=["semantic_duplicate", "retain", "exact_duplicate", "forget"], duplicate_owner=0,
+                            parts=["watermark", "mia"])
+    assert aggregate.metric_names(opts) == [
+        "forget_strength", "retain_strength", "exact_duplicate_strength", "semantic_duplicate_strength",
+        "other_id_strength", "waterdrum_auroc", "forget_min_k", "retain_min_k"]
