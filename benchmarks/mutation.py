@@ -40,7 +40,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     "waterdrum_aggregate": ("unlearn_tasks/waterdrum/aggregate.py", [
         "tests/unlearn_tasks/waterdrum/test_waterdrum_aggregate.py"]),
     "losses": ("unlearn_methods/losses.py", [
-        "tests/unlearn_methods/test_method_losses.py", "tests/unlearn_methods/test_method_losses_core.py"]),
+        "tests/unlearn_methods/test_losses.py", "tests/unlearn_methods/test_method_losses.py",
+        "tests/unlearn_methods/test_method_losses_core.py"]),
     "methods": ("unlearn_methods/methods.py", [
         "tests/unlearn_methods/test_method_losses.py", "tests/unlearn_methods/test_method_losses_core.py"]),
 }
