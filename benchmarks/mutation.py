@@ -43,7 +43,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "tests/unlearn_methods/test_losses.py", "tests/unlearn_methods/test_method_losses.py",
         "tests/unlearn_methods/test_method_losses_core.py"]),
     "methods": ("unlearn_methods/methods.py", [
-        "tests/unlearn_methods/test_method_losses.py", "tests/unlearn_methods/test_method_losses_core.py"]),
+        "tests/unlearn_methods/test_method_losses.py", "tests/unlearn_methods/test_method_losses_core.py",
+        "tests/unlearn_methods/test_method_losses_terms.py"]),
 }
 #: (rewrite applied to both sides of a diff, why the mutant is equivalent when the two sides then agree)
 EQUIVALENT = [
