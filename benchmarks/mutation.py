@@ -66,6 +66,10 @@ EXPLAINED = {
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
     "unlearn_tasks.muse.aggregate.x_compute_metrics__mutmut_51":
         "privleak() of a NaN AUC or reference AUC is NaN anyway",
+    "unlearn_methods.losses.x_masked_mean__mutmut_2":
+        "`mask.to(None)` leaves the bool mask, which multiplies and sums the same",
+    "unlearn_methods.losses.x_sequence_nll__mutmut_7": "sum(+1) is sum(-1) on the 2-D [batch, positions] tensor",
+    "unlearn_methods.losses.x_sequence_nll__mutmut_11": "sum(+1) is sum(-1) on the 2-D [batch, positions] tensor",
     "unlearn_tasks.tofu.aggregate.x_metric_names__mutmut_5":
         "`names = ` for `names += ` on the first addition to an empty list",
 }

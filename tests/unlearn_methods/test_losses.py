@@ -22,7 +22,7 @@ from unlearn_methods.losses import (
 LN = math.log
 Q, H, T = 0.25, 0.5, 1 / 3
 #: position t predicts token t + 1; rows: sequence A = [0, 2, 1] (answer 2, 1), sequence B = [0, 1, 0] (answer 1, pad)
-MODEL = [[[Q, Q, H], [Q, H, Q], [T, T, T]],
+MODEL = [[[Q, Q, H], [0.2, 0.6, 0.2], [T, T, T]],
          [[Q, H, Q], [Q, Q, H], [T, T, T]]]
 REFERENCE = [[[T, T, T], [H, Q, Q], [T, T, T]],
              [[T, T, T], [H, Q, Q], [T, T, T]]]
@@ -42,10 +42,10 @@ def kl(p, q):
 def test_token_and_sequence_nll():
     nll, mask = token_nll(_logits(MODEL), LABELS)
     assert mask.tolist() == MASK
-    assert nll.flatten().tolist() == pytest.approx([LN(2), LN(2), LN(2), 0.0])  # the padded position contributes 0
+    assert nll.flatten().tolist() == pytest.approx([LN(2), LN(5 / 3), LN(2), 0.0])  # padded position: 0
     total, count = sequence_nll(_logits(MODEL), LABELS)
-    assert total.tolist() == pytest.approx([2 * LN(2), LN(2)]) and count.tolist() == [2, 1]
-    assert mean_nll(_logits(MODEL), LABELS).item() == pytest.approx(LN(2))  # 3 ln 2 over 3 answer tokens
+    assert total.tolist() == pytest.approx([LN(2) + LN(5 / 3), LN(2)]) and count.tolist() == [2, 1]
+    assert mean_nll(_logits(MODEL), LABELS).item() == pytest.approx((2 * LN(2) + LN(5 / 3)) / 3)  # 3 answer tokens
     no_answer = torch.full((1, 3), -100)
     assert sequence_nll(_logits(MODEL[:1]), no_answer)[1].tolist() == [1]  # at least 1, no division by 0
     assert mean_nll(_logits(MODEL[:1]), no_answer).item() == 0.0
@@ -54,7 +54,8 @@ def test_token_and_sequence_nll():
 def test_kl_to_reference_averages_over_answer_positions():
     # answer positions: A0, A1, B0 (B1 is padding: its KL, which is not 0, is left out)
     a0 = kl([T, T, T], [Q, Q, H])
-    a1 = kl([H, Q, Q], [Q, H, Q])
+    a1 = kl([H, Q, Q], [0.2, 0.6, 0.2])
+    assert a1 != pytest.approx(kl([H, Q, Q], [Q, Q, H]))  # position 1's own distribution matters
     b0 = kl([T, T, T], [Q, H, Q])
     got = kl_to_reference(_logits(MODEL), _logits(REFERENCE), LABELS).item()
     assert got == pytest.approx((a0 + a1 + b0) / 3, rel=1e-5)
