@@ -102,3 +102,15 @@ def test_dpo_simnpo_kl_terms_by_name():
     assert get_method("dpo").loss(ctx(ref), model, inputs)[1]["retain_nll"] == near(LN(5 / 3))
     assert get_method("simnpo").loss(ctx(), model, inputs)[1]["retain_nll"] == near(LN(5 / 3))
     assert get_method("kl").loss(ctx(ref), model, inputs)[1]["forget_nll"] == near(LN2)
+
+
+def test_altpo_with_retain_weight_and_beta():
+    # model p(1) = 1/2, p(2) = 1/4; reference uniform: win - lose = ln(3/2) - ln(3/4) = ln 2
+    # beta 2: -2/2 * log sigmoid(2 ln 2) = -log(4/5) = ln 5/4
+    logits = [[0.0, LN2, 0.0], ZERO]
+    model = StubModel({(0, 1): logits, (0, 2): logits})
+    reference = StubModel({(0, 1): [ZERO, ZERO], (0, 2): [ZERO, ZERO]})
+    inputs = {"forget": batch([0, 2]), "forget_alternate": batch([0, 1]), "retain": batch([0, 1])}
+    loss, terms = get_method("altpo", {"beta": 2.0, "gamma": 2.0, "alpha": 3.0}).loss(ctx(reference), model, inputs)
+    assert terms == near({"altpo": LN(5 / 4), "alternate_seq_nll": LN2, "forget_seq_nll": LN(4), "retain_nll": LN2})
+    assert loss.item() == near(2 * LN(5 / 4) + 3 * LN2)
