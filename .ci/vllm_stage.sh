@@ -17,5 +17,11 @@ site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["pur
 mkdir -p "$site/vllm-0.32.0.dist-info"
 printf 'Metadata-Version: 2.1\nName: vllm\nVersion: 0.32.0+cpu\n' > "$site/vllm-0.32.0.dist-info/METADATA"
 echo "vLLM stage install: $(( $(date +%s) - start )) s"
-VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 "$venv/bin/python" -m pytest -q tests/vllm_backend
+# The stage must test vLLM, not skip it: vLLM must import, and every test of tests/vllm_backend must run and pass
+# (UNLEARN_REQUIRE_VLLM=1 makes the folder's conftest fail instead of skip; the JUnit report is counted below).
+"$venv/bin/python" -c 'import vllm; print("vLLM", vllm.__version__, "imports")'
+export VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 UNLEARN_REQUIRE_VLLM=1
+report=$(mktemp -d)/vllm_junit.xml
+"$venv/bin/python" -m pytest -q -rs tests/vllm_backend --junitxml="$report"
+"$venv/bin/python" .ci/check_junit.py "$report" --min-tests "${VLLM_MIN_TESTS:-9}"
 echo "vLLM stage total: $(( $(date +%s) - start )) s"

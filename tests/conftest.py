@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.ci_skips import fail_ci_provided_skip
+from fixtures.shared_data import SHARED_DATA
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -15,6 +18,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 pytest_plugins = ["fixtures.hub", "fixtures.waterdrum", "fixtures.muse"]
 
 REPO = Path(__file__).resolve().parents[1]
+
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
@@ -34,7 +38,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if "optional" in item.keywords:
             item.add_marker(skip)
 
-SHARED_DATA = REPO.parent / "shared" / "data"
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    outcome = yield
+    fail_ci_provided_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    outcome = yield
+    fail_ci_provided_skip(outcome.get_result())
 
 
 @pytest.fixture(scope="session")

@@ -105,7 +105,13 @@ def test_waterdrum_report(waterdrum_data, tiny_model_dir, tmp_path):
     assert report["calibration"]["n"] == 2 and report["calibration"]["r2"] > 0.5
     assert 0 <= report["separability_auroc"] <= 1
     assert set(report["baselines"]) == {"rougeL_recall", "knowmem", "min_k"}
-    assert "separability_auroc" in report["baselines"]["min_k"] or "error" in report["baselines"]["min_k"]
+    for metric in ("rougeL_recall", "min_k"):  # these baselines get their own D1 / D2
+        rep = report["baselines"][metric]
+        assert 0 <= rep["separability_auroc"] <= 1 and rep["calibration"]["n"] == 2, (metric, rep)
+        assert f"{metric}: D1 AUROC {rep['separability_auroc']:.4f}" in proc.stdout
+    # the tiny original model answers no KnowMem question (KnowMem 0): nothing to scale by, said as such
+    assert report["baselines"]["knowmem"] == {"error": "cannot scale by an original strength of 0.0"}
+    assert "knowmem: cannot scale by an original strength of 0.0" in proc.stdout
     assert (tmp_path / "rep" / "waterdrum_report.png").read_bytes()[:4] == b"\x89PNG"
 
 

@@ -53,7 +53,12 @@ def test_quantized_checkpoint_runs_in_lm_eval(tmp_path, tiny_model_dir, demo_dat
     from harness_ext.evaluate import run_lm_eval
 
     quantize_checkpoint(tiny_model_dir, tmp_path / "q", bits=8)
-    results = run_lm_eval(tmp_path / "q", ["tofu_forget01_likelihood"], tmp_path / "eval", limit=4,
-                          metadata={"data_dir": str(demo_data_dir)}, batch_size=4)
-    metrics = results["results"]["tofu_forget01_likelihood"]
-    assert any(isinstance(v, float) for v in metrics.values()), metrics
+    task, meta = "tofu_forget01_likelihood", {"data_dir": str(demo_data_dir)}
+    quantized = run_lm_eval(tmp_path / "q", [task], tmp_path / "eval", limit=4, metadata=meta, batch_size=4)
+    original = run_lm_eval(tiny_model_dir, [task], tmp_path / "eval0", limit=4, metadata=meta, batch_size=4)
+    q, o = quantized["results"][task], original["results"][task]
+    probs = [k for k in o if k.endswith("_prob,none")]
+    assert len(probs) == 4, o
+    for key in probs:  # the quantized checkpoint is scored, and int8 rounding barely moves a probability
+        assert 0.0 < q[key] < 1.0 and q[key] != o[key], key
+        assert q[key] == pytest.approx(o[key], rel=0.05), key

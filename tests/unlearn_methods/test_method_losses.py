@@ -2,41 +2,11 @@
 returns fixed logits for each input, so each loss is checked against its paper's formula, number for number."""
 
 import math
-from types import SimpleNamespace
 
 import pytest
-import torch
 
+from fixtures.stub_lm import HALF, LN2, StubModel, batch, ctx
 from unlearn_methods import get_method
-
-LN2 = math.log(2)
-
-
-class StubModel:
-    """Returns the given logits (position 0 predicts the answer token) for each input sequence."""
-
-    def __init__(self, logits_by_input: dict[tuple, list[list[float]]]) -> None:
-        self.logits = {k: torch.tensor([v], requires_grad=True) for k, v in logits_by_input.items()}
-
-    def __call__(self, input_ids, attention_mask=None, **kwargs):
-        return SimpleNamespace(logits=self.logits[tuple(input_ids[0].tolist())])
-
-
-def batch(ids: list[int], answer_from: int = 1) -> dict[str, torch.Tensor]:
-    labels = [-100] * answer_from + ids[answer_from:]
-    return {"input_ids": torch.tensor([ids]), "labels": torch.tensor([labels]), "attention_mask": torch.ones(1, len(ids))}
-
-
-def ctx(reference: StubModel | None = None, epoch: float = 0.0):
-    def reference_outputs(b, **kwargs):
-        with torch.no_grad():
-            return reference(b["input_ids"])
-
-    return SimpleNamespace(reference_outputs=reference_outputs, trainer=SimpleNamespace(state=SimpleNamespace(epoch=epoch)))
-
-
-# position 0: softmax([0, 0, ln 2]) = [1/4, 1/4, 1/2], so the answer token 2 has p = 1/2; position 1 is not scored
-HALF = [[0.0, 0.0, LN2], [0.0, 0.0, 0.0]]
 
 
 def test_wga_weights_each_token_by_its_probability_without_differentiating_the_weight():

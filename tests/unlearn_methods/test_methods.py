@@ -10,6 +10,7 @@ import torch
 import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from fixtures.method_trends import TRENDS, assert_trends
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.config import load_run_config
 from unlearn_methods.run import train
@@ -17,29 +18,6 @@ from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 from unlearn_tasks.prompts import encode_qa
 
 METHODS = all_methods()
-
-#: (logged term, expected direction over training) per method; +1 = rises, -1 = falls.
-TRENDS = {
-    "ga": [("forget_nll", +1)],
-    "graddiff": [("forget_nll", +1)],
-    "kl": [("forget_nll", +1)],
-    "idk": [("idk_nll", -1)],
-    "dpo": [("dpo", -1)],
-    "npo": [("npo", -1), ("forget_seq_nll", +1)],
-    "simnpo": [("simnpo", -1)],
-    "scrub": [("forget_kl", +1)],
-    "llmu": [("forget_nll", +1), ("random_nll", -1)],
-    "rmu": [("forget_mse", -1)],
-    "retain_ft": [("retain_nll", -1)],
-    "whp": [("generic_ce", -1)],
-    "task_vector": [],  # no training loop: checked on the weights below
-    "undial": [("undial_ce", -1), ("forget_nll", +1)],
-    "wga": [("forget_nll", +1)],
-    "satimp": [("forget_nll", +1)],
-    "ceu": [("ceu", -1), ("forget_nll", +1)],
-    "pdu": [("forget_margin", -1)],
-    "altpo": [("altpo", -1), ("alternate_seq_nll", -1)],
-}
 
 #: hyperparameters for the short runs on the tiny model (the papers' defaults otherwise)
 TEST_PARAMS = {
@@ -85,13 +63,7 @@ def test_method_trains_and_its_loss_moves_as_defined(method, lora, tmp_path, mem
     out = _run(tmp_path, memorised_dir, demo_data_dir, method, lora)
     assert (out / "unlearn_config.yaml").is_file()
     assert (out / ("adapter_model.safetensors" if lora and method != "task_vector" else "model.safetensors")).is_file()
-    for term, direction in TRENDS[method]:
-        values = _series(out, term)
-        assert len(values) >= 2, f"{method}: {term} was not logged"
-        if method == "scrub":  # 0 at the first max step (student == teacher), then positive
-            assert values[-1] > values[0]
-        else:
-            assert (values[-1] - values[0]) * direction > 0, f"{method}: {term} went {values[0]} -> {values[-1]}"
+    assert_trends(out, method)
 
 
 def _mean_prob(model, tokenizer, records):

@@ -1,10 +1,11 @@
 """Unlearning on raw text (MUSE's corpora): chunking, loading, pairing, and every method whose loss applies to
 plain text training on the MUSE fixture; the QA-only methods are refused with a message."""
 
-import json
 
 import pytest
+import torch
 
+from fixtures.method_trends import assert_trends
 from unlearn_methods import all_methods
 from unlearn_methods.config import load_run_config
 from unlearn_methods.data import PairCollator, TextForgetRetainDataset, load_texts
@@ -51,23 +52,41 @@ def test_text_pairs_collate_forget_and_retain_only(tok, muse_data_dir):
     assert set(batch) == {"forget", "retain"} and batch["forget"]["input_ids"].shape[1] <= 16
 
 
-def _cfg(tmp_path, model_dir, data_dir, method, **kw):
-    params = {"reinforce_epochs": 1} if method in ("task_vector", "whp") else {}
+def _cfg(tmp_path, model_dir, data_dir, method, epochs=1, **kw):
+    params = {"reinforce_epochs": 2} if method in ("task_vector", "whp") else {}
+    if method == "scrub":  # a short run: every step a 'max' step, so the forget KL is logged and moves
+        params = {"max_every": 1, "max_fraction": 1.0}
     return load_run_config(None, method=method, model=str(model_dir), out=str(tmp_path / method), data="muse_news",
-                           data_dir=str(data_dir), forget="forget", epochs=1, batch_size=4, lr=1e-3, progress=False,
+                           data_dir=str(data_dir), forget="forget", epochs=epochs, batch_size=4, lr=1e-3, progress=False,
                            method_params=params, **kw)
 
 
+@pytest.fixture(scope="module")
+def muse_memorised(muse_tiny_model_dir, tmp_path_factory):
+    """The tiny MUSE model fine-tuned on the fixture's passages: there is something to forget."""
+    from fixtures.muse import memorise
+
+    out = tmp_path_factory.mktemp("muse_memorised")
+    memorise(muse_tiny_model_dir, out, epochs=30)
+    return out
+
+
 @pytest.mark.parametrize("method", TEXT_METHODS)
-def test_every_plain_text_method_trains_on_muse(method, tmp_path, muse_tiny_model_dir, muse_data_dir):
-    trained = train(_cfg(tmp_path, muse_tiny_model_dir, muse_data_dir, method))
+def test_every_plain_text_method_trains_on_muse(method, tmp_path, muse_memorised, muse_data_dir):
+    """Each method trains on raw text and its loss terms move the way the method says (not only 'it ran')."""
+    muse_tiny_model_dir = muse_memorised
+    trained = train(_cfg(tmp_path, muse_tiny_model_dir, muse_data_dir, method, epochs=3))
     assert (trained.out / "unlearn_config.yaml").is_file()
     assert any(trained.out.glob("*.safetensors"))
     config = (trained.out / "unlearn_config.yaml").read_text()
     assert "retain: retain1" in config and "data: muse_news" in config
-    if method != "task_vector":
-        history = json.loads((trained.out / "train_metrics.json").read_text())["log_history"]
-        assert any("loss" in h for h in history)
+    assert_trends(trained.out, method)
+    if method == "task_vector":  # no training loop: the weights moved away from the original
+        from transformers import AutoModelForCausalLM
+
+        before, after = (AutoModelForCausalLM.from_pretrained(d).state_dict() for d in (muse_tiny_model_dir, trained.out))
+        assert before.keys() == after.keys()
+        assert any(not torch.equal(before[k], after[k]) for k in before)
 
 
 @pytest.mark.parametrize("method", QA_ONLY_METHODS)

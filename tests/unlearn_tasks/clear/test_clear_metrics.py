@@ -131,3 +131,29 @@ def test_domain_scores_are_harmonic_means():
         want = 0.0 if min(values) <= 0 else len(values) / sum(1 / v for v in values)
         assert m[name] == pytest.approx(want)
     assert set(scoring.metric_names(["generation", "likelihood"], list(SETS))) >= {"model_utility", "forget_quality"}
+
+
+def test_every_corpus_number_by_hand():
+    """All 18 set numbers written out, then the four harmonic means from those hand values (not from the output)."""
+    odds = E(-1) / (E(-1) + E(-2))  # option-normalised prob of an answer at -1 against one option at -2
+    hand = {
+        "forget_caption": (E(-1), (E(-1) + E(-2)) / 2, 0.75),  # (truth ratio stat, prob, rouge)
+        "forget_facerec": ((1 + E(-2)) / 2, (0.5 + E(-1) / (E(-1) + E(-3))) / 2, 0.5),
+        "retain_caption": ((2 - E(-1) - E(-2)) / 2, E(-1), 0.75),
+        "retain_facerec": ((1 - E(-1)) / 2, (odds + 0.5) / 2, 1.0),
+        "real_faces": (1 - E(-1), (E(-1) / (E(-1) + 2 * E(-2)) + E(-1) / (2 * E(-1) + E(-3))) / 2, 0.5),
+        "real_world": (1 - E(-1), odds, 0.5),
+    }
+    m = scoring.compute_metrics(_records(), "default", None)
+    for s, (tr, prob, rouge) in hand.items():
+        assert (m[f"{s}_truth_ratio"], m[f"{s}_prob"], m[f"{s}_rougeL_recall"]) == pytest.approx((tr, prob, rouge)), s
+
+    def hmean(sets):
+        values = [v for s in sets for v in hand[s]]
+        assert len(values) == 3 * len(sets) and min(values) > 0  # none degenerate
+        return len(values) / sum(1 / v for v in values)
+
+    assert m["model_utility"] == pytest.approx(hmean(["retain_caption", "retain_facerec", "real_faces", "real_world"]))
+    assert m["real_score"] == pytest.approx(hmean(["real_faces", "real_world"]))
+    assert m["retain_score"] == pytest.approx(hmean(["retain_caption", "retain_facerec"]))
+    assert m["forget_score"] == pytest.approx(hmean(["forget_caption", "forget_facerec"]))

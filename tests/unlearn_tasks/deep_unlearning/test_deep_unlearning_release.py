@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fixtures.shared_data import SHARED_DATA
 from unlearn_tasks.deep_unlearning import (
     deductive_closure,
     family_rules,
@@ -22,7 +23,7 @@ from unlearn_tasks.deep_unlearning import (
 from unlearn_tasks.deep_unlearning.generator import true_family_relations
 from unlearn_tasks.deep_unlearning.metrics import set_recall_and_accuracy
 
-EVALDU_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "deep_unlearning"
+EVALDU_DIR = SHARED_DATA / "deep_unlearning"
 
 
 @pytest.fixture(scope="module")

@@ -7,12 +7,13 @@ from pathlib import Path
 import pytest
 from lm_eval.tasks import TaskManager
 
+from fixtures.shared_data import SHARED_DATA
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from unlearn_app.cli import main
 from unlearn_tasks.deep_unlearning import load_evaldu, score, write_generated_evaldu
 
-RELEASE_DIR = Path(__file__).resolve().parents[4] / "shared" / "data" / "deep_unlearning"
+RELEASE_DIR = SHARED_DATA / "deep_unlearning"
 METRICS = ("success_du", "recall", "acc_relationships", "acc_biographies", "acc_all")
 
 
@@ -91,7 +92,11 @@ def test_cli_score_reproduces_worked_example(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     for key, value in example["expected_rec_acc"].items():
         assert out[key] == value, key
-    assert out["success_du"] in (0.0, 1.0)
+    # success_du is exact: 1 iff the target is not derivable from the facts the model still answers correctly
+    kb = load_evaldu(RELEASE_DIR)
+    forgotten = [i for i, ok in enumerate(example["relationships_correct"]) if not ok]
+    derivable = kb.closure().is_derivable(example["target_fact_id"], forgotten)
+    assert out["success_du"] == float(not derivable)
 
 
 def test_cli_score_rejects_bad_input(small_kb_dir, tmp_path, capsys):

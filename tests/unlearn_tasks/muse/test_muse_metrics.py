@@ -121,3 +121,35 @@ def test_auc_convention_matches_muse_and_privleak_equals_muses_formula():
 def test_corpus_names():
     assert corpus_of("muse_news") == corpus_of("news") == corpus_of("muse-bench/MUSE-News") == "news"
     assert corpus_of("MUSE_BOOKS") == "books" and corpus_of("tofu") is None
+
+
+def test_each_attack_reads_its_own_scores_and_privleak_reads_min_k():
+    # four attacks with four different orderings: AUROC 1, 0, 3/4, 1/2 (holdout above forget in that many pairs)
+    scores = {"mia_loss": ([1, 2], [3, 4]), "mia_zlib": ([4, 3], [1, 2]), "mia_min_k": ([1, 3], [2, 4]),
+              "mia_min_k_plus_plus": ([1, 4], [2, 3])}
+    recs = [{"set": s, "index": i, **{k: v[j][i] for k, v in scores.items()}}
+            for j, s in enumerate(("privleak_forget", "privleak_holdout")) for i in range(2)]
+    ref = {"mia_loss_auc": 0.9, "mia_zlib_auc": 0.8, "mia_min_k_auc": 0.5, "mia_min_k_plus_plus_auc": 0.6}
+    m = compute_metrics(recs, ["privleak"], ref)
+    got = [m[f"{k}_auc"] for k in scores]
+    assert got == pytest.approx([1.0, 0.0, 0.75, 0.5])
+    assert m["privleak"] == pytest.approx(((1 - 0.75) - 0.5) / 0.5 * 100)  # -50
+
+
+def test_empty_set_is_nan_without_a_warning_and_the_reference_record():
+    import warnings
+
+    from unlearn_tasks.muse.aggregate import reference_record
+    from unlearn_tasks.reference_logs import record_format
+
+    recs = [r for r in _records() if r["set"] != "knowmem_retain"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN decided here, not numpy's "Mean of empty slice"
+        m = compute_metrics(recs, ["verbmem", "knowmem", "privleak"], None)
+    assert math.isnan(m["retain_knowmem"]) and m["forget_knowmem"] == pytest.approx(0.25)
+    ref = reference_record(recs, m, "news", {"k": 0.4})
+    assert ref == {"format": record_format("muse"), "corpus": "news", "n_forget": 2, "n_holdout": 2,
+                   "mia_auc": {f"mia_{a}_auc": m[f"mia_{a}_auc"] for a in ("loss", "zlib", "min_k", "min_k_plus_plus")},
+                   "k": 0.4}
+    assert ref["mia_auc"]["mia_loss_auc"] == pytest.approx(0.75) and ref["mia_auc"]["mia_min_k_auc"] == pytest.approx(0.5)
+    assert math.isnan(reference_record(recs, {}, "news", {})["mia_auc"]["mia_loss_auc"])

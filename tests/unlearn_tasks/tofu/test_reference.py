@@ -15,13 +15,16 @@ def _legacy_ratios(path):
     return np.array([data["truth_ratio"][k] for k in sorted(data["truth_ratio"], key=int)])
 
 
-@pytest.mark.parametrize("model", ["phi", "llama2-7b"])
-def test_legacy_truth_ratios_recomputed_from_losses_match_the_log(legacy_logs, model):
+# item 0 by hand: exp(avg_paraphrased_loss - mean(average_perturb_loss)) over the log's 5 perturbed losses
+# phi: exp(2.17159 - mean(4.84890, 4.47636, 4.35039, 3.64654, 4.47020)) = 0.1122654
+# llama2-7b: exp(2.22872 - mean(3.35582, 3.69020, 3.71941, 4.43224, 2.97367)) = 0.2452337
+@pytest.mark.parametrize(("model", "first"), [("phi", 0.1122654), ("llama2-7b", 0.2452337)])
+def test_legacy_truth_ratios_recomputed_from_losses_match_the_log(legacy_logs, model, first):
     path = legacy_logs / f"{model}_full" / "eval_log_forget.json"
     ref = load_reference(path, "forget10")
     assert len(ref.forget_truth_ratios) == 300
     np.testing.assert_allclose(ref.forget_truth_ratios, _legacy_ratios(path), rtol=1e-5)
-    assert ref.forget_truth_ratios[0] == pytest.approx(0.1122654, rel=1e-5) if model == "phi" else True
+    assert ref.forget_truth_ratios[0] == pytest.approx(first, rel=1e-6)
 
 
 @pytest.mark.parametrize(("model", "expected"), [("phi", 2.194e-16), ("llama2-7b", 1.834e-21)])
