@@ -1,6 +1,7 @@
 """Everything that depends on lm-eval 0.4.13 internals, in one place, so an lm-eval upgrade touches one file.
 
-1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path.
+1. :func:`patch_task_manager_class`: our task folder on every ``TaskManager``'s include path;
+   :func:`task_manager_with_metadata`: a ``TaskManager`` sharing an index already built (see ``task_index``).
 2. The request type ``unlearn_answer_logprobs``: per-token log-probabilities of a continuation (EOS appended,
    as TOFU scores answers), the per-token margins ``z_y - logsumexp_{v != y} z_v`` (for KLoM; on vLLM from the
    chosen-token log-prob as ``log p - log(1 - p)``), the scored ids without the first one decoded
@@ -65,6 +66,21 @@ def patch_task_manager_class(cls: type) -> None:
 
     __init__._unlearn_patched = True  # type: ignore[attr-defined]
     cls.__init__ = __init__
+
+
+def task_manager_with_metadata(base: Any, metadata: dict[str, Any] | None) -> Any:
+    """A copy of the ``TaskManager`` ``base`` whose tasks get ``metadata``, without indexing the YAMLs again:
+    lm-eval 0.4.13 keeps the metadata in ``_factory`` and the index in ``_index`` (copied: building a group adds
+    entries to it)."""
+    import copy
+
+    from lm_eval.tasks._factory import TaskFactory
+
+    manager = copy.copy(base)
+    manager.metadata = metadata
+    manager._factory = TaskFactory(meta=metadata)
+    manager._index = dict(base._index)
+    return manager
 
 
 # --------------------------------------------------------------------------- answer log-probabilities
