@@ -285,13 +285,17 @@ def generate_tokens(self: Any, requests: list) -> list[str]:
 
 
 def install_request_types() -> None:
-    """Add our request types to lm-eval's ``LM`` base class (idempotent); quiet lm-eval's git lookup."""
+    """Add our request types to lm-eval's ``LM`` base class (idempotent); greedy ``hf`` generation without the rows
+    that ended (:mod:`harness_ext.generation`); quiet lm-eval's git lookup."""
     from lm_eval.api.model import LM
+
+    from harness_ext.generation import patch_hf_generation
 
     for name, method in ((ANSWER_LOGPROBS, answer_logprobs), (GENERATE_TOKENS, generate_tokens)):
         if not hasattr(LM, name):
             setattr(LM, name, method)
     patch_multimodal_generation()
+    patch_hf_generation()
     quiet_git_hash()
 
 
