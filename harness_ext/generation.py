@@ -5,14 +5,16 @@ place and is fed padding until the longest row of the batch ends or hits ``max_g
 TOFU evaluation of SmolLM2-135M-Instruct (batch 8): 11,808 row-steps computed for 4,874 tokens kept. Here the
 batch is generated in segments: ``model.generate`` stops as soon as a row emits one of the model's EOS ids, the rows
 that ended leave the batch (their key/value cache rows with them) and ``generate`` continues the others from the
-cache. Each remaining row runs the same greedy steps on the same prefix, so the tokens, and the texts lm-eval
-scores, are those of lm-eval's own path (tested on the tiny model and on SmolLM2); the output tensor is the one
-lm-eval's path returns (ended rows padded with ``pad_token_id``).
+cache. Each remaining row runs the same greedy steps on the same prefix and padding; only the number of rows in
+the matrix products changes, so the tokens, and the texts lm-eval scores, are those of lm-eval's own path (tested
+item by item on the tiny model and on SmolLM2); the tensor returned is the one lm-eval's path returns (ended rows
+padded with ``pad_token_id``).
 
-Used only where that equality holds by construction: greedy decoding, a causal ``transformers`` model (not a PEFT
-wrapper), and stop strings that are all EOS tokens the model's generation config already stops at (TOFU, ReLU,
-CLEAR, deep unlearning, MUSE VerbMem: ``until: []``); lm-eval's string criterion is then redundant and skipped.
-Anything else (real stop strings such as MUSE KnowMem's, sampling, beams) takes lm-eval's path unchanged.
+Used only on lm-eval's ``hf`` class itself (not its subclasses: multimodal, steered, ...) with a plain
+``transformers`` causal model (not a PEFT wrapper), for greedy decoding whose stop strings are all EOS tokens the
+model's generation config already stops at (TOFU, ReLU generation, deep unlearning, MUSE VerbMem: ``until: []``);
+lm-eval's per-step string check is then redundant and skipped. Anything else (real stop strings such as MUSE
+KnowMem's, sampling, beams, generation-config settings that count steps) takes lm-eval's path unchanged.
 ``UNLEARN_FAST_GENERATE=0`` switches it off.
 """
 
@@ -127,7 +129,7 @@ def patch_hf_generation() -> None:
 
     def _model_generate(self: Any, context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
         eos = _eos_ids(self, kwargs)
-        if context.shape[0] < 2 or not _eligible(self, stop, kwargs, eos):
+        if type(self) is not HFLM or context.shape[0] < 2 or not _eligible(self, stop, kwargs, eos):
             return original(self, context, max_length, stop, **kwargs)
         mask = kwargs.get("attention_mask")
         if mask is None:
