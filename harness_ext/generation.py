@@ -57,6 +57,10 @@ def _eligible(lm: Any, stop: list[str], kwargs: dict, eos: set[int]) -> bool:
     return all(s in eos_texts for s in stop if s)
 
 
+class _NoRowSelection(Exception):
+    """The model's cache cannot keep a subset of the batch's rows."""
+
+
 class _AnyRowEnded:
     """Stopping criterion: the whole batch stops at the step where any row emits an EOS id."""
 
@@ -106,6 +110,8 @@ def generate_dropping_ended_rows(lm: Any, context: Any, attention_mask: Any, max
                 keep.append(i)
         if not keep or seqs.shape[1] >= max_length:
             break
+        if not hasattr(cache, "batch_select_indices"):
+            raise _NoRowSelection  # a cache that cannot drop rows (e.g. a stateful model's): lm-eval's path instead
         index = torch.tensor(keep, device=seqs.device)
         cache.batch_select_indices(index)
         grown = torch.ones((len(keep), new.shape[1]), dtype=mask.dtype, device=mask.device)
@@ -136,8 +142,11 @@ def patch_hf_generation() -> None:
             import torch
 
             mask = torch.ones_like(context)
-        with _autocast(self):
-            return generate_dropping_ended_rows(self, context, mask, max_length, eos)
+        try:
+            with _autocast(self):
+                return generate_dropping_ended_rows(self, context, mask, max_length, eos)
+        except _NoRowSelection:
+            return original(self, context, max_length, stop, **kwargs)
 
     _model_generate._unlearn_patched = True  # type: ignore[attr-defined]
     HFLM._model_generate = _model_generate
