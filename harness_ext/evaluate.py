@@ -36,7 +36,8 @@ def run_lm_eval(
 
     ``tasks``: names, or task / group objects already built (with the metadata lm-eval would give them, see
     :func:`model_arguments`), which lm-eval then evaluates without building them again.
-    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's tasks are indexed (fast start).
+    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's
+    tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
     model_args = model_arguments(model_dir, backend, extra_model_args)
     metadata = {**model_args, **(metadata or {})}
@@ -61,10 +62,9 @@ def evaluate_lm(
     (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
-    from lm_eval.tasks import TaskManager
 
     from harness_ext.lm_eval_patches import cache_env_info
-    from harness_ext.plugins import include_paths
+    from harness_ext.task_index import task_manager
 
     cache_env_info()  # lm-eval's environment report takes seconds; it is the same for every evaluation of a process
     tracker = EvaluationTracker(output_path=str(output_dir)) if output_dir is not None else None
@@ -74,7 +74,7 @@ def evaluate_lm(
         tasks=tasks,
         batch_size=batch_size,
         device=device,
-        task_manager=TaskManager(include_path=include_paths(), include_defaults=False, metadata=metadata or {}),
+        task_manager=task_manager(tasks, metadata or {}),
         bootstrap_iters=0,
         limit=limit,
         gen_kwargs=gen_kwargs,
@@ -101,10 +101,7 @@ def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16) -> Any:
 
 
 def unknown_tasks(tasks: list[str]) -> list[str]:
-    """The names in ``tasks`` that are neither a task nor a group this package's lm-eval index knows."""
-    from lm_eval.tasks import TaskManager
+    """The names in ``tasks`` that are neither a task, a group nor a tag of this package or of lm-eval."""
+    from harness_ext.task_index import unknown_tasks as unknown
 
-    from harness_ext.plugins import include_paths
-
-    known = set(TaskManager(include_path=include_paths(), include_defaults=False).all_tasks)
-    return [t for t in tasks if t not in known]
+    return unknown(tasks)

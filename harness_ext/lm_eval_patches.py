@@ -74,6 +74,21 @@ def patch_task_manager_class(cls: type) -> None:
 
 
 # --------------------------------------------------------------------------- request types
+def task_manager_with_metadata(base: Any, metadata: dict[str, Any] | None) -> Any:
+    """A copy of the ``TaskManager`` ``base`` whose tasks get ``metadata``, without indexing the YAMLs again:
+    lm-eval 0.4.13 keeps the metadata in ``_factory`` and the index in ``_index`` (copied: building a group adds
+    entries to it). Used by :mod:`harness_ext.task_index`."""
+    import copy
+
+    from lm_eval.tasks._factory import TaskFactory
+
+    manager = copy.copy(base)
+    manager.metadata = metadata
+    manager._factory = TaskFactory(meta=metadata)
+    manager._index = dict(base._index)
+    return manager
+
+
 def add_request_types(methods: dict[str, Callable[[Any, list], list]]) -> None:
     """Add each ``name -> method`` to lm-eval's ``LM`` base class, where lm-eval looks a request type up
     (idempotent: a name already there is kept)."""

@@ -28,9 +28,13 @@ REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
 
 def install_request_types() -> None:
     """Add our request types to lm-eval's ``LM`` base class (idempotent); let ``hf-multimodal`` generate for mixed
-    batches; quiet lm-eval's git lookup."""
+    batches; greedy ``hf`` generation without the rows that ended (:mod:`harness_ext.generation`); quiet lm-eval's
+    git lookup."""
+    from harness_ext.generation import patch_hf_generation
+
     add_request_types(REQUEST_TYPES)
     patch_multimodal_generation()
+    patch_hf_generation()
     quiet_git_hash()
 
 

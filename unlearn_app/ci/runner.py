@@ -87,14 +87,12 @@ def resolve_model(model: str, revision: str | None) -> ModelSpec:
 def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[list[Any], dict[str, Any], dict[str, list[str]]]:
     """The suite built once, as lm-eval will evaluate it: the objects of its entries (groups, tasks, a tag's tasks)
     to hand to lm-eval, its leaf tasks by name, and its groups' members."""
-    from lm_eval.tasks import TaskManager
-
     from harness_ext.evaluate import model_arguments
-    from harness_ext.plugins import include_paths
+    from harness_ext.task_index import task_manager
 
     extra = {k: v for k, v in model_args.items() if k != "pretrained"}
     metadata = {**model_arguments(model_args.get("pretrained", ""), suite.backend, extra), **suite.task_metadata()}
-    manager = TaskManager(include_path=include_paths(), include_defaults=False, metadata=metadata)
+    manager = task_manager(suite.tasks, metadata)  # our tasks plus the lm-eval ones the suite names, indexed once
     unknown = [t for t in suite.tasks if t not in manager.all_tasks]
     if unknown:
         raise SuiteError(f"{suite.path}: unknown task(s) {unknown} in tasks:; `lm-eval ls tasks` lists them")

@@ -1,0 +1,106 @@
+"""Greedy generation without the rows that ended (harness_ext.generation): the texts lm-eval scores are those of
+lm-eval's own path, with fewer rows computed."""
+
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from harness_ext.evaluate import run_lm_eval
+from harness_ext.generation import ENV_SWITCH, _eligible
+from unlearn_tasks.prompts import question_prompt
+from unlearn_tasks.tofu.demo_corpus import training_records
+
+TASK = "tofu_forget10_rouge"
+
+
+class RowSteps:
+    """Counts the rows a causal LM computes: the batch size of every forward call of a ``*ForCausalLM`` module."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+
+    def __call__(self, module, args, output) -> None:
+        if type(module).__name__.endswith("ForCausalLM"):
+            self.rows += int(output.logits.shape[0])
+
+
+def scored_texts(model_dir: Path, task: str, out: Path, metadata: dict, fast: bool, monkeypatch,
+                 gen_kwargs: str | None = None) -> tuple[list[str], int]:
+    """(the text lm-eval scores for every document, in document order; the rows computed), one path or the other."""
+    monkeypatch.setenv(ENV_SWITCH, "1" if fast else "0")
+    counter = RowSteps()
+    handle = torch.nn.modules.module.register_module_forward_hook(counter)
+    try:
+        res = run_lm_eval(model_dir, [task], out, metadata, batch_size=8, log_samples=True, gen_kwargs=gen_kwargs)
+    finally:
+        handle.remove()
+    samples = sorted(res["samples"][task], key=lambda s: s["doc_id"])
+    return [s["filtered_resps"][0] for s in samples], counter.rows
+
+
+def _prompts(n: int) -> list[str]:
+    return [question_prompt(r["question"]) for r in training_records()[:n]]  # the task's generation prompt
+
+
+@pytest.fixture(scope="module")
+def tiny_model_ending_early(tiny_model_dir, tmp_path_factory) -> Path:
+    """The tiny model with re-drawn weights (std 0.3: varied greedy answers) and, as extra EOS ids in its generation
+    config, the six tokens that the most answers contain after their first step, so that the rows of a batch end at
+    different steps (the tiny model never emits the tokenizer's EOS)."""
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for weight in (p for p in model.parameters() if p.dim() == 2):
+            weight.normal_(0.0, 0.3)
+    count: dict[int, int] = {}  # token id -> the number of answers that contain it (not as their first token)
+    for prompt in _prompts(24):
+        ids = tok(prompt, return_tensors="pt").input_ids
+        new = model.generate(ids, max_new_tokens=60, do_sample=False, pad_token_id=tok.pad_token_id)[0, ids.shape[1]:]
+        for t in set(new.tolist()[1:]) - {new[0].item()}:
+            count[t] = count.get(t, 0) + 1
+    ends = sorted(count, key=lambda t: (-count[t], t))[:6]
+    model.generation_config.eos_token_id = [tok.eos_token_id, *ends]
+    out = tmp_path_factory.mktemp("tiny_early_eos")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def test_tiny_model_texts_are_unchanged_with_fewer_rows_computed(tiny_model_ending_early, demo_data_dir, tmp_path,
+                                                                  monkeypatch):
+    meta = {"data_dir": str(demo_data_dir)}
+    old, old_rows = scored_texts(tiny_model_ending_early, TASK, tmp_path / "old", meta, False, monkeypatch)
+    new, new_rows = scored_texts(tiny_model_ending_early, TASK, tmp_path / "new", meta, True, monkeypatch)
+    assert len(old) == 68 and new == old
+    assert len({len(t) for t in old}) > 10  # the rows did end at different steps
+    assert new_rows < 0.8 * old_rows
+
+
+def test_real_stop_strings_sampling_and_peft_take_lm_eval_path(tiny_model_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_model_dir), batch_size=8, device="cpu")
+    eos = {lm.eot_token_id}
+    eos_text = lm.tokenizer.decode([lm.eot_token_id], skip_special_tokens=False)
+    assert _eligible(lm, [eos_text], {"do_sample": False}, eos)
+    assert not _eligible(lm, ["\n\n", eos_text], {"do_sample": False}, eos)  # MUSE KnowMem's cut: lm-eval's path
+    assert not _eligible(lm, [eos_text], {"do_sample": True, "temperature": 0.7}, eos)
+    assert not _eligible(lm, [eos_text], {"do_sample": False, "num_beams": 2}, eos)
+    assert not _eligible(lm, [eos_text], {"do_sample": False}, set())  # no EOS the model stops at
+
+
+@pytest.mark.slow
+@pytest.mark.optional
+def test_smollm2_texts_are_unchanged(smollm2_dir, tmp_path, monkeypatch):
+    """SmolLM2-135M-Instruct after TOFU's 'Answer: ' on the real-model data: answers of real, varied lengths."""
+    from fixtures import real_model as real_model_data
+
+    data = real_model_data.write(tmp_path / "data")
+    meta = {"data_dir": str(data), "answer_scoring": "tofu"}
+    old, old_rows = scored_texts(smollm2_dir, "tofu_forget01_rouge", tmp_path / "old", meta, False, monkeypatch)
+    new, new_rows = scored_texts(smollm2_dir, "tofu_forget01_rouge", tmp_path / "new", meta, True, monkeypatch)
+    assert new == old and any(t.strip() for t in old)
+    assert new_rows < old_rows
