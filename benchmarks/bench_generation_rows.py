@@ -29,8 +29,8 @@ def main() -> None:
     from harness_ext.generation import ENV_SWITCH
     from harness_ext.request_types import install_request_types
     from unlearn_methods.pretrained import NAMES, resolve_model
+    from unlearn_methods.scaffolding.tofu_corpus import build_corpus
     from unlearn_tasks.prompts import question_prompt, tofu_generation_prompt
-    from unlearn_tasks.tofu.demo_corpus import build_corpus
 
     torch.set_num_threads(1)
     install_request_types()

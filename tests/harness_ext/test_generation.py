@@ -9,8 +9,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from harness_ext.evaluate import run_lm_eval
 from harness_ext.generation import ENV_SWITCH, _eligible
+from unlearn_methods.scaffolding.tofu_corpus import training_records
 from unlearn_tasks.prompts import question_prompt
-from unlearn_tasks.tofu.demo_corpus import training_records
 
 TASK = "tofu_forget10_rouge"
 

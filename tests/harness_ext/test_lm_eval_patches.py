@@ -8,9 +8,15 @@ import types
 import pytest
 from lm_eval.models.huggingface import HFLM
 
-from harness_ext import answer_logprobs, generate_tokens
+from harness_ext import answer_gradnorm, answer_logprobs, generate_tokens
 from harness_ext.lm_eval_patches import BACKENDS, hf_batch_size, is_backend, request_options
-from harness_ext.request_types import ANSWER_LOGPROBS, GENERATE_TOKENS, REQUEST_TYPES, install_request_types
+from harness_ext.request_types import (
+    ANSWER_GRADNORM,
+    ANSWER_LOGPROBS,
+    GENERATE_TOKENS,
+    REQUEST_TYPES,
+    install_request_types,
+)
 
 
 def _stand_in(class_name: str, module: str, **attrs):
@@ -43,9 +49,11 @@ def test_request_types_are_installed_on_lm_evals_base_class():
 
     install_request_types()
     assert REQUEST_TYPES == {ANSWER_LOGPROBS: answer_logprobs.answer_logprobs,
-                             GENERATE_TOKENS: generate_tokens.generate_tokens}
+                             GENERATE_TOKENS: generate_tokens.generate_tokens,
+                             ANSWER_GRADNORM: answer_gradnorm.answer_gradnorm}
     assert getattr(LM, ANSWER_LOGPROBS) is answer_logprobs.answer_logprobs
     assert getattr(LM, GENERATE_TOKENS) is generate_tokens.generate_tokens
+    assert getattr(LM, ANSWER_GRADNORM) is answer_gradnorm.answer_gradnorm
 
 
 class _Tokenizer:

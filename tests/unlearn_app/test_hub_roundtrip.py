@@ -70,7 +70,7 @@ def test_unlearn_run_push_resume_then_lm_eval_by_repo_id(tmp_path, hub_standin, 
     `unlearn push`, then `lm_eval --model_args pretrained=me/big` downloads it and gives the local folder's numbers."""
     from transformers import AutoTokenizer, LlamaForCausalLM
 
-    from unlearn_methods.tiny_model import tiny_llama_config
+    from unlearn_methods.scaffolding.tiny_model import tiny_llama_config
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     model_dir = tmp_path / "big"
