@@ -112,10 +112,11 @@ def test_example_workflow_commands_on_the_tiny_model(tiny_model_dir, demo_data_d
     assert (tmp_path / "out" / "junit.xml").is_file()
 
     failing = _suite(tmp_path / "fail.yaml", demo_data_dir, [f"{TASK}/forget_prob > 1"])
-    codes, summary = _run_workflow(tiny_model_dir, failing, tmp_path / "out", tmp_path)
+    # a fresh output folder, as on a fresh runner (an existing one is never overwritten without --overwrite)
+    codes, summary = _run_workflow(tiny_model_dir, failing, tmp_path / "out_fail", tmp_path)
     assert codes == {"Evaluate": 0, "HTML report": 0, "Fail when a check failed": 1}  # the job fails at the end
     assert "1 of 1 checks failed" in summary.read_text()
-    assert "FAIL" in (tmp_path / "out" / "report.html").read_text()
+    assert "FAIL" in (tmp_path / "out_fail" / "report.html").read_text()
 
 
 def test_example_suite_checks_name_real_metrics(tiny_model_dir, tmp_path):

@@ -32,7 +32,8 @@ def test_klom_separates_a_never_unlearned_ensemble(tiny_model_dir, demo_data_dir
                      disable_progress=True)
             margins = f"{out}.npy"
             assert main(["margins", "--model", str(out), "--data", "tofu", "--forget", "forget01", "--data-dir",
-                         str(demo_data_dir), "--out", margins, "--splits-out", str(tmp_path / "splits.json")]) == 0
+                         str(demo_data_dir), "--out", margins, "--splits-out", str(tmp_path / "splits.json"),
+                         *(["--overwrite"] if files else [])]) == 0  # every model writes the same splits
             files.setdefault(kind, []).append(margins)
     result = {}
     for kind in ("full", "retain"):

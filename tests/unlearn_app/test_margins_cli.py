@@ -35,7 +35,7 @@ def test_unlearn_margins_and_gather(tofu_run, tiny_model_dir, demo_data_dir, tmp
                  str(demo_data_dir), "--out", str(tmp_path / "m.npy")]) == 0
     assert np.allclose(np.load(tmp_path / "m.npy"), record["margins"], atol=1e-6)
     capsys.readouterr()
-    assert main(["margins", "--model", str(tiny_model_dir), "--out", str(tmp_path / "m.npy")]) == 2
+    assert main(["margins", "--model", str(tiny_model_dir), "--out", str(tmp_path / "m2.npy")]) == 2
     assert "--data" in capsys.readouterr().err
     assert main(["margins", "gather", str(tmp_path), "--out", str(tmp_path / "x.npy")]) == 2
 

@@ -34,7 +34,10 @@ MIA = {
     "mia_zlib": ([4.0, 3.0], [1.0, 2.0]),  # every holdout below: AUROC 0
     "mia_min_k": ([1.0, 3.0], [2.0, 4.0]),  # 3 of 4 pairs ordered: AUROC 3/4
     "mia_min_k_plus_plus": ([1.0, 4.0], [2.0, 3.0]),  # 2 of 4 pairs: AUROC 1/2
+    "mia_gradnorm": ([1.0, 2.0], [3.0, 1.5]),  # 3 of 4 pairs: AUROC 3/4
 }
+#: open-unlearning's memorization scores of the two forget items (per record, in ITEMS order)
+MEMORIZATION_SCORES = {"extraction_strength": [0.5, 0.25], "exact_memorization": [1.0, 0.5]}
 
 
 def _records() -> list[dict]:
@@ -44,6 +47,7 @@ def _records() -> list[dict]:
             rec = {"split": split, "index": 1 - i, "rougeL_recall": rouge, "prob": prob, "truth_ratio": ratio}
             if split == "forget":
                 rec.update({key: scores[0][i] for key, scores in MIA.items()})
+                rec.update({key: scores[i] for key, scores in MEMORIZATION_SCORES.items()})
             records.append(rec)
     for i in range(2):
         records.append({"split": "holdout", "index": i, **{key: scores[1][i] for key, scores in MIA.items()}})
@@ -52,7 +56,9 @@ def _records() -> list[dict]:
 
 def _reference(ratios=(0.1, 0.2, 0.3)) -> ReferenceData:
     aucs = {"mia_loss_auc": 0.9, "mia_zlib_auc": 0.8, "mia_min_k_auc": 0.5, "mia_min_k_plus_plus_auc": 0.6}
-    return ReferenceData(forget_truth_ratios=list(ratios), mia_auc=aucs)
+    # the reference model's answer losses in item order: forget items 0, 1 and holdout items 0, 1
+    return ReferenceData(forget_truth_ratios=list(ratios), mia_auc=aucs,
+                         losses={"forget": [1.5, 0.0], "holdout": [1.0, 3.2]})
 
 
 #: The hand-computed expectation for _records() and _reference().
@@ -72,12 +78,18 @@ EXPECTED = {
     "forget_quality": 2 / 10,
     # min_k: ((1 - 0.75) - (1 - 0.5)) / (1 - 0.5) * 100
     "privleak": -50.0,
+    # means over the forget items
+    "extraction_strength": (0.5 + 0.25) / 2, "exact_memorization": (1.0 + 0.5) / 2,
+    # loss minus the reference's, per item (the forget records' index is 1 - i: item 0 has loss 2.0, item 1 1.0):
+    # forget (2.0 - 1.5, 1.0 - 0.0) = (0.5, 1.0); holdout (3.0 - 1.0, 4.0 - 3.2) = (2.0, 0.8): 3 of 4 pairs ordered
+    "mia_reference_auc": 0.75,
+    "mia_gradnorm_auc": 0.75,
 }
 
 
 def test_every_metric_by_hand():
     got = compute_metrics(_records(), _reference())
-    assert set(got) == set(EXPECTED) == set(metric_names(["generation", "likelihood"]))
+    assert set(got) == set(EXPECTED) == set(metric_names(["generation", "likelihood"], gradnorm=True))
     for name, value in EXPECTED.items():
         assert got[name] == pytest.approx(value, abs=1e-12), name
 
@@ -172,6 +184,7 @@ def test_reference_record_by_hand():
         "format": record_format("tofu"), "forget_split": "forget01", "n_forget": 2,
         "forget_truth_ratio": [0.5, 2.0], "forget_question_keys": ["q-first", "q-second"],
         "mia_auc": {"mia_loss_auc": 1.0, "mia_zlib_auc": 0.0, "mia_min_k_auc": 0.75, "mia_min_k_plus_plus_auc": 0.5},
+        "mia_loss": {"forget": [2.0, 1.0], "holdout": [3.0, 4.0]},  # per-item losses in item order (reference MIA)
         "answer_scoring": "tofu",
     }
     assert math.isnan(reference_record(recs, {}, "forget01", {})["mia_auc"]["mia_loss_auc"])  # not computed: NaN
