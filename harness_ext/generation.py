@@ -98,7 +98,14 @@ def generate_dropping_ended_rows(lm: Any, context: Any, attention_mask: Any, max
         out = lm.model.generate(input_ids=ids, attention_mask=mask, max_length=max_length, do_sample=False,
                                 stopping_criteria=StoppingCriteriaList([_AnyRowEnded(eos)]), pad_token_id=pad,
                                 use_cache=True, return_dict_in_generate=True, **resume)
-        seqs, cache = out.sequences, getattr(out, cache_name)
+        seqs = out.sequences
+        # the output names the cache as this transformers version does (``cache`` or ``past_key_values``), and
+        # ``generate`` takes it back under the same name; a version that returns neither: lm-eval's path instead
+        cache_name = next((n for n in (cache_name, "cache", "past_key_values") if getattr(out, n, None) is not None),
+                          None)
+        if cache_name is None:
+            raise _NoRowSelection
+        cache = getattr(out, cache_name)
         new = seqs[:, ids.shape[1]:]
         keep = []
         for i, row in enumerate(new.tolist()):
