@@ -302,3 +302,52 @@ def test_evaluation_during_unlearning_passes_to_every_trial():
     assert config["eval_tasks"] == [TASK] and config["eval_limit"] == 4
     with pytest.raises(SpecError, match="--select needs --eval-every"):
         parse_spec(_spec_text(run={"select": f"{TASK}/forget_prob:min"}))
+
+
+def test_relearn_attack_spec():
+    full = {"epochs": 1, "lora": False}
+    spec = parse_spec(_spec_text(run=full, attacks={"relearn": {"steps": 3, "lr": "1e-4"}}))
+    assert spec.attacks == {"relearn": {"steps": 3, "lr": 1e-4, "batch_size": 4, "relearn_fraction": None,
+                                        "relearn_data": None, "seed": None}}
+    for attacks, message in [({"relearn": {"stepz": 3}}, "attacks.relearn.stepz: unknown key"),
+                             ({"relearn": {"relearn_fraction": 1.5}}, "attacks.relearn.relearn_fraction: must be between"),
+                             ({"relearn": {"lr": 0}}, "attacks.relearn.lr: must be positive"),
+                             ({"relearn": {"steps": 0}}, "attacks.relearn.steps: expected a positive integer"),
+                             ({"jailbreak": {}}, "attacks: expected {quantize")]:
+        with pytest.raises(SpecError, match=None) as e:
+            parse_spec(_spec_text(run=full, attacks=attacks))
+        assert message in str(e.value)
+    with pytest.raises(SpecError, match="attacks.relearn: fine-tunes full weights: add merge: true"):
+        parse_spec(_spec_text(run={"epochs": 1, "lora": True}, attacks={"relearn": {}}))
+
+
+@pytest.mark.slow
+def test_a_relearned_copy_of_each_trial_is_measured_and_shown_beside_its_row(tmp_path, tiny_model_dir, demo_data_dir):
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "relearn.yaml"
+    spec_file.write_text(_spec_text(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}, seeds=[0, 1],
+                                    attacks={"relearn": {"steps": 2, "lr": 1e-3, "batch_size": 2}}))
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    records = run_sweep(spec, out, log=lambda _: None)
+    recoveries = []
+    for record in records:
+        assert record["status"] == "ok", record.get("error")
+        attacked = record["attacks"]["relearn"]
+        home = out / "trials" / record["id"] / "attack-relearn"
+        saved = json.loads((home / "relearn.json").read_text())  # `unlearn attack relearn`'s own record
+        assert saved["seed"] == record["seed"] == attacked["seed"] and saved["steps"] == 2
+        assert attacked["recovery"] == saved["held_out_prob_after"] - saved["held_out_prob_before"] != 0
+        assert attacked["metrics"] == load_results(out / attacked["results_file"])  # evaluated like the trial
+        recoveries.append(attacked["recovery"])
+    write_leaderboard(spec, out)
+    (row,) = json.loads((out / "leaderboard.json").read_text())["leaderboard"]
+    assert row["relearn recovery"]["mean"] == pytest.approx(statistics.fmean(recoveries), abs=0)
+    assert row["relearn recovery"]["sd"] == pytest.approx(statistics.stdev(recoveries), abs=0)
+    forget_after = [r["attacks"]["relearn"]["metrics"][TASK]["forget_prob"] for r in records]
+    assert row["forget after relearn"]["mean"] == pytest.approx(statistics.fmean(forget_after), abs=0)
+    md = (out / "leaderboard.md").read_text()
+    assert "| forget after relearn | relearn recovery |" in md
+    assert f"{statistics.fmean(recoveries):.4g} ± {statistics.stdev(recoveries):.2g}" in md
+    assert "relearn recovery" in (out / "leaderboard.html").read_text()

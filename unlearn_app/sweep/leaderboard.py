@@ -21,6 +21,13 @@ from unlearn_app.selection import Selection
 from unlearn_app.sweep.engine import read_records
 from unlearn_app.sweep.spec import Spec
 
+RECOVERY = "relearn recovery"  # held-out forget probability after relearning minus before
+
+
+def attack_columns(board: dict[str, Any]) -> list[str]:
+    """The leaderboard's attack columns: the forget measure after each attack, and the relearning recovery."""
+    return [f"forget after {a}" for a in board["attacks"]] + ([RECOVERY] if "relearn" in board["attacks"] else [])
+
 
 def _score(rule: Selection | None, metrics: dict[str, dict[str, float]]) -> float:
     if rule is None:
@@ -88,6 +95,8 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         for name in spec.attacks:  # the forget measure after the attack, beside the one before
             row[f"forget after {name}"] = _spread([_score(rule, (r.get("attacks") or {}).get(name, {}).get("metrics", {}))
                                                    for r in runs])
+        if "relearn" in spec.attacks:  # the held-out forget probability the relearning attack brought back
+            row[RECOVERY] = _spread([(r.get("attacks") or {}).get("relearn", {}).get("recovery") for r in runs])
         settings[trial.setting] = row
     rows = list(settings.values())
     if spec.select:
@@ -148,7 +157,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
              f"Selection: `{board['select'] or 'none (every setting)'}`"
              + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
                 else "") + ". Values are mean ± sample sd over seeds.", ""]
-    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
+    axes = list(board["pareto"]) + attack_columns(board)
     head = ["method", "setting", "seeds", "score", *axes, "checks", "trials"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in board["leaderboard"]:
@@ -182,7 +191,7 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
     from unlearn_app.html_report import _e
 
     md_rows = []
-    axes = list(board["pareto"]) + [f"forget after {a}" for a in board["attacks"]]
+    axes = list(board["pareto"]) + attack_columns(board)
     for row in board["leaderboard"]:
         cells = [row["method"], _values(row["values"]), len(row["seeds"]), _fmt(row.get("score")),
                  *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL"]

@@ -25,7 +25,9 @@ Example::
     select_if: ["tofu_forget01/model_utility >= 0.9 * baseline"]
     pareto: {utility: tofu_forget01/model_utility:max, forget: tofu_forget01/forget_quality:max}
     resources: {cpus: 1, gpus: 0, max_retries: 2}    # per trial (the Ray engine declares them)
-    attacks: {quantize: {bits: 4}}    # each trial's checkpoint quantized and evaluated again (full weights only)
+    attacks:                          # on each trial's checkpoint (full weights only), evaluated again
+      quantize: {bits: 4}
+      relearn: {steps: 20, lr: 1e-5, relearn_fraction: 0.5}   # `unlearn attack relearn` on the trial's forget split
 
 Every error names the file, the key (and its line) and what to write; every trial's `unlearn run` configuration is
 built and validated here, so a bad value stops the sweep before any trial starts. Trial ids are hashes of what the
@@ -64,7 +66,7 @@ KEYS = {
     "select_if": "list of checks a setting's mean must pass to be selected",
     "pareto": "mapping {utility: EXPR:max|min, forget: EXPR:max|min}: the axes of the trade-off picture",
     "resources": "mapping {cpus, gpus, max_retries} per trial",
-    "attacks": "mapping {quantize: {bits: 4 or 8, group_size: N}}: attacks on every trial's checkpoint",
+    "attacks": "mapping {quantize: {bits, group_size}, relearn: {steps, lr, ...}}: attacks on every trial's checkpoint",
 }
 EVAL_KEYS = {
     "tasks": "list of lm-eval tasks run on every trial's checkpoint",
@@ -253,26 +255,72 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
     return spec
 
 
+RELEARN_KEYS = {"steps": "optimiser steps (default 20)", "lr": "learning rate (default 1e-5)",
+                "batch_size": "batch size (default 4)",
+                "relearn_fraction": "share of the forget split shown (default 0.5)",
+                "relearn_data": "related corpus shown instead of forget items (a .jsonl/.json/.csv/.parquet file)",
+                "seed": "seed of the shown / held-out split and the training (default: the trial's seed)"}
+
+
 def _attacks(raw: Any, shared: dict[str, Any], methods: dict[str, Any], evaluation: Evaluation,
              err) -> dict[str, dict[str, Any]]:
-    """``attacks: {quantize: {bits, group_size}}``: checked here; the checkpoint must be full weights."""
+    """``attacks: {quantize: {bits, group_size}, relearn: {steps, lr, ...}}``: checked here; the checkpoint must be
+    full weights."""
     if raw is None:
         return {}
-    if not isinstance(raw, dict) or set(raw) - {"quantize"}:
-        raise err("attacks", "expected {quantize: {bits: 4 or 8, group_size: N}} (relearn is not supported yet)")
-    quantize = raw.get("quantize") or {}
-    if not isinstance(quantize, dict) or set(quantize) - {"bits", "group_size"}:
-        raise err("attacks.quantize", "expected {bits: 4 or 8, group_size: N}")
-    if quantize.get("bits") not in (4, 8):
-        raise err("attacks.quantize.bits", f"must be 4 or 8, got {quantize.get('bits')!r}")
-    group = quantize.get("group_size")
-    if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group <= 0):
-        raise err("attacks.quantize.group_size", "expected a positive integer")
+    if not isinstance(raw, dict) or set(raw) - {"quantize", "relearn"} or not raw:
+        raise err("attacks", "expected {quantize: {bits: 4 or 8, group_size: N}} and/or {relearn: {steps, lr, "
+                  "batch_size, relearn_fraction, relearn_data, seed}}")
     if shared.get("lora", True) and not shared.get("merge", False):
-        raise err("attacks.quantize", "quantizes full weights: add merge: true (or lora: false) under run:")
-    if not evaluation.tasks:
-        raise err("attacks", "an attacked checkpoint is evaluated on evaluation.tasks: give them")
-    return {"quantize": {"bits": quantize["bits"], "group_size": group}}
+        name = "quantize" if "quantize" in raw else "relearn"
+        verb = "quantizes" if name == "quantize" else "fine-tunes"
+        raise err(f"attacks.{name}", f"{verb} full weights: add merge: true (or lora: false) under run:")
+    attacks: dict[str, dict[str, Any]] = {}
+    if "quantize" in raw:
+        quantize = raw.get("quantize") or {}
+        if not isinstance(quantize, dict) or set(quantize) - {"bits", "group_size"}:
+            raise err("attacks.quantize", "expected {bits: 4 or 8, group_size: N}")
+        if quantize.get("bits") not in (4, 8):
+            raise err("attacks.quantize.bits", f"must be 4 or 8, got {quantize.get('bits')!r}")
+        group = quantize.get("group_size")
+        if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group <= 0):
+            raise err("attacks.quantize.group_size", "expected a positive integer")
+        if not evaluation.tasks:
+            raise err("attacks", "an attacked checkpoint is evaluated on evaluation.tasks: give them")
+        attacks["quantize"] = {"bits": quantize["bits"], "group_size": group}
+    if "relearn" in raw:
+        attacks["relearn"] = _relearn(raw.get("relearn") or {}, err)
+    return attacks
+
+
+def _relearn(raw: Any, err) -> dict[str, Any]:
+    """``attacks.relearn``: the options of `unlearn attack relearn`, typed and range-checked."""
+    if not isinstance(raw, dict):
+        raise err("attacks.relearn", "expected a mapping with keys " + ", ".join(RELEARN_KEYS))
+    unknown = sorted(set(raw) - set(RELEARN_KEYS))
+    if unknown:
+        raise err(f"attacks.relearn.{unknown[0]}", f"unknown key; the keys are {', '.join(RELEARN_KEYS)}")
+    opts: dict[str, Any] = {"steps": 20, "lr": 1e-5, "batch_size": 4, "relearn_fraction": None,
+                            "relearn_data": None, "seed": None}
+    for key, value in raw.items():
+        key_path = f"attacks.relearn.{key}"
+        if key == "relearn_data":
+            if not isinstance(value, str) or not value:
+                raise err(key_path, "expected the path of a related corpus")
+        elif key in ("steps", "batch_size", "seed"):
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if key == "seed" else 1):
+                raise err(key_path, f"expected a {'non-negative' if key == 'seed' else 'positive'} integer")
+        else:
+            try:
+                value = float(value)
+            except (TypeError, ValueError):
+                raise err(key_path, f"expected a number, got {value!r}") from None
+            if key == "lr" and not value > 0:
+                raise err(key_path, f"must be positive, got {value}")
+            if key == "relearn_fraction" and not 0 < value < 1:
+                raise err(key_path, f"must be between 0 and 1 (exclusive), got {value}")
+        opts[key] = value
+    return opts
 
 
 def _strings(value: Any, key: str, err) -> list[str]:

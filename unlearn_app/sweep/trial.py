@@ -18,7 +18,7 @@ CHECKPOINT = "model"  # the trial's `unlearn run --out`, inside its folder
 def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], baseline: str | None,
               folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``, then the
-    ``attacks`` on its checkpoint (``{quantize: {bits, group_size}}``), each evaluated on the same tasks."""
+    ``attacks`` on its checkpoint (``{quantize: {...}, relearn: {...}}``), each evaluated on the same tasks."""
     import torch
 
     from harness_ext.results import latest_results_file, load_results
@@ -50,18 +50,37 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
 
 
 def attack(name: str, opts: dict[str, Any], checkpoint: Path, config: dict[str, Any], home: Path) -> dict[str, Any]:
-    """Attack the trial's checkpoint (``quantize``) into ``home/attack-NAME`` and evaluate it like the checkpoint."""
-    from harness_ext.evaluate import run_lm_eval
-    from harness_ext.results import latest_results_file, load_results
-    from unlearn_methods.attacks.quantize import quantize_checkpoint
-
+    """Attack the trial's checkpoint into ``home/attack-NAME`` (``quantize``: `unlearn attack quantize`;
+    ``relearn``: `unlearn attack relearn` on the trial's forget split, its held-out forget probability before and
+    after kept) and evaluate the attacked checkpoint like the trial's own."""
     out = home / f"attack-{name}"
-    quantize_checkpoint(checkpoint, out, bits=opts["bits"], group_size=opts.get("group_size"))
     data_dir = config.get("data_dir") or (str(checkpoint / "demo_data") if (checkpoint / "demo_data").is_dir() else None)
-    metadata = {**({"data_dir": data_dir} if data_dir else {}), **config["eval_metadata"]}
-    run_lm_eval(out, list(config["eval_tasks"]), out / "eval", metadata, limit=config.get("eval_limit"))
-    results_file = latest_results_file(out / "eval")
-    return {**opts, "metrics": load_results(results_file), "results_file": str(results_file.relative_to(home.parent.parent))}
+    result: dict[str, Any] = dict(opts)
+    if name == "quantize":
+        from unlearn_methods.attacks.quantize import quantize_checkpoint
+
+        quantize_checkpoint(checkpoint, out, bits=opts["bits"], group_size=opts.get("group_size"))
+    else:
+        from unlearn_methods.attacks.relearn import relearn
+
+        seed = config["seed"] if opts.get("seed") is None else opts["seed"]
+        r = relearn(checkpoint, out, data=config.get("data") or "tofu", forget=config["forget"], data_dir=data_dir,
+                    relearn_fraction=opts.get("relearn_fraction"), relearn_data=opts.get("relearn_data"),
+                    steps=opts["steps"], lr=opts["lr"], batch_size=opts["batch_size"], seed=seed, progress=False)
+        result.update(seed=seed, held_out_prob_before=r.held_out_prob_before,
+                      held_out_prob_after=r.held_out_prob_after,
+                      recovery=r.held_out_prob_after - r.held_out_prob_before, measured=r.measured,
+                      relearn_json=str((out / "relearn.json").relative_to(home.parent.parent)))
+    if config.get("eval_tasks"):
+        from harness_ext.evaluate import run_lm_eval
+        from harness_ext.results import latest_results_file, load_results
+
+        metadata = {**({"data_dir": data_dir} if data_dir else {}), **config["eval_metadata"]}
+        run_lm_eval(out, list(config["eval_tasks"]), out / "eval", metadata, limit=config.get("eval_limit"))
+        results_file = latest_results_file(out / "eval")
+        result.update(metrics=load_results(results_file),
+                      results_file=str(results_file.relative_to(home.parent.parent)))
+    return result
 
 
 def check_results(checks: list[str], metrics: dict[str, dict[str, float]], baseline: str | None) -> list[dict]:
