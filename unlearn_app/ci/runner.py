@@ -48,6 +48,7 @@ class CiOptions:
     update_card: bool = False
     limit: int | None = None
     model_args: dict[str, Any] = field(default_factory=dict)
+    sweep: dict[str, Any] | None = None  # the `unlearn sweep` trial gated (``--from-sweep``)
 
 
 @dataclass
@@ -233,6 +234,8 @@ def run_ci(opts: CiOptions) -> int:
     out = Path(opts.out)
     record: dict[str, Any] = {"suite": opts.suite, "model": {"name": opts.model or opts.from_results},
                               "provenance": {"software": provenance.software()}}
+    if opts.sweep:
+        record["sweep"] = opts.sweep
     try:
         suite = load_suite(opts.suite)
         out.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,29 @@ def _cmd_ci(args: argparse.Namespace) -> int:
         return error(f"--model-args must be a JSON object, e.g. '{{\"dtype\": \"bfloat16\"}}' ({e.msg})")
     if not isinstance(model_args, dict):
         return error("--model-args must be a JSON object")
+    sweep = None
+    if args.method and not args.from_sweep:
+        return error("--method picks a method of --from-sweep DIR; give --from-sweep")
+    if args.from_sweep:
+        if args.model or args.from_results:
+            return error("--from-sweep picks the model and its results; drop --model / --from-results")
+        from unlearn_app.sweep.best import NoTrial, best_trial
+
+        try:
+            trial = best_trial(args.from_sweep, args.method)
+        except NoTrial as e:
+            return error(str(e))
+        sweep = {k: trial.get(k) for k in ("id", "setting", "method", "seed", "values", "selected_by",
+                                           "results_file", "checkpoint")}
+        sweep["dir"] = str(args.from_sweep)
+        print(f"unlearn ci: sweep {args.from_sweep}: trial {trial['id']} ({trial['method']}, seed {trial['seed']}, "
+              f"selected by {trial['selected_by'] or 'its only setting'})")
+        if args.evaluate:
+            args.model = trial["checkpoint"]
+        else:
+            args.from_results = trial["results_dir"]
+    elif args.evaluate:
+        return error("--evaluate evaluates the checkpoint of --from-sweep's trial; give --from-sweep DIR")
     if args.model and args.from_results and not args.update_card:
         return error("--model is not evaluated with --from-results (the results are only checked); drop --model, "
                      "or add --update-card to write the results into --model's card")
@@ -28,7 +51,7 @@ def _cmd_ci(args: argparse.Namespace) -> int:
         return error("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
     return run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
                             from_results=args.from_results, no_cache=args.no_cache, cache_dir=args.cache_dir,
-                            update_card=args.update_card, limit=args.limit, model_args=model_args))
+                            update_card=args.update_card, limit=args.limit, model_args=model_args, sweep=sweep))
 
 
 def add_parsers(sub) -> None:
@@ -54,6 +77,13 @@ def add_parsers(sub) -> None:
                    help="Check existing lm-eval output (folder or results_*.json) or an open-unlearning evaluation "
                    "folder (TOFU_EVAL.json / MUSE_EVAL.json; its Forget Quality and PrivLeak recomputed against the "
                    "suite's reference) instead of running a model.")
+    p.add_argument("--from-sweep", dest="from_sweep", metavar="DIR",
+                   help="Gate the selected trial of the `unlearn sweep` in DIR (its leaderboard's best row, the seed "
+                   "with the best select score): check its results, or with --evaluate evaluate its checkpoint.")
+    p.add_argument("--method", help="With --from-sweep: the selected trial of this method instead of the best row.")
+    p.add_argument("--evaluate", action="store_true",
+                   help="With --from-sweep: evaluate the trial's checkpoint on the suite (instead of checking its "
+                   "results), e.g. on tasks the sweep did not run.")
     p.add_argument("--limit", type=positive_int, help="Documents per task (smoke tests; overrides the suite's limit).")
     p.add_argument("--no-cache", dest="no_cache", action="store_true", help="Evaluate even if cached results exist.")
     p.add_argument("--cache-dir", dest="cache_dir", help="Cache folder (default $UNLEARN_CACHE_DIR or "
@@ -62,5 +92,6 @@ def add_parsers(sub) -> None:
                    help="Write the results as model-index evaluation results into --model's model card "
                    "(README.md of a folder, or the Hub repo's card).")
     p.set_defaults(func=_cmd_ci)
-    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",)},
+    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",),
+                                                                         "from_sweep": ("*.json", "*.jsonl", "trials", "spec.yaml")},
                          folders=["out"])

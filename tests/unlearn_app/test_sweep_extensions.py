@@ -1,0 +1,148 @@
+"""`unlearn sweep`'s extensions: the relearning attack per trial, `unlearn ci --from-sweep`, sequential and
+forget-size stages, KLoM ensembles and the default engine's devices."""
+
+from __future__ import annotations
+
+import json
+import statistics
+
+import pytest
+from test_sweep import TASK, _spec_text
+
+from harness_ext.results import load_results
+from unlearn_app.sweep.engine import run_sweep
+from unlearn_app.sweep.leaderboard import write_leaderboard
+from unlearn_app.sweep.spec import SpecError, parse_spec
+
+
+def test_relearn_attack_spec():
+    full = {"epochs": 1, "lora": False}
+    spec = parse_spec(_spec_text(run=full, attacks={"relearn": {"steps": 3, "lr": "1e-4"}}))
+    assert spec.attacks == {"relearn": {"steps": 3, "lr": 1e-4, "batch_size": 4, "relearn_fraction": None,
+                                        "relearn_data": None, "seed": None}}
+    for attacks, message in [({"relearn": {"stepz": 3}}, "attacks.relearn.stepz: unknown key"),
+                             ({"relearn": {"relearn_fraction": 1.5}}, "attacks.relearn.relearn_fraction: must be between"),
+                             ({"relearn": {"lr": 0}}, "attacks.relearn.lr: must be positive"),
+                             ({"relearn": {"steps": 0}}, "attacks.relearn.steps: expected a positive integer"),
+                             ({"jailbreak": {}}, "attacks: expected {quantize")]:
+        with pytest.raises(SpecError, match=None) as e:
+            parse_spec(_spec_text(run=full, attacks=attacks))
+        assert message in str(e.value)
+    with pytest.raises(SpecError, match="attacks.relearn: fine-tunes full weights: add merge: true"):
+        parse_spec(_spec_text(run={"epochs": 1, "lora": True}, attacks={"relearn": {}}))
+
+
+@pytest.mark.slow
+def test_a_relearned_copy_of_each_trial_is_measured_and_shown_beside_its_row(tmp_path, tiny_model_dir, demo_data_dir):
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "relearn.yaml"
+    spec_file.write_text(_spec_text(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}, seeds=[0, 1],
+                                    attacks={"relearn": {"steps": 2, "lr": 1e-3, "batch_size": 2}}))
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    records = run_sweep(spec, out, log=lambda _: None)
+    recoveries = []
+    for record in records:
+        assert record["status"] == "ok", record.get("error")
+        attacked = record["attacks"]["relearn"]
+        home = out / "trials" / record["id"] / "attack-relearn"
+        saved = json.loads((home / "relearn.json").read_text())  # `unlearn attack relearn`'s own record
+        assert saved["seed"] == record["seed"] == attacked["seed"] and saved["steps"] == 2
+        assert attacked["recovery"] == saved["held_out_prob_after"] - saved["held_out_prob_before"] != 0
+        assert attacked["metrics"] == load_results(out / attacked["results_file"])  # evaluated like the trial
+        recoveries.append(attacked["recovery"])
+    write_leaderboard(spec, out)
+    (row,) = json.loads((out / "leaderboard.json").read_text())["leaderboard"]
+    assert row["relearn recovery"]["mean"] == pytest.approx(statistics.fmean(recoveries), abs=0)
+    assert row["relearn recovery"]["sd"] == pytest.approx(statistics.stdev(recoveries), abs=0)
+    forget_after = [r["attacks"]["relearn"]["metrics"][TASK]["forget_prob"] for r in records]
+    assert row["forget after relearn"]["mean"] == pytest.approx(statistics.fmean(forget_after), abs=0)
+    md = (out / "leaderboard.md").read_text()
+    assert "| forget after relearn | relearn recovery |" in md
+    assert f"{statistics.fmean(recoveries):.4g} ± {statistics.stdev(recoveries):.2g}" in md
+    assert "relearn recovery" in (out / "leaderboard.html").read_text()
+
+
+# --------------------------------------------------------------------------- unlearn ci --from-sweep
+#: forget_prob by (method, lr, seed), chosen by hand: graddiff lr=0.01 has the lowest mean (0.13), its seed 0 the
+#: lowest value (0.10); npo's best seed is seed 0 (0.12)
+FORGET = {("graddiff", 0.001, 0): 0.30, ("graddiff", 0.001, 1): 0.20, ("graddiff", 0.01, 0): 0.10,
+          ("graddiff", 0.01, 1): 0.16, ("npo", None, 0): 0.12, ("npo", None, 1): 0.18}
+
+
+@pytest.fixture
+def fake_sweep(tmp_path):
+    """A finished sweep whose trials' results files hold the numbers of FORGET (no model is trained)."""
+    from fixtures.runs import write_results
+    from unlearn_app.sweep.engine import append_record
+
+    text = _spec_text(methods={"graddiff": {"grid": {"lr": [1e-3, 1e-2]}}, "npo": {}})
+    (tmp_path / "spec.yaml").write_text(text)
+    spec = parse_spec(text, str(tmp_path / "spec.yaml"))
+    out = tmp_path / "sweep"
+    out.mkdir()
+    trials = {}
+    for trial in spec.trials:
+        metrics = {TASK: {"forget_prob": FORGET[(trial.method, trial.values.get("lr"), trial.seed)], "retain_prob": 0.5}}
+        path = write_results(out / "trials" / trial.id / "model" / "eval", metrics)
+        append_record(out, {**trial.as_dict(), "status": "ok", "metrics": metrics, "checks": [], "passed": True,
+                            "results_file": str(path.relative_to(out)), "wall_s": 1.0})
+        trials[(trial.method, trial.values.get("lr"), trial.seed)] = trial.id
+    write_leaderboard(spec, out)
+    return spec, out, trials
+
+
+def test_best_trial_is_the_best_seed_of_the_best_setting(fake_sweep):
+    from unlearn_app.sweep.best import NoTrial, best_trial
+
+    spec, out, trials = fake_sweep
+    best = best_trial(out)
+    assert best["id"] == trials[("graddiff", 0.01, 0)] and best["selected_by"] == f"{TASK}/forget_prob:min"
+    assert best["checkpoint"] == str(out / "trials" / best["id"] / "model")
+    assert best_trial(out, "npo")["id"] == trials[("npo", None, 0)]
+    with pytest.raises(NoTrial, match="--method idk: the leaderboard of .* has no row for it; its methods: graddiff, npo"):
+        best_trial(out, "idk")
+    with pytest.raises(NoTrial, match="no leaderboard.json; write it with unlearn sweep SPEC"):
+        best_trial(out / "trials")
+
+
+def test_ci_gates_the_sweeps_selected_trial(fake_sweep, tmp_path, capsys):
+    from unlearn_app.cli import main
+
+    spec, out, trials = fake_sweep
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks: [{TASK}]\nchecks:\n  - {TASK}/forget_prob <= 0.11\n")
+    assert main(["ci", "--suite", str(suite), "--from-sweep", str(out), "--out", str(tmp_path / "ci")]) == 0
+    record = json.loads((tmp_path / "ci" / "results.json").read_text())
+    best = trials[("graddiff", 0.01, 0)]
+    assert record["sweep"]["id"] == best and record["results"][TASK]["forget_prob"] == 0.10
+    assert record["checks"][0]["value"] == 0.10
+    assert f"trial `{best}` (graddiff, seed 0)" in (tmp_path / "ci" / "summary.md").read_text()
+    # npo's selected trial has forget_prob 0.12: the check fails (exit 1)
+    assert main(["ci", "--suite", str(suite), "--from-sweep", str(out), "--method", "npo",
+                 "--out", str(tmp_path / "ci-npo")]) == 1
+    assert json.loads((tmp_path / "ci-npo" / "results.json").read_text())["sweep"]["id"] == trials[("npo", None, 0)]
+    capsys.readouterr()
+    assert main(["ci", "--suite", str(suite), "--method", "npo", "--out", str(tmp_path / "x")]) == 2
+    assert "--method picks a method of --from-sweep DIR" in capsys.readouterr().err
+    assert main(["ci", "--suite", str(suite), "--from-sweep", str(out), "--method", "ga", "--out", str(tmp_path / "x")]) == 2
+    assert "--method ga: the leaderboard" in capsys.readouterr().err
+    assert main(["ci", "--suite", str(suite), "--from-sweep", str(out), "--out", str(out / "trials.jsonl")]) == 2
+    assert "would be read as an input from --from-sweep" in capsys.readouterr().err
+
+
+def test_ci_evaluate_takes_the_selected_trials_checkpoint(fake_sweep, tmp_path, monkeypatch):
+    import unlearn_app.ci.runner as runner
+    from unlearn_app.cli import main
+
+    spec, out, trials = fake_sweep
+    seen = []
+    monkeypatch.setattr(runner, "run_ci", lambda opts: seen.append(opts) or 0)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks: [{TASK}]\nchecks:\n  - {TASK}/forget_prob <= 0.11\n")
+    assert main(["ci", "--suite", str(suite), "--from-sweep", str(out), "--evaluate", "--out", str(tmp_path / "ci")]) == 0
+    (opts,) = seen
+    best = trials[("graddiff", 0.01, 0)]
+    assert opts.model == str(out / "trials" / best / "model") and opts.from_results is None
+    assert opts.sweep["id"] == best and opts.sweep["dir"] == str(out)
