@@ -146,3 +146,118 @@ def test_ci_evaluate_takes_the_selected_trials_checkpoint(fake_sweep, tmp_path, 
     best = trials[("graddiff", 0.01, 0)]
     assert opts.model == str(out / "trials" / best / "model") and opts.from_results is None
     assert opts.sweep["id"] == best and opts.sweep["dir"] == str(out)
+
+
+# --------------------------------------------------------------------------- stages: sequential, forget sizes
+FULL = {"epochs": 1, "batch_size": 4, "lora": False, "max_length": 64}
+
+
+def _sequential(model="m", data_dir="d", **over):
+    over = {"run": FULL, "methods": {"graddiff": {"grid": {"lr": [1e-3, 1e-2]}}},
+            "stages": {"sequential": ["forget01", "forget05"]}, **over}
+    return _spec_text(model, data_dir, **over).replace("forget: forget01\n", "")
+
+
+def test_sequential_stages_are_chains_with_clear_ids():
+    spec = parse_spec(_sequential())
+    assert len(spec.trials) == 2 * 2 * 2  # 2 lr x 2 seeds x 2 stages
+    chains = [spec.trials[i:i + 2] for i in range(0, 8, 2)]
+    for first, second in chains:
+        assert (first.stage, first.forget, first.after) == (1, "forget01", None)
+        assert (second.stage, second.forget, second.after) == (2, "forget05", first.id)
+        assert first.id.endswith("-s1") and second.id == first.id[:-1] + "2"  # one chain, one hash
+        assert first.setting != second.setting  # each stage is its own leaderboard row
+    assert len({t.id for t in spec.trials}) == 8
+    assert [t.id for t in parse_spec(_sequential()).trials] == [t.id for t in spec.trials]
+    from unlearn_app.sweep.engine import trial_args, waves
+
+    config = trial_args(spec, chains[0][1], "/sweep")[1]
+    assert config["model"] == f"/sweep/trials/{chains[0][0].id}/model" and config["forget"] == "forget05"
+    assert trial_args(spec, chains[0][0], "/sweep")[1]["model"] == "m"
+    assert [[t.stage for t in w] for w in waves(spec.trials)] == [[1] * 4, [2] * 4]
+
+
+@pytest.mark.parametrize("text, message", [
+    (_sequential() + "forget: forget01\n", "forget: stages.sequential gives the forget splits"),
+    (_sequential().replace("- forget05\n", ""), "stages.sequential: give a list of at least two forget splits"),
+    (_sequential().replace("lora: false", "lora: true"), "stages.sequential: a stage unlearns the previous stage's"),
+    (_spec_text(stages={"folds": 3}), "stages: expected {sequential:"),
+])
+def test_stage_spec_errors(text, message):
+    with pytest.raises(SpecError, match=None) as e:
+        parse_spec(text, "s.yaml")
+    assert message in str(e.value)
+
+
+def test_forget_size_scaling_ids_name_the_split():
+    spec = parse_spec(_spec_text(forget=["forget01", "forget05"], methods={"graddiff": {}}))
+    assert [(t.forget, t.seed) for t in spec.trials] == [("forget01", 0), ("forget01", 1), ("forget05", 0), ("forget05", 1)]
+    assert all(t.id.startswith(f"graddiff-{t.forget}-") and t.setting.startswith(f"graddiff-{t.forget}-")
+               for t in spec.trials)
+    single = parse_spec(_spec_text(methods={"graddiff": {}})).trials[0]
+    assert single.id.startswith("graddiff-") and "forget01" not in single.id  # one split: ids as before
+
+
+def test_a_stage_after_a_failed_stage_is_recorded_not_run(tmp_path):
+    spec = parse_spec(_sequential(), str(tmp_path / "s.yaml"))
+    chain = spec.trials[:2]
+    calls = []
+
+    def fail_first(trial, config, *rest):
+        calls.append((trial["id"], config["model"]))
+        return {**trial, "status": "failed", "error": "boom", "wall_s": 0.0}
+
+    from unlearn_app.sweep.engine import read_records
+    from unlearn_app.sweep.spec import Spec
+
+    small = Spec(spec.path, spec.text, spec.data, chain, spec.evaluation)
+    run_sweep(small, tmp_path / "out", trial_fn=fail_first, log=lambda _: None)
+    assert calls == [(chain[0].id, "m")]  # the second stage never ran
+    second = read_records(tmp_path / "out")[chain[1].id]
+    assert second["status"] == "failed" and f"the previous stage {chain[0].id} did not finish ok" in second["error"]
+
+
+def test_leaderboard_has_a_forget_split_column_with_several_splits(tmp_path):
+    from fixtures.runs import write_results
+    from unlearn_app.sweep.engine import append_record
+
+    text = _spec_text(forget=["forget01", "forget05"], methods={"graddiff": {}}, seeds=[0])
+    spec = parse_spec(text, str(tmp_path / "spec.yaml"))
+    out = tmp_path / "sweep"
+    out.mkdir()
+    for trial, value in zip(spec.trials, (0.25, 0.5)):
+        metrics = {TASK: {"forget_prob": value, "retain_prob": 0.5}}
+        path = write_results(out / "trials" / trial.id / "model" / "eval", metrics)
+        append_record(out, {**trial.as_dict(), "status": "ok", "metrics": metrics, "checks": [], "passed": True,
+                            "results_file": str(path.relative_to(out)), "wall_s": 1.0})
+    write_leaderboard(spec, out)
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert [(r["forget_split"], r["score"]["mean"]) for r in board["leaderboard"]] == [("forget01", 0.25),
+                                                                                      ("forget05", 0.5)]
+    md = (out / "leaderboard.md").read_text()
+    assert "| method | setting | forget split | seeds |" in md and "| graddiff | defaults | forget05 | 1 |" in md
+    assert f"| {spec.trials[1].id} | graddiff | defaults | forget05 | 0 | ok |" in md
+    assert "<th>forget split</th>" in (out / "leaderboard.html").read_text()
+
+
+@pytest.mark.slow
+def test_sequential_stages_unlearn_the_previous_checkpoint(tmp_path, tiny_model_dir, demo_data_dir):
+    from unlearn_app.sweep.engine import read_records
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "seq.yaml"
+    spec_file.write_text(_sequential(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}, seeds=[0]))
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    run_sweep(spec, out, log=lambda _: None)
+    first, second = spec.trials
+    records = read_records(out)
+    assert [records[t.id]["status"] for t in spec.trials] == ["ok", "ok"], records
+    ran = json.loads((out / "trials" / second.id / "trial.json").read_text())["config"]
+    assert ran["model"] == str((out / "trials" / first.id / "model").resolve()) and ran["forget"] == "forget05"
+    assert records[first.id]["metrics"] != records[second.id]["metrics"]  # evaluated after each stage
+    write_leaderboard(spec, out)
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert sorted((r["stage"], r["trials"]) for r in board["leaderboard"]) == [(1, [first.id]), (2, [second.id])]
+    md = (out / "leaderboard.md").read_text()
+    assert "| method | setting | stage | forget split | seeds |" in md and "| graddiff | defaults | 2 | forget05 | 1 |" in md

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness_ext.results import json_safe
 from unlearn_app.sweep.spec import Spec, Trial
-from unlearn_app.sweep.trial import run_trial
+from unlearn_app.sweep.trial import CHECKPOINT, run_trial
 
 TRIALS_FILE = "trials.jsonl"
 TrialFn = Callable[..., dict[str, Any]]
@@ -70,16 +70,37 @@ def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: boo
 def trial_args(spec: Spec, trial: Trial, out: str | Path) -> tuple:
     """The arguments of :func:`run_trial` for ``trial`` (plain data: they travel to Ray workers)."""
     folder = Path(out).resolve() / "trials" / trial.id
-    return (trial.as_dict(), spec.trial_config(trial, folder / "model"), [c.text for c in spec.evaluation.checks],
+    config = spec.trial_config(trial, folder / "model")
+    if trial.after:  # a sequential stage unlearns the previous stage's checkpoint
+        config["model"] = str(Path(out).resolve() / "trials" / trial.after / CHECKPOINT)
+    return (trial.as_dict(), config, [c.text for c in spec.evaluation.checks],
             spec.evaluation.baseline, str(folder), int(spec.resources["cpus"]), spec.attacks)
+
+
+def blocked(trial: Trial, records: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The failed record of a stage whose previous stage has not finished ok (it is not run), else None."""
+    if not trial.after or records.get(trial.after, {}).get("status") == "ok":
+        return None
+    return {**trial.as_dict(), "status": "failed", "wall_s": 0.0,
+            "error": f"stage {trial.stage} not run: the previous stage {trial.after} did not finish ok"}
+
+
+def waves(trials: list[Trial]) -> list[list[Trial]]:
+    """``trials`` grouped so that each sequential stage comes in a later group than the stage before it."""
+    groups: dict[int, list[Trial]] = {}
+    for trial in trials:
+        groups.setdefault(trial.stage or 1, []).append(trial)
+    return [groups[k] for k in sorted(groups)]
 
 
 def run_local(spec: Spec, out: str | Path, trials: list[Trial], on_record: Callable[[dict], None],
               trial_fn: TrialFn = run_trial) -> None:
-    """The default engine: one trial at a time, in this process."""
+    """The default engine: one trial at a time, in this process (a stage after its previous stage)."""
+    records = read_records(out)
     for trial in trials:
-        record = trial_fn(*trial_args(spec, trial, out))
+        record = blocked(trial, records) or trial_fn(*trial_args(spec, trial, out))
         record["engine"] = "local"
+        records[trial.id] = record
         on_record(record)
 
 
@@ -111,5 +132,12 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
     elif pending:
         from unlearn_app.sweep.ray_engine import run_ray
 
-        run_ray([(t, trial_args(spec, t, out)) for t in pending], spec.resources, on_record, address, trial_fn)
+        for wave in waves(pending):  # sequential stages: a wave once the stages before it have ended
+            records = read_records(out)
+            for trial in wave:
+                if (record := blocked(trial, records)) is not None:
+                    on_record({**record, "engine": "ray"})
+            runnable = [t for t in wave if blocked(t, records) is None]
+            if runnable:
+                run_ray([(t, trial_args(spec, t, out)) for t in runnable], spec.resources, on_record, address, trial_fn)
     return written

@@ -29,6 +29,19 @@ def attack_columns(board: dict[str, Any]) -> list[str]:
     return [f"forget after {a}" for a in board["attacks"]] + ([RECOVERY] if "relearn" in board["attacks"] else [])
 
 
+def place_columns(board: dict[str, Any]) -> list[str]:
+    """``stage`` (a sequential sweep) and ``forget split`` (several of them): where a row sits in the sweep."""
+    trials = board["trials"]
+    return (["stage"] if any(r.get("stage") for r in trials) else []) + (
+        ["forget split"] if len({r.get("forget") for r in trials}) > 1 else [])
+
+
+def _place(columns: list[str], row: dict[str, Any]) -> list[str]:
+    """The cells of :func:`place_columns` for a leaderboard row or a trial record."""
+    return [str(row.get("stage") or "") if c == "stage" else str(row.get("forget_split") or row.get("forget"))
+            for c in columns]
+
+
 def _score(rule: Selection | None, metrics: dict[str, dict[str, float]]) -> float:
     if rule is None:
         return math.nan
@@ -83,7 +96,7 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
             continue
         means, sds = _mean_metrics(runs)
         row = {"method": trial.method, "setting": trial.setting, "values": trial.values, "model": trial.model,
-               "forget_split": trial.forget, "seeds": [r["seed"] for r in runs], "trials": [r["id"] for r in runs],
+               "forget_split": trial.forget, "stage": trial.stage, "seeds": [r["seed"] for r in runs], "trials": [r["id"] for r in runs],
                "metrics": means, "metrics_sd": sds,
                "checks_passed": all(r.get("passed", True) for r in runs)}
         if spec.select:
@@ -102,7 +115,7 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     if spec.select:
         best: dict[tuple, dict[str, Any]] = {}
         for row in rows:
-            key = (row["method"], row["model"], row["forget_split"])
+            key = (row["method"], row["model"], row["forget_split"], row["stage"])
             score = row["score"]["mean"]
             if row["ineligible"] or score is None:
                 continue
@@ -158,10 +171,12 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
              + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
                 else "") + ". Values are mean ± sample sd over seeds.", ""]
     axes = list(board["pareto"]) + attack_columns(board)
-    head = ["method", "setting", "seeds", "score", *axes, "checks", "trials"]
+    place = place_columns(board)
+    head = ["method", "setting", *place, "seeds", "score", *axes, "checks", "trials"]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in board["leaderboard"]:
-        cells = [row["method"], _values(row["values"]), str(len(row["seeds"])), _fmt(row.get("score")),
+        cells = [row["method"], _values(row["values"]), *_place(place, row), str(len(row["seeds"])),
+                 _fmt(row.get("score")),
                  *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL",
                  " ".join(row["trials"])]
         lines.append("| " + " | ".join(cells) + " |")
@@ -169,14 +184,16 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
         lines += ["", f"![forget vs utility, Pareto front]({png})", "",
                   f"Pareto front: {', '.join(board['pareto_front']) or 'none'}"]
     axes = list(board["pareto"])
-    lines += ["", "## All trials", "", "| trial | method | setting | seed | status | "
-              + " | ".join(axes) + " | results file | wall s |", "|" + "---|" * (7 + len(axes))]
+    lines += ["", "## All trials", "", "| trial | method | setting | " + "".join(f"{c} | " for c in place)
+              + "seed | status | " + " | ".join(axes) + " | results file | wall s |",
+              "|" + "---|" * (7 + len(place) + len(axes))]
     for r in board["trials"]:
         point = board["pareto_points"].get(r["id"])
         axis_cells = [f"{v:.4g}" if point and v is not None and math.isfinite(v) else "n/a"
                       for v in (point or [None] * len(axes))]
         status = r["status"] if r["status"] == "ok" else f"failed: {str(r.get('error', ''))[:80]}"
-        lines.append("| " + " | ".join([r["id"], r["method"], _values(r.get("values") or {}), str(r["seed"]),
+        lines.append("| " + " | ".join([r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r),
+                                        str(r["seed"]),
                                         status.replace("|", "/"), *axis_cells, f"`{r.get('results_file', '')}`",
                                         str(r.get("wall_s", ""))]) + " |")
     sw = board["provenance"]["software"]
@@ -192,11 +209,12 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
 
     md_rows = []
     axes = list(board["pareto"]) + attack_columns(board)
+    place = place_columns(board)
     for row in board["leaderboard"]:
-        cells = [row["method"], _values(row["values"]), len(row["seeds"]), _fmt(row.get("score")),
+        cells = [row["method"], _values(row["values"]), *_place(place, row), len(row["seeds"]), _fmt(row.get("score")),
                  *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL"]
         md_rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{_e(h)}</th>" for h in ["method", "setting", "seeds", "score", *axes, "checks"])
+    head = "".join(f"<th>{_e(h)}</th>" for h in ["method", "setting", *place, "seeds", "score", *axes, "checks"])
     parts = ['<h2 id="leaderboard">Leaderboard</h2>',
              f"<p>Selection: <code>{_e(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
              f'<table class="leaderboard"><tr>{head}</tr>{"".join(md_rows)}</table>']
@@ -205,11 +223,11 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
                      "front joined</figcaption></figure>")
     trial_rows = "".join(
         "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in [r["id"], r["method"], _values(r.get("values") or {}),
-                                                        r["seed"], r["status"], r.get("error", ""),
+                                                        *_place(place, r), r["seed"], r["status"], r.get("error", ""),
                                                         r.get("results_file", ""), r.get("wall_s", "")]) + "</tr>"
         for r in board["trials"])
     parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary><table><tr><th>trial</th>'
-                 f"<th>method</th><th>setting</th><th>seed</th><th>status</th><th>error</th><th>results file</th>"
+                 f"<th>method</th><th>setting</th>{''.join(f'<th>{_e(c)}</th>' for c in place)}<th>seed</th><th>status</th><th>error</th><th>results file</th>"
                  f"<th>wall s</th></tr>{trial_rows}</table></details>")
     return parts
 

@@ -66,6 +66,7 @@ KEYS = {
     "select_if": "list of checks a setting's mean must pass to be selected",
     "pareto": "mapping {utility: EXPR:max|min, forget: EXPR:max|min}: the axes of the trade-off picture",
     "resources": "mapping {cpus, gpus, max_retries} per trial",
+    "stages": "mapping {sequential: [forget splits]}: each setting unlearned on the splits one after another",
     "attacks": "mapping {quantize: {bits, group_size}, relearn: {steps, lr, ...}}: attacks on every trial's checkpoint",
 }
 EVAL_KEYS = {
@@ -102,6 +103,8 @@ class Trial:
     params: dict[str, Any]  # method parameters from the grid / random space
     run: dict[str, Any]  # `unlearn run` options (shared ones with the grid's over them)
     values: dict[str, Any] = field(default_factory=dict)  # what the grid / random search set (params and options)
+    stage: int | None = None  # the place (1, 2, ...) in a sequential chain (``stages.sequential``)
+    after: str | None = None  # the trial whose checkpoint this stage unlearns from (the previous stage)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -200,6 +203,7 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
     mapping(raw, "", KEYS)
     models = _strings(raw.get("model"), "model", err)
     forgets = _strings(raw.get("forget", "forget10"), "forget", err)
+    sequence = _sequence(raw, err)
     seeds = raw.get("seeds", [0])
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         seeds = [seeds]
@@ -238,12 +242,23 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         for values in _settings(str(method), mapping(body, f"methods.{method}", METHOD_KEYS), run_fields, err):
             params = {k: v for k, v in values.items() if k not in run_fields}
             run = {**shared, **{k: v for k, v in values.items() if k in run_fields}}
+            if sequence:
+                for model, seed in itertools.product(models, seeds):
+                    for stage, forget in enumerate(sequence, 1):
+                        after = trials[-1].id if stage > 1 else None
+                        trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values,
+                                             sequence=sequence, stage=stage, after=after))
+                continue
             for model, forget, seed in itertools.product(models, forgets, seeds):
-                trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values))
+                trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values,
+                                     named=len(forgets) > 1))
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
         raise err("methods", f"two trials are the same run ({dup}); remove the repeated value")
+    if sequence and shared.get("lora", True) and not shared.get("merge", False):
+        raise err("stages.sequential", "a stage unlearns the previous stage's checkpoint, which must be full "
+                  "weights: add merge: true (or lora: false) under run:")
     attacks = _attacks(raw.get("attacks"), shared, methods, evaluation, err)
     spec = Spec(where, text, data, trials, evaluation, resources=resources, attacks=attacks)
     _check_configs(spec, err)
@@ -321,6 +336,21 @@ def _relearn(raw: Any, err) -> dict[str, Any]:
                 raise err(key_path, f"must be between 0 and 1 (exclusive), got {value}")
         opts[key] = value
     return opts
+
+
+def _sequence(raw: dict[str, Any], err) -> list[str]:
+    """``stages: {sequential: [split, ...]}``: the forget splits unlearned one after another (MUSE-style)."""
+    stages = raw.get("stages")
+    if stages is None:
+        return []
+    if not isinstance(stages, dict) or set(stages) != {"sequential"}:
+        raise err("stages", "expected {sequential: [forget split, forget split, ...]}")
+    splits = stages["sequential"]
+    if not isinstance(splits, list) or len(splits) < 2 or not all(isinstance(v, str) and v for v in splits):
+        raise err("stages.sequential", "give a list of at least two forget splits, unlearned in that order")
+    if "forget" in raw:
+        raise err("forget", "stages.sequential gives the forget splits of the stages; drop forget:")
+    return list(splits)
 
 
 def _strings(value: Any, key: str, err) -> list[str]:
@@ -501,11 +531,19 @@ def _digest(content: dict[str, Any]) -> str:
 
 
 def _trial(method: str, model: str, forget: str, seed: int, params: dict[str, Any], run: dict[str, Any],
-           data: dict[str, Any], evaluation: Evaluation, values: dict[str, Any]) -> Trial:
+           data: dict[str, Any], evaluation: Evaluation, values: dict[str, Any], named: bool = False,
+           sequence: list[str] | None = None, stage: int | None = None, after: str | None = None) -> Trial:
+    """Ids: ``METHOD-HASH``; with several forget splits ``METHOD-SPLIT-HASH``; a sequential stage
+    ``METHOD-HASH-sK``, the hash shared by the stages of one chain (it covers the whole sequence)."""
     setting = {"method": method, "model": model, "forget": forget, "params": params, "run": run, "data": data,
                "evaluation": {"tasks": evaluation.tasks, "limit": evaluation.limit,
                               "metadata": evaluation.task_metadata()}}
-    return Trial(f"{method}-{_digest({**setting, 'seed': seed})}", f"{method}-{_digest(setting)}", method, model,
+    if sequence:
+        chain = {**setting, "forget": None, "sequence": sequence}
+        return Trial(f"{method}-{_digest({**chain, 'seed': seed})}-s{stage}", f"{method}-{_digest(chain)}-s{stage}",
+                     method, model, forget, seed, dict(params), dict(run), dict(values), stage, after)
+    prefix = f"{method}-{forget}" if named else method
+    return Trial(f"{prefix}-{_digest({**setting, 'seed': seed})}", f"{prefix}-{_digest(setting)}", method, model,
                  forget, seed, dict(params), dict(run), dict(values))
 
 
