@@ -261,3 +261,68 @@ def test_sequential_stages_unlearn_the_previous_checkpoint(tmp_path, tiny_model_
     assert sorted((r["stage"], r["trials"]) for r in board["leaderboard"]) == [(1, [first.id]), (2, [second.id])]
     md = (out / "leaderboard.md").read_text()
     assert "| method | setting | stage | forget split | seeds |" in md and "| graddiff | defaults | 2 | forget05 | 1 |" in md
+
+
+# --------------------------------------------------------------------------- KLoM ensembles
+def _klom_spec(model="m", data_dir="d", **over):
+    over = {"run": FULL, "methods": {"graddiff": {}}, "klom": {"oracle": {"model": str(model), "epochs": 1}}, **over}
+    return _spec_text(model, data_dir, **over)
+
+
+def test_klom_adds_oracle_trials_and_the_margins_task():
+    spec = parse_spec(_klom_spec())
+    oracles = [t for t in spec.trials if t.oracle]
+    assert [(t.method, t.seed, t.run["epochs"], t.id.split("-")[0]) for t in oracles] == [
+        ("retain_ft", 0, 1, "oracle"), ("retain_ft", 1, 1, "oracle")]
+    assert spec.evaluation.tasks == [TASK, "margins_tofu_forget01"]
+    assert spec.trial_config(oracles[0], "o")["eval_tasks"] == [TASK, "margins_tofu_forget01"]
+    assert spec.klom == {"task": "margins_tofu_forget01", "oracle_model": "m", "oracle_run": {"epochs": 1},
+                         "ulira": True, "split": "forget"}
+
+
+@pytest.mark.parametrize("over, message", [
+    ({"seeds": [0]}, "klom: an ensemble is one model per seed: give at least two seeds"),
+    ({"klom": {"oracle": {"epochs": 1}}}, "klom.oracle: give {model: DIR"),
+    ({"klom": {"oracle": {"model": "m", "seed": 3}}}, "klom.oracle.seed: not an `unlearn run` option"),
+    ({"klom": {"oracle": {"model": "m"}, "task": "tofu_forget01"}}, "klom.task: expected a margins task"),
+    ({"klom": {"oracle": {"model": "m"}, "size": 3}}, "klom.size: unknown key"),
+    ({"klom": {"oracle": {"model": "m", "lr": -1}}}, "klom.oracle: trial oracle-"),
+])
+def test_klom_spec_errors(over, message):
+    with pytest.raises(SpecError, match=None) as e:
+        parse_spec(_klom_spec(**over))
+    assert message in str(e.value)
+
+
+@pytest.mark.slow
+def test_klom_and_ulira_of_each_setting_against_oracle_trials(tmp_path, tiny_model_dir, demo_data_dir):
+    from unlearn_app.cli import main
+    from unlearn_app.sweep.engine import read_records
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "klom.yaml"
+    spec_file.write_text(_klom_spec(tiny_model_dir, demo_data_dir))
+    spec = load_spec(spec_file)
+    out = tmp_path / "out"
+    run_sweep(spec, out, log=lambda _: None)
+    records = read_records(out)
+    assert all(r["status"] == "ok" for r in records.values()), records
+    write_leaderboard(spec, out)
+    board = json.loads((out / "leaderboard.json").read_text())
+    (row,) = board["leaderboard"]  # the oracles are no leaderboard row
+    unlearned = [str((out / records[i]["results_file"]).parent) for i in row["trials"]]
+    oracles = [str((out / records[t.id]["results_file"]).parent) for t in spec.trials if t.oracle]
+    assert sorted(board["klom"]["oracle_trials"]) == sorted(t.id for t in spec.trials if t.oracle)
+    # the same numbers as `unlearn klom` / `unlearn ulira` on the trials' lm-eval folders
+    assert main(["klom", "--unlearned", *unlearned, "--oracle", *oracles, "--out", str(tmp_path / "k.json"),
+                 "--quiet"]) == 0
+    assert main(["ulira", "--unlearned", *unlearned, "--oracle", *oracles, "--split", "forget",
+                 "--out", str(tmp_path / "u.json"), "--quiet"]) == 0
+    by_cli = json.loads((tmp_path / "k.json").read_text())
+    assert row["klom"]["splits"] == by_cli["splits"] and set(by_cli["splits"]) >= {"forget", "retain"}
+    assert row["KLoM p95"]["mean"] == by_cli["splits"]["forget"]["p95"] >= 0
+    assert row["U-LiRA accuracy"]["mean"] == json.loads((tmp_path / "u.json").read_text())["accuracy"]
+    assert row["ulira"]["accuracy"] == row["U-LiRA accuracy"]["mean"]
+    md = (out / "leaderboard.md").read_text()
+    assert "| KLoM p95 | U-LiRA accuracy |" in md and "`forget` split of `margins_tofu_forget01`" in md
+    assert set(board["pareto_points"]) == set(row["trials"])  # oracles are no points

@@ -24,9 +24,16 @@ from unlearn_app.sweep.spec import Spec
 RECOVERY = "relearn recovery"  # held-out forget probability after relearning minus before
 
 
+KLOM = "KLoM p95"  # of the split klom.split, the setting's seeds against the oracles
+ULIRA = "U-LiRA accuracy"
+
+
 def attack_columns(board: dict[str, Any]) -> list[str]:
-    """The leaderboard's attack columns: the forget measure after each attack, and the relearning recovery."""
-    return [f"forget after {a}" for a in board["attacks"]] + ([RECOVERY] if "relearn" in board["attacks"] else [])
+    """The leaderboard's columns after the axes: the forget measure after each attack, the relearning recovery,
+    KLoM and U-LiRA."""
+    klom = board.get("klom") or {}
+    return ([f"forget after {a}" for a in board["attacks"]] + ([RECOVERY] if "relearn" in board["attacks"] else [])
+            + ([KLOM] if klom else []) + ([ULIRA] if klom.get("ulira") else []))
 
 
 def place_columns(board: dict[str, Any]) -> list[str]:
@@ -80,10 +87,12 @@ def pareto_front(points: dict[str, tuple[float, float]], modes: tuple[str, str])
             if not any(ox >= x and oy >= y and (ox > x or oy > y) for o, (ox, oy) in pts.items() if o != k)]
 
 
-def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The leaderboard as data (what ``leaderboard.json`` holds)."""
+def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | None = None) -> dict[str, Any]:
+    """The leaderboard as data (what ``leaderboard.json`` holds); ``out``: the sweep folder (results files are
+    relative to it; needed for KLoM)."""
     trials = [records[t.id] for t in spec.trials if t.id in records]
-    ok = [r for r in trials if r["status"] == "ok"]
+    oracles = {t.id for t in spec.trials if t.oracle}
+    ok = [r for r in trials if r["status"] == "ok" and r["id"] not in oracles]
     baseline = None
     if spec.evaluation.baseline and spec.select and spec.select.conditions:
         from unlearn_app.ci.runner import load_baseline
@@ -92,6 +101,8 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
     settings: dict[str, dict[str, Any]] = {}
     for trial in spec.trials:
         runs = [r for r in ok if r["setting"] == trial.setting]
+        if trial.oracle:
+            continue
         if trial.setting in settings or not runs:
             continue
         means, sds = _mean_metrics(runs)
@@ -110,6 +121,9 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
                                                    for r in runs])
         if "relearn" in spec.attacks:  # the held-out forget probability the relearning attack brought back
             row[RECOVERY] = _spread([(r.get("attacks") or {}).get("relearn", {}).get("recovery") for r in runs])
+        if spec.klom:
+            row.update(_ensembles(spec, [r for r in trials if r["id"] in oracles and r["status"] == "ok"
+                                         and r["forget"] == trial.forget], runs, Path(out or ".")))
         settings[trial.setting] = row
     rows = list(settings.values())
     if spec.select:
@@ -131,12 +145,44 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, Any]:
         "select": spec.select.text if spec.select else None,
         "select_if": [c.text for c in spec.select.conditions] if spec.select else [],
         "pareto": {axis: rule.text for axis, rule in spec.pareto.items()}, "attacks": spec.attacks,
+        "klom": {k: v for k, v in spec.klom.items() if k != "oracle_run"} | (
+            {"oracle_trials": sorted(oracles)} if spec.klom else {}),
         "leaderboard": rows, "settings": list(settings.values()),
         "trials": trials, "pareto_points": {k: list(v) for k, v in points.items()}, "pareto_front": front,
         "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": len(ok),
                    "failed": sum(r["status"] == "failed" for r in trials)},
         "provenance": {"software": provenance.software(), "spec_folder": str(root)},
     }
+
+
+def _ensembles(spec: Spec, oracles: list[dict[str, Any]], runs: list[dict[str, Any]], out_dir: Path) -> dict[str, Any]:
+    """KLoM (and U-LiRA) of a setting's seeds against the oracle trials, read from their lm-eval results files as
+    `unlearn klom` / `unlearn ulira` read them: ``klom`` (every split), ``ulira``, and the leaderboard columns."""
+    from unlearn_tasks.margins.ensemble import load_ensemble
+    from unlearn_tasks.metrics.klom import KlomInputError, klom
+    from unlearn_tasks.metrics.ulira import ulira
+
+    task, split = spec.klom["task"], spec.klom["split"]
+    out: dict[str, Any] = {KLOM: None, **({ULIRA: None} if spec.klom["ulira"] else {})}
+    if len(runs) < 2 or len(oracles) < 2:
+        out["klom"] = {"error": f"{len(runs)} unlearned and {len(oracles)} oracle models finished; KLoM needs two "
+                                "of each"}
+        return out
+    try:
+        u = load_ensemble([out_dir / r["results_file"] for r in runs], task=task, name="unlearned")
+        o = load_ensemble([out_dir / r["results_file"] for r in oracles], task=task, name="oracle")
+        summary, _ = klom(u.margins, o.margins, u.splits or None)
+        summary["inputs"] = {"unlearned": [r["id"] for r in runs], "oracle": [r["id"] for r in oracles]}
+        out["klom"] = summary
+        if split in summary["splits"]:
+            out[KLOM] = {"mean": summary["splits"][split]["p95"], "sd": None, "n": 1}
+        if spec.klom["ulira"]:
+            attack, _ = ulira(u.margins, o.margins, (u.splits or {}).get(split))
+            out["ulira"] = attack
+            out[ULIRA] = {"mean": attack["accuracy"], "sd": None, "n": 1}
+    except KlomInputError as e:
+        out["klom"] = {"error": str(e)}
+    return out
 
 
 def _ineligible(rule: Selection, means: dict, baseline) -> str | None:
@@ -169,7 +215,9 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
              f"{c['trials']} trials: {c['ok']} ok, {c['failed']} failed, {c['trials'] - c['finished']} not run. "
              f"Selection: `{board['select'] or 'none (every setting)'}`"
              + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
-                else "") + ". Values are mean ± sample sd over seeds.", ""]
+                else "") + ". Values are mean ± sample sd over seeds."
+             + (f" {KLOM} and {ULIRA} compare the setting's seeds (one model each) with the oracle trials on the "
+                f"`{board['klom']['split']}` split of `{board['klom']['task']}`." if board.get("klom") else ""), ""]
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
     head = ["method", "setting", *place, "seeds", "score", *axes, "checks", "trials"]
@@ -240,7 +288,7 @@ def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:
     from unlearn_app.runs import load_run
 
     out = Path(out)
-    board = summarize(spec, read_records(out))
+    board = summarize(spec, read_records(out), out)
     board["provenance"]["results_files"] = {
         r["id"]: {"path": r["results_file"], "sha256": file_sha256(out / r["results_file"])}
         for r in board["trials"] if r.get("results_file") and (out / r["results_file"]).is_file()}

@@ -67,6 +67,8 @@ KEYS = {
     "pareto": "mapping {utility: EXPR:max|min, forget: EXPR:max|min}: the axes of the trade-off picture",
     "resources": "mapping {cpus, gpus, max_retries} per trial",
     "stages": "mapping {sequential: [forget splits]}: each setting unlearned on the splits one after another",
+    "klom": "mapping {task, oracle: {model, ...}, ulira, split}: KLoM / U-LiRA of each setting's seeds against "
+            "oracle models (retain_ft from oracle.model, one per seed)",
     "attacks": "mapping {quantize: {bits, group_size}, relearn: {steps, lr, ...}}: attacks on every trial's checkpoint",
 }
 EVAL_KEYS = {
@@ -105,6 +107,7 @@ class Trial:
     values: dict[str, Any] = field(default_factory=dict)  # what the grid / random search set (params and options)
     stage: int | None = None  # the place (1, 2, ...) in a sequential chain (``stages.sequential``)
     after: str | None = None  # the trial whose checkpoint this stage unlearns from (the previous stage)
+    oracle: bool = False  # an oracle of the KLoM ensembles (retain-only training), not a leaderboard row
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -134,6 +137,7 @@ class Spec:
     pareto: dict[str, Selection] = field(default_factory=dict)
     resources: dict[str, Any] = field(default_factory=lambda: {"cpus": 1, "gpus": 0, "max_retries": 2})
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    klom: dict[str, Any] = field(default_factory=dict)  # task, oracle_model, oracle_run, ulira, split
 
     @property
     def sha256(self) -> str:
@@ -226,6 +230,9 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
             raise err(f"run.{key}", f"unknown `unlearn run` option; known: {', '.join(sorted(run_fields - SWEEP_OWNED))}")
     data = {k: raw[k] for k in ("data", "data_dir", "retain") if raw.get(k) is not None}
     evaluation = _evaluation(mapping(raw.get("evaluation"), "evaluation", EVAL_KEYS), err)
+    klom = _klom(mapping(raw.get("klom"), "klom", KLOM_KEYS), raw, forgets, sequence, seeds, shared, run_fields, err)
+    if klom and klom["task"] not in evaluation.tasks:  # every trial (unlearned and oracle) scores the margins
+        evaluation.tasks.append(klom["task"])
     methods = raw.get("methods")
     if not isinstance(methods, dict) or not methods:
         raise err("methods", "give a mapping of method names, e.g. methods: {graddiff: {}, npo: {grid: {beta: [0.1, 0.5]}}}")
@@ -252,6 +259,11 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
             for model, forget, seed in itertools.product(models, forgets, seeds):
                 trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values,
                                      named=len(forgets) > 1))
+    if klom:  # the oracle ensemble: retain-only training from oracle.model, one model per seed (and split)
+        oracle_run = {**shared, **klom["oracle_run"]}
+        for forget, seed in itertools.product(forgets, seeds):
+            trials.append(_trial("retain_ft", klom["oracle_model"], forget, seed, {}, oracle_run, data, evaluation,
+                                 {}, named=len(forgets) > 1, oracle=True))
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -260,7 +272,7 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         raise err("stages.sequential", "a stage unlearns the previous stage's checkpoint, which must be full "
                   "weights: add merge: true (or lora: false) under run:")
     attacks = _attacks(raw.get("attacks"), shared, methods, evaluation, err)
-    spec = Spec(where, text, data, trials, evaluation, resources=resources, attacks=attacks)
+    spec = Spec(where, text, data, trials, evaluation, resources=resources, attacks=attacks, klom=klom)
     _check_configs(spec, err)
     spec.select = _rule(raw.get("select"), raw.get("select_if") or [], "select", evaluation, err)
     pareto = mapping(raw.get("pareto"), "pareto", {"utility": "EXPR:max|min", "forget": "EXPR:max|min"})
@@ -336,6 +348,48 @@ def _relearn(raw: Any, err) -> dict[str, Any]:
                 raise err(key_path, f"must be between 0 and 1 (exclusive), got {value}")
         opts[key] = value
     return opts
+
+
+KLOM_KEYS = {"task": "margins task scored on every checkpoint (default margins_tofu_<forget> for tofu / demo data)",
+             "oracle": "mapping: model (the oracles' starting point, before training on the dataset) and any "
+                       "`unlearn run` options of the oracle runs (method retain_ft)",
+             "ulira": "also U-LiRA (default true)",
+             "split": "split of the margins task shown in the leaderboard (default forget)"}
+
+
+def _klom(raw: dict[str, Any], spec: dict[str, Any], forgets: list[str], sequence: list[str], seeds: list[int],
+          shared: dict[str, Any], run_fields: set[str], err) -> dict[str, Any]:
+    """``klom:``: the margins task, the oracle runs' options; an ensemble is the seeds, so at least two."""
+    if not raw:
+        return {}
+    if sequence:
+        raise err("klom", "KLoM ensembles are not combined with stages.sequential")
+    if len(seeds) < 2:
+        raise err("klom", f"an ensemble is one model per seed: give at least two seeds (seeds: {seeds})")
+    task = raw.get("task")
+    if task is None:
+        if spec.get("data", "tofu") not in ("tofu", "demo") or len(forgets) > 1:
+            raise err("klom.task", "give the margins task (e.g. margins_tofu_forget10, or margins with "
+                      "data_file in evaluation.metadata)")
+        task = f"margins_tofu_{forgets[0]}"
+    if not isinstance(task, str) or not task.startswith("margins"):
+        raise err("klom.task", f"expected a margins task (margins, margins_tofu_forget10, ...), got {task!r}")
+    oracle = raw.get("oracle")
+    if not isinstance(oracle, dict) or not isinstance(oracle.get("model"), str) or not oracle["model"]:
+        raise err("klom.oracle", "give {model: DIR, ...}: the model the oracles are trained from on the retain "
+                  "split (the target's starting point), and any `unlearn run` options (epochs, lr, ...)")
+    options = {k: v for k, v in oracle.items() if k != "model"}
+    for key in options:
+        if key in SWEEP_OWNED or key not in run_fields:
+            raise err(f"klom.oracle.{key}", "not an `unlearn run` option the oracle runs may set; known: "
+                      f"{', '.join(sorted(run_fields - SWEEP_OWNED))}")
+    ulira = raw.get("ulira", True)
+    if not isinstance(ulira, bool):
+        raise err("klom.ulira", "expected true or false")
+    split = raw.get("split", "forget")
+    if not isinstance(split, str) or not split:
+        raise err("klom.split", "expected a split name of the margins task (forget, retain, holdout)")
+    return {"task": task, "oracle_model": oracle["model"], "oracle_run": options, "ulira": ulira, "split": split}
 
 
 def _sequence(raw: dict[str, Any], err) -> list[str]:
@@ -532,7 +586,8 @@ def _digest(content: dict[str, Any]) -> str:
 
 def _trial(method: str, model: str, forget: str, seed: int, params: dict[str, Any], run: dict[str, Any],
            data: dict[str, Any], evaluation: Evaluation, values: dict[str, Any], named: bool = False,
-           sequence: list[str] | None = None, stage: int | None = None, after: str | None = None) -> Trial:
+           sequence: list[str] | None = None, stage: int | None = None, after: str | None = None,
+           oracle: bool = False) -> Trial:
     """Ids: ``METHOD-HASH``; with several forget splits ``METHOD-SPLIT-HASH``; a sequential stage
     ``METHOD-HASH-sK``, the hash shared by the stages of one chain (it covers the whole sequence)."""
     setting = {"method": method, "model": model, "forget": forget, "params": params, "run": run, "data": data,
@@ -542,9 +597,10 @@ def _trial(method: str, model: str, forget: str, seed: int, params: dict[str, An
         chain = {**setting, "forget": None, "sequence": sequence}
         return Trial(f"{method}-{_digest({**chain, 'seed': seed})}-s{stage}", f"{method}-{_digest(chain)}-s{stage}",
                      method, model, forget, seed, dict(params), dict(run), dict(values), stage, after)
-    prefix = f"{method}-{forget}" if named else method
+    prefix = "oracle" if oracle else method
+    prefix = f"{prefix}-{forget}" if named else prefix
     return Trial(f"{prefix}-{_digest({**setting, 'seed': seed})}", f"{prefix}-{_digest(setting)}", method, model,
-                 forget, seed, dict(params), dict(run), dict(values))
+                 forget, seed, dict(params), dict(run), dict(values), oracle=oracle)
 
 
 def _check_configs(spec: Spec, err) -> None:
@@ -555,7 +611,7 @@ def _check_configs(spec: Spec, err) -> None:
         try:
             load_run_config(None, **spec.trial_config(trial, f"<out>/{trial.id}"))
         except ValueError as e:
-            key = f"methods.{trial.method}" if trial.params or trial.run else "run"
+            key = "klom.oracle" if trial.oracle else f"methods.{trial.method}" if trial.params or trial.run else "run"
             raise err(key, f"trial {trial.id} ({_describe(trial)}): {e}") from None
 
 
