@@ -19,6 +19,17 @@ def model_arguments(model_dir: str | Path, backend: str = "hf", extra: dict[str,
     return model_args
 
 
+def default_device(backend: str = "hf") -> str | None:
+    """The device lm-eval's ``hf`` backends get when none is given: ``cuda`` (the first visible GPU, so a process
+    pinned to a GPU by ``CUDA_VISIBLE_DEVICES`` evaluates on its own) when torch sees one, else ``cpu``; other
+    backends choose their own (None)."""
+    if backend not in ("hf", "hf-multimodal"):
+        return None
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
 def run_lm_eval(
     model_dir: str | Path,
     tasks: list[Any],
@@ -36,13 +47,14 @@ def run_lm_eval(
 
     ``tasks``: names, or task / group objects already built (with the metadata lm-eval would give them, see
     :func:`model_arguments`), which lm-eval then evaluates without building them again.
+    ``device``: default :func:`default_device` (``cuda`` when a GPU is visible, else ``cpu``).
     Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's
     tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
     model_args = model_arguments(model_dir, backend, extra_model_args)
     metadata = {**model_args, **(metadata or {})}
     return evaluate_lm(backend, tasks, output_dir, metadata, model_args=model_args, batch_size=batch_size,
-                       device=device or ("cpu" if backend in ("hf", "hf-multimodal") else None), limit=limit,
+                       device=device or default_device(backend), limit=limit,
                        gen_kwargs=gen_kwargs, log_samples=log_samples)
 
 

@@ -118,7 +118,7 @@ def add_parsers(sub) -> None:
                    help="Also count the EOS token appended to the target.")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"])
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=16)
-    p.add_argument("--device", help="Device for hf (default cpu; e.g. cuda).")
+    p.add_argument("--device", help="Device for hf (default: cuda when a GPU is visible, else cpu).")
     p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder(s) here.")
     p.add_argument("--quiet", action="store_true", help="No progress bar over the models.")
     p.set_defaults(func=_cmd_margins)
