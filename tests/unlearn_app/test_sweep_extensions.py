@@ -326,3 +326,90 @@ def test_klom_and_ulira_of_each_setting_against_oracle_trials(tmp_path, tiny_mod
     md = (out / "leaderboard.md").read_text()
     assert "| KLoM p95 | U-LiRA accuracy |" in md and "`forget` split of `margins_tofu_forget01`" in md
     assert set(board["pareto_points"]) == set(row["trials"])  # oracles are no points
+
+
+# --------------------------------------------------------------------------- the default engine's devices
+class Probe:
+    """A trial body that records the GPUs its process sees, its pid and when it ran (no training); ``die``: the
+    trial whose worker process dies mid-run."""
+
+    def __init__(self, die: str | None = None):
+        self.die = die
+
+    def __call__(self, trial, *rest):
+        import os
+        import time
+
+        if trial["id"] == self.die:
+            os._exit(1)
+        start = time.time()
+        time.sleep(0.5)
+        return {**trial, "status": "ok", "metrics": {}, "checks": [], "passed": True, "wall_s": 0.5,
+                "seen": os.environ.get("CUDA_VISIBLE_DEVICES"), "pid": os.getpid(), "span": [start, time.time()]}
+
+
+def test_lanes_and_visible_gpus(monkeypatch):
+    import torch
+
+    from unlearn_app.sweep.engine import lanes, visible_gpus
+
+    assert lanes(["0", "1", "2", "3"], 2) == ["0,1", "2,3"] and lanes(["0", "1", "2"], 2) == ["0,1"]
+    assert lanes(["0", "1", "2"], 0) == lanes(["0", "1", "2"], 0.5) == ["0", "1", "2"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert visible_gpus() == ["0", "1"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")
+    assert visible_gpus() == ["3", "5"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert visible_gpus() == []
+
+
+def test_several_gpus_run_one_trial_per_gpu_in_pinned_processes(tmp_path, monkeypatch):
+    import os
+
+    import unlearn_app.sweep.engine as engine
+    from unlearn_app.sweep.engine import read_records
+
+    monkeypatch.setattr(engine, "visible_gpus", lambda: ["4", "7"])  # a faked two-GPU machine
+    spec = parse_spec(_spec_text(methods={"graddiff": {"grid": {"lr": [1e-3, 1e-2]}}}, seeds=[0, 1, 2]))
+    victim = spec.trials[2].id
+    run_sweep(spec, tmp_path / "out", trial_fn=Probe(die=victim), log=lambda _: None)
+    records = read_records(tmp_path / "out")
+    assert set(records) == {t.id for t in spec.trials}  # every trial recorded, the dead one too
+    assert records[victim]["status"] == "failed" and "BrokenProcessPool" in records[victim]["error"]
+    ok = [r for r in records.values() if r["status"] == "ok"]
+    assert len(ok) == 5 and all(r["seen"] == r["devices"] and r["engine"] == "local" for r in ok)
+    assert {r["seen"] for r in ok} == {"4", "7"}  # both GPUs used, each trial pinned to one
+    assert len({r["pid"] for r in ok}) == 5 and os.getpid() not in {r["pid"] for r in ok}  # a fresh process each
+    spans = sorted(r["span"] for r in ok)
+    assert any(a[1] > b[0] for a, b in zip(spans, spans[1:]))  # two trials ran at the same time
+
+
+def test_one_gpu_runs_in_this_process(tmp_path, monkeypatch):
+    import os
+
+    import unlearn_app.sweep.engine as engine
+
+    monkeypatch.setattr(engine, "visible_gpus", lambda: ["0"])
+    spec = parse_spec(_spec_text(methods={"graddiff": {}}, seeds=[0]))
+    (record,) = run_sweep(spec, tmp_path / "out", trial_fn=Probe(), log=lambda _: None)
+    assert record["pid"] == os.getpid() and "devices" not in record
+
+
+@pytest.mark.slow
+def test_pinned_workers_give_the_numbers_of_this_process(tmp_path, monkeypatch, tiny_model_dir, demo_data_dir):
+    import unlearn_app.sweep.engine as engine
+    from unlearn_app.sweep.spec import load_spec
+
+    spec_file = tmp_path / "s.yaml"
+    spec_file.write_text(_spec_text(tiny_model_dir, demo_data_dir, methods={"graddiff": {}}))
+    spec = load_spec(spec_file)
+    run_sweep(spec, tmp_path / "here", log=lambda _: None)
+    monkeypatch.setattr(engine, "visible_gpus", lambda: ["0", "1"])  # no GPU behind them: the workers use the CPU
+    run_sweep(spec, tmp_path / "pinned", log=lambda _: None)
+    here, pinned = engine.read_records(tmp_path / "here"), engine.read_records(tmp_path / "pinned")  # NaN is NaN
+    assert sorted(r["devices"] for r in pinned.values()) == ["0", "1"]
+    for trial in spec.trials:
+        assert pinned[trial.id]["status"] == here[trial.id]["status"] == "ok", pinned[trial.id].get("error")
+        assert pinned[trial.id]["metrics"] == here[trial.id]["metrics"]

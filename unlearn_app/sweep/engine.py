@@ -12,6 +12,7 @@ Layout of ``--out DIR``::
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -93,15 +94,93 @@ def waves(trials: list[Trial]) -> list[list[Trial]]:
     return [groups[k] for k in sorted(groups)]
 
 
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (its entries, else 0, 1, ...)."""
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    named = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return (named or [str(i) for i in range(count)])[:count]
+
+
+def lanes(gpus: list[str], per_trial: float) -> list[str]:
+    """The CUDA_VISIBLE_DEVICES value of each concurrent trial: the GPUs in groups of ``ceil(per_trial)`` (at
+    least one each; a fraction still takes a whole GPU)."""
+    size = max(1, math.ceil(per_trial))
+    return [",".join(gpus[i:i + size]) for i in range(0, len(gpus) - size + 1, size)]
+
+
+def _pin(devices: str) -> None:
+    """A worker process's initializer: the trial sees only its lane's GPUs (before torch initialises CUDA)."""
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices
+
+
 def run_local(spec: Spec, out: str | Path, trials: list[Trial], on_record: Callable[[dict], None],
               trial_fn: TrialFn = run_trial) -> None:
-    """The default engine: one trial at a time, in this process (a stage after its previous stage)."""
+    """The default engine: one trial at a time in this process, or with several GPUs visible one trial per GPU
+    (``resources.gpus`` per trial), each in a fresh worker process pinned to its GPU by CUDA_VISIBLE_DEVICES; a
+    sequential stage starts once the stage before it has ended."""
+    gpus = visible_gpus()
+    pinned = lanes(gpus, spec.resources["gpus"]) if len(gpus) > 1 else []
+    if len(pinned) > 1:
+        for wave in waves(trials):
+            _run_pinned(spec, out, wave, on_record, trial_fn, pinned)
+        return
     records = read_records(out)
     for trial in trials:
         record = blocked(trial, records) or trial_fn(*trial_args(spec, trial, out))
         record["engine"] = "local"
         records[trial.id] = record
         on_record(record)
+
+
+def _run_pinned(spec: Spec, out: str | Path, trials: list[Trial], on_record: Callable[[dict], None],
+                trial_fn: TrialFn, pinned: list[str]) -> None:
+    """``trials`` (none depending on another) over the lanes ``pinned``: each lane one worker process at a time
+    (a fresh one per trial), the next trial given to whichever lane is free."""
+    import multiprocessing
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    records = read_records(out)
+    pending = []
+    for trial in trials:
+        if (record := blocked(trial, records)) is not None:
+            on_record({**record, "engine": "local"})
+        else:
+            pending.append(trial)
+    pending.reverse()  # pop() takes them in the spec's order
+    context = multiprocessing.get_context("spawn")  # CUDA in the parent must not be forked
+
+    def pool(lane: str) -> ProcessPoolExecutor:
+        return ProcessPoolExecutor(1, mp_context=context, initializer=_pin, initargs=(lane,), max_tasks_per_child=1)
+
+    pools = {lane: pool(lane) for lane in pinned}
+    running: dict[Any, tuple[Trial, str]] = {}
+
+    def start(lane: str) -> None:
+        if pending:
+            trial = pending.pop()
+            running[pools[lane].submit(trial_fn, *trial_args(spec, trial, out))] = (trial, lane)
+
+    try:
+        for lane in pinned:
+            start(lane)
+        while running:
+            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+            for future in done:
+                trial, lane = running.pop(future)
+                try:
+                    record = future.result()
+                except Exception as e:  # noqa: BLE001  (the worker process died: recorded, the sweep goes on)
+                    record = {**trial.as_dict(), "status": "failed", "error": f"{type(e).__name__}: {e}"}
+                    pools[lane].shutdown(wait=False)
+                    pools[lane] = pool(lane)  # a pool whose worker died takes no more work
+                record.update(engine="local", devices=lane)
+                on_record(record)
+                start(lane)
+    finally:
+        for pool in pools.values():
+            pool.shutdown(wait=not running, cancel_futures=True)
 
 
 def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str | None = None, resume: bool = False,
