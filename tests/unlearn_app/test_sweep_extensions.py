@@ -310,6 +310,7 @@ def test_klom_and_ulira_of_each_setting_against_oracle_trials(tmp_path, tiny_mod
     write_leaderboard(spec, out)
     board = json.loads((out / "leaderboard.json").read_text())
     (row,) = board["leaderboard"]  # the oracles are no leaderboard row
+    assert board["counts"] == {"trials": 4, "finished": 4, "ok": 4, "failed": 0}
     unlearned = [str((out / records[i]["results_file"]).parent) for i in row["trials"]]
     oracles = [str((out / records[t.id]["results_file"]).parent) for t in spec.trials if t.oracle]
     assert sorted(board["klom"]["oracle_trials"]) == sorted(t.id for t in spec.trials if t.oracle)
@@ -413,3 +414,16 @@ def test_pinned_workers_give_the_numbers_of_this_process(tmp_path, monkeypatch, 
     for trial in spec.trials:
         assert pinned[trial.id]["status"] == here[trial.id]["status"] == "ok", pinned[trial.id].get("error")
         assert pinned[trial.id]["metrics"] == here[trial.id]["metrics"]
+
+
+def test_the_example_specs_parse():
+    from pathlib import Path
+
+    from unlearn_app.sweep.spec import load_spec
+
+    examples = Path(__file__).resolve().parents[2] / "examples" / "sweep"
+    stages = load_spec(examples / "tiny-stages.yaml")
+    assert len(stages.trials) == 2 * 2 * 2 * 2 and {t.stage for t in stages.trials} == {1, 2}
+    assert stages.attacks["relearn"]["steps"] == 5
+    klom = load_spec(examples / "tiny-klom.yaml")
+    assert sum(t.oracle for t in klom.trials) == 4 and len(klom.trials) == 2 * 4 + 4

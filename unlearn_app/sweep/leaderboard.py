@@ -22,8 +22,6 @@ from unlearn_app.sweep.engine import read_records
 from unlearn_app.sweep.spec import Spec
 
 RECOVERY = "relearn recovery"  # held-out forget probability after relearning minus before
-
-
 KLOM = "KLoM p95"  # of the split klom.split, the setting's seeds against the oracles
 ULIRA = "U-LiRA accuracy"
 
@@ -107,7 +105,8 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | 
             continue
         means, sds = _mean_metrics(runs)
         row = {"method": trial.method, "setting": trial.setting, "values": trial.values, "model": trial.model,
-               "forget_split": trial.forget, "stage": trial.stage, "seeds": [r["seed"] for r in runs], "trials": [r["id"] for r in runs],
+               "forget_split": trial.forget, "stage": trial.stage, "seeds": [r["seed"] for r in runs],
+               "trials": [r["id"] for r in runs],
                "metrics": means, "metrics_sd": sds,
                "checks_passed": all(r.get("passed", True) for r in runs)}
         if spec.select:
@@ -149,7 +148,7 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | 
             {"oracle_trials": sorted(oracles)} if spec.klom else {}),
         "leaderboard": rows, "settings": list(settings.values()),
         "trials": trials, "pareto_points": {k: list(v) for k, v in points.items()}, "pareto_front": front,
-        "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": len(ok),
+        "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": sum(r["status"] == "ok" for r in trials),
                    "failed": sum(r["status"] == "failed" for r in trials)},
         "provenance": {"software": provenance.software(), "spec_folder": str(root)},
     }
