@@ -24,6 +24,8 @@ def test_relearn_attack_spec():
                              ({"relearn": {"relearn_fraction": 1.5}}, "attacks.relearn.relearn_fraction: must be between"),
                              ({"relearn": {"lr": 0}}, "attacks.relearn.lr: must be positive"),
                              ({"relearn": {"steps": 0}}, "attacks.relearn.steps: expected a positive integer"),
+                             ({"relearn": {"relearn_data": "/nonexistent.jsonl"}},
+                              "attacks.relearn.relearn_data: /nonexistent.jsonl is not a file"),
                              ({"jailbreak": {}}, "attacks: expected {quantize")]:
         with pytest.raises(SpecError, match=None) as e:
             parse_spec(_spec_text(run=full, attacks=attacks))

@@ -334,6 +334,8 @@ def _relearn(raw: Any, err) -> dict[str, Any]:
         if key == "relearn_data":
             if not isinstance(value, str) or not value:
                 raise err(key_path, "expected the path of a related corpus")
+            if not Path(value).is_file():
+                raise err(key_path, f"{value} is not a file (paths are read from the folder unlearn sweep runs in)")
         elif key in ("steps", "batch_size", "seed"):
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if key == "seed" else 1):
                 raise err(key_path, f"expected a {'non-negative' if key == 'seed' else 'positive'} integer")
