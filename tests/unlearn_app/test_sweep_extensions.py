@@ -429,3 +429,27 @@ def test_the_example_specs_parse():
     assert stages.attacks["relearn"]["steps"] == 5
     klom = load_spec(examples / "tiny-klom.yaml")
     assert sum(t.oracle for t in klom.trials) == 4 and len(klom.trials) == 2 * 4 + 4
+
+
+def test_ray_runs_sequential_stages_in_waves(tmp_path, monkeypatch):
+    pytest.importorskip("ray")
+    import unlearn_app.sweep.ray_engine as ray_engine
+    from unlearn_app.sweep.engine import read_records
+
+    spec = parse_spec(_sequential(), str(tmp_path / "s.yaml"))  # 4 chains of 2 stages
+    failing = spec.trials[0].id  # the first chain's stage 1 fails
+    batches = []
+
+    def fake_run_ray(tasks, resources, on_record, address=None, trial_fn=None):
+        batches.append([t.id for t, _ in tasks])
+        for trial, args in tasks:
+            assert args[1]["model"] == ("m" if trial.stage == 1 else
+                                        str((tmp_path / "out" / "trials" / trial.after / "model").resolve()))
+            on_record({**trial.as_dict(), "status": "failed" if trial.id == failing else "ok", "engine": "ray"})
+
+    monkeypatch.setattr(ray_engine, "run_ray", fake_run_ray)
+    run_sweep(spec, tmp_path / "out", engine="ray", log=lambda _: None)
+    first, second = [t.id for t in spec.trials if t.stage == 1], [t.id for t in spec.trials if t.stage == 2]
+    assert batches == [first, second[1:]]  # stage 2 once every stage 1 ended; the failed chain's stage 2 not sent
+    blocked = read_records(tmp_path / "out")[second[0]]
+    assert blocked["status"] == "failed" and "did not finish ok" in blocked["error"] and blocked["engine"] == "ray"
