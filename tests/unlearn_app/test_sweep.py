@@ -302,4 +302,3 @@ def test_evaluation_during_unlearning_passes_to_every_trial():
     assert config["eval_tasks"] == [TASK] and config["eval_limit"] == 4
     with pytest.raises(SpecError, match="--select needs --eval-every"):
         parse_spec(_spec_text(run={"select": f"{TASK}/forget_prob:min"}))
-
