@@ -137,6 +137,7 @@ def end_to_end(sizes: list[int], waterfall_python: str | None, repeats: int) -> 
                 order = ["ours", "theirs"] if r % 2 == 0 or not waterfall_python else ["theirs", "ours"]
                 for side in order:
                     if side == "ours":
+                        ours_out.unlink(missing_ok=True)  # `unlearn verify` refuses to overwrite its output
                         t_ours.append(_timed(ours_cmd, env))
                     elif waterfall_python:
                         t_theirs.append(_timed(theirs_cmd, env))
