@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import platform
 import time
+from datetime import UTC, datetime
 
 
 def main() -> None:
@@ -33,6 +35,9 @@ def main() -> None:
     from unlearn_tasks.prompts import question_prompt, tofu_generation_prompt
 
     torch.set_num_threads(1)
+    print(f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; "
+          f"load average {os.getloadavg()[0]:.2f}; one torch thread; batch {args.batch_size}, {args.n} prompts",
+          flush=True)
     install_request_types()
     model = resolve_model(args.model) if args.model in NAMES else args.model
     lm = HFLM(pretrained=str(model), batch_size=args.batch_size, device="cpu", dtype="float32")

@@ -2,7 +2,14 @@
 open-unlearning's own TOFU evaluator, on the same model folder, data, batch size and machine, in one run.
 
     PYTHONPATH=. python benchmarks/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
-        [--venv DIR] [--model DIR --retain-model DIR] [--data-dir DIR] [--finetune-epochs N] [--batch-size 16] [--threads 1]
+        [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny] [--data-dir DIR]
+        [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--json FILE]
+
+Each pair runs both sides one after the other (ours first in odd pairs, open-unlearning first in even ones), so
+background load falls on both; the script prints every pair's parts (start-up, generation, likelihoods, metrics,
+total), the min and median of each side and of the ours/OU ratio, the tokens generated per item on each side and
+how many generated texts are identical, every metric pair, and the date, machine and load average before and after
+each run. ``--model smollm2`` is the real-model fixture (SmolLM2-135M-Instruct), used as its own reference.
 
 Data: a TOFU-schema folder (default: the demo corpus, 24 forget10 questions). Models (default): the tiny demo Llama
 with random weights (target seed 0, retain seed 1; every greedy answer runs to the 200-token limit, the worst case
@@ -42,6 +49,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -69,6 +77,9 @@ OU_MIA = ["mia_loss", "mia_zlib", "mia_min_k_plus_plus", "mia_min_k"]
 OU_EXTRA = ["exact_memorization", "mia_gradnorm", "mia_reference"]
 OU_NOT_REFERENCE = ["forget_quality", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "model_utility", "privleak",
                     "extraction_strength"]
+#: open-unlearning's metrics computed from other metrics' values (no forward pass of their own).
+OU_FROM_OTHERS = {"forget_truth_ratio", "forget_quality", "retain_Truth_Ratio", "ra_Truth_Ratio", "wf_Truth_Ratio",
+                  "ra_Q_A_Prob_normalised", "wf_Q_A_Prob_normalised", "model_utility", "privleak"}
 OU_REQUIREMENTS = ["hydra-core==1.3.*", "hydra_colorlog==1.2.0", "deepspeed"]
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[[A-Z]+\] - (.*)$")
 
@@ -85,7 +96,9 @@ def _env() -> dict[str, str]:
 
 
 # --------------------------------------------------------------------------------------------------- our side
-def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
+def _timed_methods(timings: dict[str, float], counts: dict[str, int], generations: list) -> None:
+    """Time lm-eval's model calls, its whole ``evaluate`` and the model's loading; keep each generation."""
+    import lm_eval.evaluator
     from lm_eval.api.model import LM
     from lm_eval.models.huggingface import HFLM
 
@@ -99,12 +112,40 @@ def _timed_methods(timings: dict[str, float], counts: dict[str, int]) -> None:
         def wrapper(self, requests, *args, _original=original, _name=name, **kwargs):
             start = time.perf_counter()
             try:
-                return _original(self, requests, *args, **kwargs)
+                out = _original(self, requests, *args, **kwargs)
             finally:
                 timings[_name] += time.perf_counter() - start
                 counts[_name] += len(requests)
+            if _name == "generate_until":
+                generations.extend((r.args[0], text) for r, text in zip(requests, out, strict=True))
+            return out
 
         setattr(cls, name, wrapper)
+    model_generate = HFLM._model_generate  # (after install_request_types: the routing of harness_ext.generation)
+
+    @functools.wraps(model_generate)
+    def counted(self, context, *args, **kwargs):
+        out = model_generate(self, context, *args, **kwargs)
+        eos = self.model.generation_config.eos_token_id
+        eos = set(eos if isinstance(eos, list) else [eos]) | {self.tokenizer.eos_token_id}
+        for row in out[:, context.shape[1]:].tolist():
+            ends = [i for i, tok in enumerate(row) if tok in eos]
+            counts["generated_tokens"] += ends[0] + 1 if ends else len(row)  # up to and including EOS
+        return out
+
+    HFLM._model_generate = counted
+    for owner, name, key in ((lm_eval.evaluator, "evaluate", "evaluate"), (HFLM, "__init__", "model_load")):
+        original = getattr(owner, name)
+
+        @functools.wraps(original)
+        def timed(*args, _original=original, _key=key, **kwargs):
+            start = time.perf_counter()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                timings[_key] += time.perf_counter() - start
+
+        setattr(owner, name, timed)
 
 
 def _our_child(args: argparse.Namespace) -> None:
@@ -114,7 +155,8 @@ def _our_child(args: argparse.Namespace) -> None:
 
     timings: dict[str, float] = defaultdict(float)
     counts: dict[str, int] = defaultdict(int)
-    _timed_methods(timings, counts)
+    generations: list = []
+    _timed_methods(timings, counts, generations)
     metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring, "mia_gradnorm": True}
     if args.reference:
         metadata["reference"] = args.reference
@@ -122,7 +164,7 @@ def _our_child(args: argparse.Namespace) -> None:
         res = run_lm_eval(args.model, [args.task], args.output or tmp, metadata, batch_size=args.batch_size,
                           extra_model_args={"dtype": args.dtype})
     out = {"timings": timings, "counts": counts, "metrics": task_metrics(res)[args.task],
-           "documents": res["n-samples"][args.task]["effective"]}
+           "documents": res["n-samples"][args.task]["effective"], "generations": generations}
     Path(args.ours_json).write_text(json.dumps(out))
 
 
@@ -195,7 +237,9 @@ def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forg
 
 
 def _ou_parts(log_file: Path) -> dict[str, float]:
-    """Seconds per metric from the timestamps of open-unlearning's eval.log ("Evaluating NAME" to the next line)."""
+    """Seconds per part from the timestamps of open-unlearning's eval.log ("Evaluating NAME" to the next line):
+    its ``*_ROUGE`` metrics are generation (and their ROUGE scoring), the metrics computed from others' values
+    (``OU_FROM_OTHERS``) are metrics, every other metric runs its own forward passes (likelihoods)."""
     events = []
     for line in log_file.read_text().splitlines():
         m = LOG_LINE.match(line)
@@ -205,13 +249,18 @@ def _ou_parts(log_file: Path) -> dict[str, float]:
     for (t, msg), (t_next, _) in zip(events, events[1:] + [events[-1]]):
         if msg.startswith("Evaluating "):
             name = msg.removeprefix("Evaluating ").strip()
-            parts["generation" if "ROUGE" in name else "scoring"] += t_next - t
+            part = "generation" if "ROUGE" in name else "metrics" if name in OU_FROM_OTHERS else "likelihoods"
+            parts[part] += t_next - t
     return parts
 
 
-def _ou_metrics(eval_json: Path) -> dict[str, float]:
+def _ou_results(eval_json: Path) -> tuple[dict[str, float], list[tuple[str, str]]]:
+    """Its aggregate metrics, and its generations as (prompt, text) from the ``*_ROUGE`` entries."""
     data = json.loads(eval_json.read_text())
-    return {k: v["agg_value"] for k, v in data.items() if isinstance(v, dict) and v.get("agg_value") is not None}
+    metrics = {k: v["agg_value"] for k, v in data.items() if isinstance(v, dict) and v.get("agg_value") is not None}
+    generations = [(item["input"], item["generation"]) for k, v in sorted(data.items()) if k.endswith("_ROUGE")
+                   for item in v.get("value_by_index", {}).values()]
+    return metrics, generations
 
 
 # ------------------------------------------------------------------------------------------------- the run
@@ -246,13 +295,86 @@ def _fmt(x: float | None) -> str:
     return "nan" if math.isnan(x) else f"{x:.6g}"
 
 
+def _machine() -> str:
+    """Machine, date and load, for the record (load above the core count: other work shared the CPU)."""
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
+    return (f"machine: {platform.node()} {platform.machine()} {cpu}, {os.cpu_count()} CPUs; "
+            f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_uptime()}")
+
+
+def _uptime() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"load average {one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def _our_parts(wall: float, t: dict[str, float]) -> dict[str, float]:
+    """Start-up (imports, model load, task building, exit), generation, likelihoods, metrics (the rest of
+    lm-eval's ``evaluate``: building requests, scoring documents, aggregation)."""
+    generation = t.get("generate_until", 0.0)
+    likelihoods = sum(t.get(k, 0.0) for k in ("unlearn_answer_logprobs", "loglikelihood", "unlearn_answer_gradnorm"))
+    metrics = t.get("evaluate", 0.0) - generation - likelihoods
+    return {"start-up": wall - t.get("evaluate", 0.0), "generation": generation, "likelihoods": likelihoods,
+            "metrics": metrics, "total": wall}
+
+
+def _token_counts(tokenizer, generations: list[tuple[str, str]]) -> list[int]:
+    return [len(tokenizer(text.strip(), add_special_tokens=False)["input_ids"]) for _, text in generations]
+
+
+def _generation_report(model: str, ours: list, theirs: list) -> dict:
+    """Tokens per item on each side (the texts scored, stripped and re-tokenised with the model's tokenizer: the
+    same measure for both sides) and how many texts are identical item by item (matched on the prompt)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    report = {}
+    for side, gens in (("ours", ours), ("open-unlearning", theirs)):
+        if gens:
+            n = _token_counts(tokenizer, gens)
+            report[side] = {"items": len(n), "tokens": sum(n), "mean": sum(n) / len(n), "max": max(n)}
+    if ours and theirs:
+        by_prompt = {prompt.strip(): text.strip() for prompt, text in theirs}
+        matched = [(text.strip(), by_prompt[p.strip()]) for p, text in ours if p.strip() in by_prompt]
+        report["identical"] = {"matched": len(matched), "identical": sum(a == b for a, b in matched)}
+    return report
+
+
+def _print_parts(pairs: list[dict]) -> dict:
+    """Per-part seconds of each pair, then min and median per side and of the ours/OU total ratio."""
+    names = ["start-up", "generation", "likelihoods", "metrics", "total"]
+    has_ou = all(p.get("ou") for p in pairs)
+    print(f"\n{'part (seconds)':<14} " + " ".join(
+        f"{'pair ' + str(i + 1) + ' ours':>13}" + (f" {'OU':>8}" if has_ou else "") for i in range(len(pairs)))
+        + f" {'ours min':>9} {'median':>8}" + (f" {'OU min':>8} {'median':>8}" if has_ou else ""))
+    summary: dict = {}
+    for name in names:
+        ours = [p["ours"][name] for p in pairs]
+        theirs = [p["ou"][name] for p in pairs] if has_ou else []
+        cells = " ".join(f"{a:>13.2f}" + (f" {theirs[i]:>8.2f}" if has_ou else "") for i, a in enumerate(ours))
+        line = f"{name:<14} {cells} {min(ours):>9.2f} {statistics.median(ours):>8.2f}"
+        if has_ou:
+            line += f" {min(theirs):>8.2f} {statistics.median(theirs):>8.2f}"
+        print(line)
+        summary[name] = {"ours": ours, "ou": theirs}
+    if has_ou:
+        ratios = [p["ours"]["total"] / p["ou"]["total"] for p in pairs]
+        print(f"total ours / OU per pair: {', '.join(f'{r:.3f}' for r in ratios)}; min {min(ratios):.3f}, median "
+              f"{statistics.median(ratios):.3f}; ratio of min totals {min(summary['total']['ours']) / min(summary['total']['ou']):.3f}")
+        summary["ratio"] = ratios
+    print("(OU's parts come from its eval.log: generation = its *_ROUGE metrics; metrics = those computed from other "
+          "metrics' values; start-up = the rest of its wall time. Loads are in the log lines above.)")
+    return summary
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="A full TOFU evaluation, ours vs open-unlearning's own evaluator.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--open-unlearning", metavar="DIR", help="open-unlearning checkout to run side by side.")
     parser.add_argument("--venv", metavar="DIR", help="Keep open-unlearning's venv here and reuse it (default: temp).")
-    parser.add_argument("--model", help="Target model folder (default: the tiny demo Llama).")
-    parser.add_argument("--retain-model", help="Retain model folder, the reference (needed with --model).")
+    parser.add_argument("--model", help="Target model folder, 'smollm2' (the real-model fixture, also the default "
+                        "reference) or 'tiny' (the default: the tiny demo Llama).")
+    parser.add_argument("--retain-model", help="Retain model folder, the reference (needed with a model folder).")
     parser.add_argument("--data-dir", help="TOFU-schema data folder (default: the demo corpus).")
     parser.add_argument("--finetune-epochs", type=float, default=0,
                         help="Fine-tune the default tiny models first (as `unlearn demo`; 0: random weights).")
@@ -262,6 +384,10 @@ def main() -> None:
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
     parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
+    parser.add_argument("--pairs", type=int, default=1,
+                        help="Timed (ours, open-unlearning) pairs, interleaved: ours first in odd pairs, theirs first "
+                        "in even ones (default 1; 3 for a figure).")
+    parser.add_argument("--json", metavar="FILE", help="Also write every timing, count and metric here.")
     parser.add_argument("--keep-ou", metavar="DIR", help="Copy open-unlearning's output folders (ou_retain, ou_target: "
                         "TOFU_EVAL.json, TOFU_SUMMARY.json) here, e.g. for `unlearn report DIR/ou_target --reference "
                         "DIR/ou_retain`.")
@@ -275,11 +401,22 @@ def main() -> None:
 
     if args.task not in ("tofu_forget01", "tofu_forget05", "tofu_forget10"):
         parser.error(f"--task {args.task}: give tofu_forget01, tofu_forget05 or tofu_forget10.")
+    if args.pairs < 1:
+        parser.error(f"--pairs {args.pairs}: give 1 or more.")
+    if args.model == "tiny":
+        args.model = None
+    elif args.model == "smollm2":
+        from unlearn_methods.pretrained import resolve_model
+
+        args.model = resolve_model("smollm2")
+        args.retain_model = args.retain_model or args.model
     THREADS["n"] = args.threads
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} CPUs; "
-          f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC; load average {os.getloadavg()[0]:.1f} "
-          f"(above the core count means other work shared the CPU); {args.threads} torch thread(s) a side")
+    print(_machine())
+    print(f"{args.threads} torch thread(s) a side, batch {args.batch_size}, {args.dtype}, {args.pairs} pair(s)",
+          flush=True)
     forget_split = args.task.removeprefix("tofu_")
+    record: dict = {"machine": _machine(), "args": {k: v for k, v in vars(args).items() if not k.startswith("ours")}}
+    pairs: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.data_dir:
@@ -289,7 +426,7 @@ def main() -> None:
 
             data_dir = write_corpus(work / "data")
         model, retain = _models(args, work)
-        ou = None
+        python = checkout = None
         if args.open_unlearning:
             checkout = Path(args.open_unlearning).resolve()
             if not (checkout / "src" / "eval.py").is_file():
@@ -299,46 +436,71 @@ def main() -> None:
             cwd = work / "ou"
             _ou_data(data_dir, cwd)
             ref_dir = work / "ou_retain"
-            print("open-unlearning: evaluating the retain model for the reference (not timed) ...")
+            print("open-unlearning: evaluating the retain model for the reference (not timed) ...", flush=True)
             _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, args.batch_size,
                     [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
                     + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE])
             reference = str(ref_dir / "TOFU_EVAL.json")
+        else:
+            print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
+                  "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
+            print("ours: evaluating the retain model for the reference (not timed) ...", flush=True)
+            reference = str(work / "ours_retain")
+            _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", Path(reference))
+
+        def run_ours() -> dict:
+            print(f"  ours: evaluating {args.task} ({_uptime()}) ...", flush=True)
+            wall, ours = _run_ours(args, model, str(data_dir), reference, args.task, work / "ours.json")
+            ours["parts"] = _our_parts(wall, ours["timings"])
+            print(f"    {wall:.1f} s ({_uptime()})", flush=True)
+            return ours
+
+        def run_ou() -> dict:
             out = work / "ou_target"
-            print(f"open-unlearning: evaluating {args.task} ...")
+            print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
             wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size,
                            [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + OU_EXTRA)}]",
                             f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"])
-            ou = {"wall": wall, "parts": _ou_parts(out / "eval.log"), "metrics": _ou_metrics(out / "TOFU_EVAL.json")}
+            print(f"    {wall:.1f} s ({_uptime()})", flush=True)
+            parts = _ou_parts(out / "eval.log")
+            parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
+            metrics, generations = _ou_results(out / "TOFU_EVAL.json")
             if args.keep_ou:
                 import shutil
 
                 for folder in (ref_dir, out):
                     shutil.copytree(folder, Path(args.keep_ou) / folder.name, dirs_exist_ok=True)
-        else:
-            print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
-                  "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
-            print("ours: evaluating the retain model for the reference (not timed) ...")
-            reference = str(work / "ours_retain")
-            _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", Path(reference))
-        print(f"ours: evaluating {args.task} ...")
-        wall, ours = _run_ours(args, model, str(data_dir), reference, args.task, work / "ours.json")
+            return {"parts": parts, "metrics": metrics, "generations": generations}
 
-    t, c = ours["timings"], ours["counts"]
+        for i in range(args.pairs):
+            print(f"pair {i + 1} of {args.pairs} ({_uptime()}):", flush=True)
+            sides = ["ours", "ou"] if i % 2 == 0 or not python else ["ou", "ours"]
+            done = {side: (run_ours() if side == "ours" else run_ou()) for side in sides if side == "ours" or python}
+            pairs.append(done)
+        ours, ou = pairs[-1]["ours"], pairs[-1].get("ou")
+        gen = _generation_report(model, ours["generations"], (ou or {}).get("generations", []))
+
+    c = ours["counts"]
     print(f"\n{args.task}: {ours['documents']} documents, model {args.model or 'tiny demo Llama'}"
           f"{' (fine-tuned)' if args.finetune_epochs and not args.model else ''}, hf, cpu, {args.dtype}, "
-          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}")
-    rows = [("generation (ROUGE answers)", t.get("generate_until", 0.0), ou and ou["parts"]["generation"]),
-            ("answer scoring (prob, truth ratio, MIA)",
-             t.get("unlearn_answer_logprobs", 0.0) + t.get("loglikelihood", 0.0) + t.get("unlearn_answer_gradnorm", 0.0),
-             ou and ou["parts"]["scoring"])]
-    rows.append(("start-up, loading, the rest", wall - sum(r[1] for r in rows),
-                 ou and ou["wall"] - sum(r[2] for r in rows)))
-    rows.append(("total (process start to exit)", wall, ou and ou["wall"]))
-    print(f"{'part (seconds)':<42} {'ours':>8} {'open-unlearning':>16}")
-    for label, a, b in rows:
-        print(f"{label:<42} {a:>8.2f} {'-' if b is None else f'{b:.2f}':>16}")
-    print(f"(ours: {c.get('generate_until', 0)} generations, {c.get('unlearn_answer_logprobs', 0)} answer scorings)")
+          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}; ours: {c.get('generate_until', 0)} "
+          f"generations, {c.get('unlearn_answer_logprobs', 0)} answer scorings, {c.get('unlearn_answer_gradnorm', 0)} "
+          f"gradient norms")
+    summary = _print_parts([{"ours": p["ours"]["parts"], "ou": p.get("ou", {}).get("parts")} for p in pairs])
+
+    for side in ("ours", "open-unlearning"):
+        if side in gen:
+            g = gen[side]
+            print(f"tokens per generated text, {side}: {g['tokens']} over {g['items']} items, mean {g['mean']:.1f}, "
+                  f"max {g['max']} (the texts scored, stripped and re-tokenised)")
+    print(f"tokens generated by our model calls: {c.get('generated_tokens', 0)} (EOS included; "
+          f"{c.get('generated_tokens', 0) / max(c.get('generate_until', 1), 1):.1f} per item)")
+    if "identical" in gen:
+        print(f"generated texts identical item by item: {gen['identical']['identical']} of "
+              f"{gen['identical']['matched']} matched prompts")
+    stable = all(p["ours"]["metrics"] == ours["metrics"] for p in pairs) and all(
+        p["ou"]["metrics"] == ou["metrics"] for p in pairs if ou)
+    print(f"metrics identical across the {len(pairs)} pair(s) on each side: {stable}")
 
     m_ours, m_ou = ours["metrics"], (ou or {}).get("metrics", {})
     print(f"\n{'metric (ours / open-unlearning)':<48} {'ours':>12} {'open-unl.':>12} {'|diff|':>9}")
@@ -352,6 +514,15 @@ def main() -> None:
         print("open-unlearning only (in its timing, not in ours): " + ", ".join(f"{k} {_fmt(m_ou[k])}" for k in theirs_only))
     if ou is None:
         print("(reference: our own evaluation of the retain model; run with --open-unlearning for the other side.)")
+    elif args.model and args.retain_model == args.model:
+        print("(the retain model is the target itself: mia_reference compares a model with itself, so its AUROC is "
+              "float noise around 0.5 on either side, not a comparable figure.)")
+    print(f"finished {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_uptime()}")
+    if args.json:
+        record.update(summary=summary, generation=gen, metrics={"ours": m_ours, "ou": m_ou},
+                      pairs=[{side: {k: v for k, v in p[side].items() if k != "generations"} for side in p}
+                             for p in pairs])
+        Path(args.json).write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,11 @@ must agree to 1e-6 (Waterfall computes them in float32). Waterfall needs torch, 
 sentence-transformers; install it apart from this package's pins:
 
     python -m venv --system-site-packages /tmp/wf && /tmp/wf/bin/pip install waterfall
-    PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py --end-to-end 300 3000 --waterfall-python /tmp/wf/bin/python
+    PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py --end-to-end 300 3000 --repeats 5 \\
+        --waterfall-python /tmp/wf/bin/python
+
+``--repeats N`` runs each side N times, interleaved (order alternating), and prints every run with the load
+average, then the min and median of each side and the speed-up.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -102,8 +107,9 @@ def _timed(cmd: list[str], env: dict) -> float:
 def end_to_end(sizes: list[int], waterfall_python: str | None, repeats: int) -> None:
     """``unlearn verify`` vs the Waterfall package, each a fresh process, same texts, 3 ids."""
     ids = [0, 1, 2]
-    print(f"end to end, {len(ids)} ids, k_p = 1; machine: {platform.node()} {platform.machine()}, "
-          f"{os.cpu_count()} CPUs; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; best of {repeats}")
+    print(f"end to end, {len(ids)} ids, k_p = 1; machine: {platform.node()} {platform.machine()} {_cpu_name()}, "
+          f"{os.cpu_count()} CPUs; {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_load()}; {repeats} interleaved "
+          f"run(s) a side (min and median reported)", flush=True)
     if waterfall_python is None:
         try:
             import waterfall  # noqa: F401
@@ -127,19 +133,39 @@ def end_to_end(sizes: list[int], waterfall_python: str | None, repeats: int) -> 
             theirs_cmd = [waterfall_python or "", "-c", WATERFALL_SCRIPT, str(tok_dir), str(data), str(theirs_out),
                           ",".join(map(str, ids))]
             t_ours, t_theirs = [], []
-            for _ in range(repeats):  # interleaved, so both sides see the same machine load
-                t_ours.append(_timed(ours_cmd, env))
-                if waterfall_python:
-                    t_theirs.append(_timed(theirs_cmd, env))
+            for r in range(repeats):  # interleaved (order alternating), so both sides see the same machine load
+                order = ["ours", "theirs"] if r % 2 == 0 or not waterfall_python else ["theirs", "ours"]
+                for side in order:
+                    if side == "ours":
+                        ours_out.unlink(missing_ok=True)  # `unlearn verify` refuses to overwrite its output
+                        t_ours.append(_timed(ours_cmd, env))
+                    elif waterfall_python:
+                        t_theirs.append(_timed(theirs_cmd, env))
+                print(f"  {n} texts, run {r + 1}: unlearn verify {t_ours[-1]:.2f} s"
+                      + (f", Waterfall {t_theirs[-1]:.2f} s" if waterfall_python else "") + f" ({_load()})", flush=True)
             ours = np.array([[t["scores"][str(i)] for i in ids] for t in json.loads(ours_out.read_text())["texts"]])
-            line = f"{n:>6} texts: unlearn verify {min(t_ours):7.2f} s"
+            line = f"{n:>6} texts: unlearn verify min {min(t_ours):7.2f} s, median {statistics.median(t_ours):7.2f} s"
             if waterfall_python:
                 theirs = np.array(json.loads(theirs_out.read_text()))
                 diff = float(np.abs(ours - theirs).max())
                 assert diff <= 1e-6, f"scores differ by {diff}"
-                line += (f"   Waterfall {min(t_theirs):7.2f} s   speed-up {min(t_theirs) / min(t_ours):5.1f}x   "
-                         f"max |score diff| {diff:.1e}")
-            print(line)
+                ratios = [b / a for a, b in zip(t_ours, t_theirs, strict=True)]
+                line += (f"   Waterfall min {min(t_theirs):7.2f} s, median {statistics.median(t_theirs):7.2f} s   "
+                         f"speed-up (min / min) {min(t_theirs) / min(t_ours):5.1f}x, per run median "
+                         f"{statistics.median(ratios):5.1f}x   max |score diff| {diff:.1e}")
+            print(line, flush=True)
+    print(f"finished {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_load()}")
+
+
+def _load() -> str:
+    return "load average {:.2f} {:.2f} {:.2f}".format(*os.getloadavg())
+
+
+def _cpu_name() -> str:
+    info = Path("/proc/cpuinfo")
+    names = [line.split(":", 1)[1].strip() for line in info.read_text().splitlines()
+             if line.startswith("model name")] if info.exists() else []
+    return names[0] if names else platform.processor()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,11 +16,12 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import datasets
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from harness_ext.provenance import note_data_source
+
+if TYPE_CHECKING:
+    import datasets
 
 DATA_DIR_ENV = "UNLEARN_DATA_DIR"
 LOCAL_SUFFIXES = (".json", ".jsonl")
@@ -181,6 +182,8 @@ def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: I
 
     Hub failures become a :class:`DataError` that says what to do (gated dataset, offline, missing config).
     """
+    import datasets
+
     try:
         loaded = datasets.load_dataset(repo_id, config, token=token)
     except Exception as e:  # the Hub raises many types; turn each into an actionable message
@@ -229,6 +232,8 @@ def load_config(
         if not records:
             raise DataError(f"{path} holds no records.")
         note_data_source("local", repo_id, config, path=path)
+        import datasets
+
         try:
             table = datasets.Dataset.from_list(records)
         except (TypeError, ValueError) as e:  # pyarrow's ArrowInvalid / ArrowTypeError are ValueError / TypeError
@@ -241,6 +246,7 @@ def load_config(
 def read_parquet(files: Sequence[Path]) -> datasets.Dataset:
     """Parquet shards as one dataset; a shard that is not parquet, or shards with no row at all, give a one-line
     :class:`DataError` naming the file."""
+    import datasets
     import pyarrow.parquet as pq
 
     rows = 0

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-HEAVY = ("torch", "transformers", "lm_eval", "datasets", "numba", "tiktoken")
+HEAVY = ("torch", "transformers", "lm_eval", "datasets", "numba", "tiktoken", "sklearn", "huggingface_hub")
 
 
 def _python(code: str, tmp_path: Path, **env: str) -> dict:
@@ -43,6 +43,9 @@ def test_verify_with_the_default_tokenizer_imports_no_torch(tmp_path):
             + LOADED)
     loaded = _python(code, tmp_path)
     assert "tiktoken" in loaded and "torch" not in loaded and "transformers" not in loaded and "lm_eval" not in loaded
+    # scikit-learn (the ulira parser's module) and datasets (the JSON-lines reader's module) took seconds each
+    assert "sklearn" not in loaded and "datasets" not in loaded
+    assert "huggingface_hub" not in loaded  # an empty HF cache (HF_HOME here) is seen without it
 
 
 def test_compiled_kernel_is_cached_on_disk(tmp_path):

@@ -38,13 +38,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 from unlearn_tasks.metrics.klom import CLIP, KlomInputError, check_ensembles, check_indices
 
 VARIANCES = ("per-example", "global")
 MIN_STD = 1e-3
 
+
+
+def _roc_auc_score() -> Any:
+    """scikit-learn's ``roc_auc_score``, imported when an AUROC is computed: importing scikit-learn takes seconds,
+    and every ``unlearn`` command imports this module to build its ``ulira`` parser."""
+    from sklearn.metrics import roc_auc_score
+
+    return roc_auc_score
 
 def _log_normal_pdf(x: np.ndarray, mean: np.ndarray, std: np.ndarray) -> np.ndarray:
     return -0.5 * ((x - mean) / std) ** 2 - np.log(std) - 0.5 * np.log(2 * np.pi)
@@ -124,7 +131,7 @@ def attack_metrics(scores_unlearned: np.ndarray, scores_oracle: np.ndarray) -> d
     labels = np.concatenate([np.ones(su.size), np.zeros(so.size)])
     tpr, tnr = float((su > 0).mean()), float((so <= 0).mean())
     return {
-        "auroc": float(roc_auc_score(labels, np.concatenate([su, so]))),
+        "auroc": float(_roc_auc_score()(labels, np.concatenate([su, so]))),
         "accuracy": (tpr + tnr) / 2,
         "tpr": tpr,
         "tnr": tnr,

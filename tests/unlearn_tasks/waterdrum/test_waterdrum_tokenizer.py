@@ -53,3 +53,54 @@ def test_hf_tokenizer_by_directory_and_object(tiny_model_dir) -> None:
         tk.load_tokenizer(str(tiny_model_dir / "missing"))
     with pytest.raises(TypeError):
         tk.as_encoder(42)
+
+
+_CACHE_ENV = ("HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME", "HUGGINGFACE_CO_STAGING")
+
+
+@pytest.mark.parametrize("env", [
+    {}, {"XDG_CACHE_HOME": "/x/cache"}, {"HF_HOME": "~/hf"}, {"HF_HOME": "/h", "HUGGINGFACE_HUB_CACHE": "/legacy"},
+    {"HF_HOME": "/h", "HUGGINGFACE_HUB_CACHE": "/legacy", "HF_HUB_CACHE": "$HOME/new"},
+])
+def test_hub_cache_dir_is_huggingface_hubs(env, monkeypatch) -> None:
+    """The folder checked before importing huggingface_hub is the one huggingface_hub itself reads (its constants,
+    computed in a fresh interpreter under the same environment)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    for name in _CACHE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    theirs = subprocess.run([sys.executable, "-c", "import huggingface_hub.constants as c, json; "
+                             "print(json.dumps(c.HF_HUB_CACHE))"], capture_output=True, text=True, check=True,
+                            env=dict(os.environ))
+    assert tk._hub_cache_dir() == json.loads(theirs.stdout)
+
+
+def test_hf_cache_check_reads_the_cache_and_skips_huggingface_hub_without_the_repo(tmp_path, monkeypatch) -> None:
+    import sys
+
+    for name in _CACHE_ENV:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    real_import = builtins.__import__
+    imported = []
+
+    def spy(name, *args, **kwargs):
+        imported.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", spy)
+    assert tk._in_hf_cache("org/absent") is False
+    assert "huggingface_hub" not in imported  # no folder for the repository: decided without the import
+    snapshot = tmp_path / "models--org--present" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (tmp_path / "models--org--present" / "refs").mkdir()
+    (tmp_path / "models--org--present" / "refs" / "main").write_text("abc123")
+    assert tk._in_hf_cache("org/present") is False  # the folder without a tokenizer file: huggingface_hub says no
+    assert "huggingface_hub" in imported or "huggingface_hub" in sys.modules
+    (snapshot / "tokenizer.json").write_text("{}")
+    assert tk._in_hf_cache("org/present") is True
