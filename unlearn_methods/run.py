@@ -213,7 +213,7 @@ def _eval_callback(cfg: RunConfig, tokenizer, data_dir: str | None, out: Path, s
     if cfg.eval_every is None:
         return None
     if evaluator is None:
-        metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.eval_metadata}
+        metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.source.eval_metadata(cfg), **cfg.eval_metadata}
         evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit)
     return EvalDuringTraining(evaluator, cfg.eval_every, out, select)
 
@@ -280,6 +280,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
     data_dir = source.local_data(cfg, out)
+    source.write_corpus(cfg, out, data_dir, model, tokenizer)
     forget, retain = source.load(cfg, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)
