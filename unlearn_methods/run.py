@@ -5,6 +5,7 @@ checkpoint folder. Evaluating it, writing its model card and pushing it are the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -183,6 +184,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
         return
     saved = yaml.safe_load(saved_file.read_text()) or {}
     current = portable_config(cfg, out)
+    # an option added after the run was saved is taken at its default (the value the run had)
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(RunConfig)}
+    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS} | saved
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
