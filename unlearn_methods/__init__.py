@@ -37,6 +37,8 @@ def describe_methods() -> str:
                                           (not cls.vision, "not for vision-language models (--data clear)")) if flag]
         if limits:
             lines.append(f"    limits: {'; '.join(limits)}")
+        if cls.forget_corpus != "text":
+            lines.append(f"    forget corpus: {cls.forget_corpus} (where a source has several: --data rwku)")
         hints = cls.Params.types()
         for f in cls.Params.fields():
             lines.append(f"    --param {f.name}  {describe(f, hints[f.name])}, default {f.default}: {f.metadata['help']}")

@@ -19,6 +19,9 @@ from transformers import Trainer
 from unlearn_methods.losses import forward
 from unlearn_methods.params import MethodParams
 
+#: The kinds of forget example a method may declare (:attr:`UnlearnMethod.forget_corpus`).
+FORGET_CORPORA = ("text", "pair", "refusal")
+
 
 class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; raised before the optimiser step, so the weights are still the last good ones."""
@@ -61,6 +64,11 @@ class UnlearnMethod:
     #: Available for vision-language models (--data clear); False for methods that fine-tune a text-only copy of
     #: the model or generate text with the tokenizer.
     vision: ClassVar[bool] = True
+    #: The kind of forget example its loss learns from, where a data source offers several (RWKU's training
+    #: corpora): "text" (texts to push away), "pair" (a question, the answer to push away and a preferred answer,
+    #: ``forget_idk``), "refusal" (questions with the refusals to learn, ``forget_idk``); one of
+    #: :data:`FORGET_CORPORA`.
+    forget_corpus: ClassVar[str] = "text"
     Params: ClassVar[type[MethodParams]] = MethodParams
 
     def __init__(self, params: MethodParams | dict[str, Any] | None = None) -> None:

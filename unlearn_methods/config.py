@@ -57,6 +57,25 @@ class RunConfig:
                                        resume=True)
     evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
                                       "target (white-box).", flag="--minimal-set", resume=True)
+    rwku_target: list[str] = option([], "With --data rwku: a target to unlearn, a name of the data's forget_target "
+                                    "list or a 1-based position or range in it (1-10); repeatable.", flag="--target",
+                                    repeat=True, resume=True, metavar="NAME")
+    rwku_targets_file: str | None = option(None, "With --data rwku: a file of targets to unlearn, one a line (as "
+                                           "--target).", flag="--targets", resume=True, path=True, metavar="FILE")
+    rwku_corpus: str = option("llama3", "With --data rwku: the forget corpus, the release's (written by Llama-3-8B-"
+                              "Instruct or Phi-3-mini) or one the model writes about each target as the release did "
+                              "(saved in OUT/rwku_generated/ with its provenance).",
+                              choices=("llama3", "phi3", "generated"), resume=True)
+    rwku_decoding: str = option("sample", "With --rwku-corpus generated: the release's sampling or greedy decoding.",
+                                choices=("sample", "greedy"), resume=True)
+    rwku_max_new_tokens: int = option(512, "With --rwku-corpus generated: new tokens per biography.", gt=0,
+                                      unit="tokens", resume=True)
+    rwku_prefixes: str | None = option(None, "With --rwku-corpus generated: response prefixes, one biography each (a "
+                                       "JSON array such as the release's generation/all_truncated_outputs.json, or "
+                                       "one a line).", default_text="one empty prefix", resume=True, path=True,
+                                       metavar="FILE")
+    rwku_questions: int = option(300, "With --rwku-corpus generated: questions written per target for the refusal "
+                                 "corpus (methods that learn refusals).", gt=0, unit="questions", resume=True)
     data_dir: str | None = option(None, "Local folder laid out like the Hub dataset repository.", resume=True,
                                   path=True)
     modality: str = option("both", "With --data clear: unlearn from the people's text rows, their image-caption rows, "
@@ -143,6 +162,7 @@ class RunConfig:
             raise ValueError(f"Missing required option(s): {', '.join(missing)}.")
         if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
             raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
+        self.source.check(self)
         for f in fields:
             value = getattr(self, f.name)
             if value is not None and not in_range(f, value):

@@ -3,7 +3,7 @@ from raw text corpora (MUSE) for the methods whose losses apply to plain text.
 
 Each training example is anchored on one forget item and carries: the forget QA (``forget``), a retain QA
 (``retain``, cycled with a seeded permutation), the forget question with a refusal answer (``forget_idk``, IDK
-methods), the forget question with a random retain item's answer (``forget_random``, LLMU's mismatch term), and,
+methods; a record's own ``preferred`` answer when it has one), the forget question with a random retain item's answer (``forget_random``, LLMU's mismatch term), and,
 when alternate answers are given (AltPO), the forget question with a plausible alternate answer
 (``forget_alternate``; one example per alternate). All are tokenised with :func:`unlearn_tasks.prompts.encode_qa`,
 the token split the evaluation tasks score.
@@ -95,7 +95,10 @@ class ForgetRetainDataset(Dataset):
         self.retain_order = list(range(len(retain)))
         rng.shuffle(self.retain_order)
         self.forget, self.retain, self.tokenizer = forget, retain, tokenizer
-        self.idk = [idk_answers[rng.randrange(len(idk_answers))] for _ in forget]
+        # a record's own preferred answer (``preferred``: RWKU's fabricated biography or its refusal) wins over the
+        # drawn refusal; the draw is made either way, so the pairing of the other parts does not depend on it
+        drawn = [idk_answers[rng.randrange(len(idk_answers))] for _ in forget]
+        self.idk = [str(f.get("preferred") or d) for f, d in zip(forget, drawn)]
         self.alt = [retain[rng.randrange(len(retain))]["answer"] for _ in forget]
         self.max_length = max_length
         if alternates is not None and len(alternates) != len(forget):

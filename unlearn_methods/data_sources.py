@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
 from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
 from unlearn_tasks.muse.corpora import corpus_of
+from unlearn_tasks.rwku.options import HUB_ID as RWKU_HUB_ID
 from unlearn_tasks.tofu.splits import HUB_ID as TOFU_HUB_ID
 from unlearn_tasks.tofu.splits import retain_split
 
@@ -41,9 +42,21 @@ class DataSource:
         forget split by default)."""
         cfg.retain = cfg.retain or retain_split(cfg.forget)
 
+    def check(self, cfg) -> None:
+        """Raise ValueError when the run's options do not give the source what it needs (called by
+        :meth:`unlearn_methods.config.RunConfig.validate`)."""
+
     def local_data(self, cfg, out: Path) -> str | None:
         """The local folder the run (and its evaluation) reads, if any."""
         return cfg.data_dir
+
+    def write_corpus(self, cfg, out: Path, data_dir: str | None, model, tokenizer) -> None:
+        """Write the forget data with the loaded model before :meth:`load` reads it, for sources that have the
+        model write it (RWKU's generated corpus); nothing by default."""
+
+    def eval_metadata(self, cfg) -> dict[str, Any]:
+        """Task options the run's evaluations get from the source (under ``--eval-metadata``, which wins)."""
+        return {}
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
         """The forget and the retain records."""
@@ -189,3 +202,86 @@ class Clear(DataSource):
         from unlearn_methods.vlm import VisionPairCollator
 
         return VisionPairCollator(tokenizer.tokenizer.pad_token_id)
+
+
+@register
+class Rwku(DataSource):
+    """RWKU (real people, knowledge from pre-training): the release's training corpus of the selected targets that
+    the method's loss takes (its ``forget_corpus``: ``text`` -> ``train_positive_*``, ``pair`` -> ``train_pair_*``,
+    ``refusal`` -> ``train_refusal_*``), or one the model writes (``--rwku-corpus generated``); retain: the other
+    targets' descriptions (:mod:`unlearn_methods.rwku`)."""
+
+    name = "rwku"
+    help = ("'rwku' (jinzhuoran/RWKU: --target NAME or --targets FILE; the release's corpus of --rwku-corpus, the one "
+            "the method takes)")
+
+    def dataset(self, data: str) -> str:
+        return RWKU_HUB_ID
+
+    def check(self, cfg) -> None:
+        if not (cfg.rwku_target or cfg.rwku_targets_file):
+            raise ValueError("--data rwku needs the target(s) to unlearn: --target NAME (repeatable; a name of the "
+                             "data's forget_target list, or a position or range such as 1-10) or --targets FILE.")
+
+    def kind(self, cfg) -> str:
+        """The forget kind the run's method takes (its declared ``forget_corpus``)."""
+        from unlearn_methods import get_method
+
+        return get_method(cfg.method).forget_corpus
+
+    def resolve_splits(self, cfg) -> None:
+        from unlearn_methods.rwku import corpus_config, resolve_targets
+
+        resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, cfg.data_dir)  # unknown names fail before the model loads
+        cfg.forget = corpus_config(self.kind(cfg), cfg.rwku_corpus)
+        cfg.retain = cfg.retain or "forget_target_intro"
+
+    def generated_folder(self, out: Path) -> Path:
+        from unlearn_methods.rwku_generation import FOLDER
+
+        return Path(out) / FOLDER
+
+    def write_corpus(self, cfg, out: Path, data_dir: str | None, model, tokenizer) -> None:
+        from unlearn_methods import rwku, rwku_generation
+        from unlearn_methods.idk import load_idk_answers
+
+        if cfg.rwku_corpus != rwku.GENERATED:
+            return
+        kind = self.kind(cfg)
+        path = self.generated_folder(out) / f"{rwku.corpus_config(kind, cfg.rwku_corpus)}.json"
+        if cfg.resume and path.is_file():
+            return
+        targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
+        settings = rwku_generation.GenerationSettings(
+            decoding=cfg.rwku_decoding, max_new_tokens=cfg.rwku_max_new_tokens,
+            prefixes=rwku_generation.read_prefixes(cfg.rwku_prefixes), questions=cfg.rwku_questions,
+            refusals=load_idk_answers(cfg.idk_file), batch_size=cfg.batch_size, seed=cfg.seed)
+        rows = rwku_generation.generate_rows(kind, model, tokenizer, rwku.intros(data_dir), targets, settings)
+        rwku_generation.save_corpus(path.parent, path.stem, rows,
+                                    rwku_generation.provenance(cfg.model, kind, targets, settings))
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_methods import rwku
+        from unlearn_tasks.data import read_json_records
+
+        kind = self.kind(cfg)
+        targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
+        if cfg.rwku_corpus == rwku.GENERATED:
+            path = self.generated_folder(Path(cfg.out).expanduser().resolve()) / f"{cfg.forget}.json"
+            rows = read_json_records(path, text_array=False)
+        else:
+            rows = rwku.release_forget_rows(kind, cfg.rwku_corpus, targets, data_dir)
+        return rwku.forget_records(kind, rows), rwku.retain_records(kind, rwku.intros(data_dir), targets)
+
+    def training_set(self, run, tokenizer) -> Any:
+        if self.kind(run.cfg) == "text":
+            from unlearn_methods.data import TextForgetRetainDataset
+
+            return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
+                                           max_length=run.cfg.max_length)
+        return super().training_set(run, tokenizer)
+
+    def eval_metadata(self, cfg) -> dict[str, Any]:
+        from unlearn_methods.rwku import requested_targets
+
+        return {"rwku_targets": requested_targets(cfg.rwku_target, cfg.rwku_targets_file)}

@@ -5,6 +5,7 @@ checkpoint folder. Evaluating it, writing its model card and pushing it are the 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 import os
@@ -183,6 +184,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
         return
     saved = yaml.safe_load(saved_file.read_text()) or {}
     current = portable_config(cfg, out)
+    # an option added after the run was saved is taken at its default (the value the run had)
+    defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+                for f in dataclasses.fields(RunConfig)}
+    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS} | saved
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
@@ -213,7 +218,7 @@ def _eval_callback(cfg: RunConfig, tokenizer, data_dir: str | None, out: Path, s
     if cfg.eval_every is None:
         return None
     if evaluator is None:
-        metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.eval_metadata}
+        metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.source.eval_metadata(cfg), **cfg.eval_metadata}
         evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit)
     return EvalDuringTraining(evaluator, cfg.eval_every, out, select)
 
@@ -280,6 +285,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
     data_dir = source.local_data(cfg, out)
+    source.write_corpus(cfg, out, data_dir, model, tokenizer)
     forget, retain = source.load(cfg, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)

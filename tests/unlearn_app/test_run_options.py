@@ -97,8 +97,23 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
     assert set(RESUME_KEYS) == {  # the 24 settings --resume compared before the declaration (epochs may grow)
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
-        "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file"}
-    assert PATH_KEYS == ("model", "out", "data_dir", "idk_file")
+        "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file"} | RWKU_KEYS
+    assert PATH_KEYS == ("model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file")
+
+
+#: the options of --data rwku, added after the declaration (all compared by --resume)
+RWKU_KEYS = {"rwku_target", "rwku_targets_file", "rwku_corpus", "rwku_decoding", "rwku_max_new_tokens",
+             "rwku_prefixes", "rwku_questions"}
+#: how a config saved before them is saved now: the same, with their defaults after the Eval-DU options
+RWKU_DEFAULTS = """\
+rwku_target: []
+rwku_targets_file: null
+rwku_corpus: llama3
+rwku_decoding: sample
+rwku_max_new_tokens: 512
+rwku_prefixes: null
+rwku_questions: 300
+"""
 
 
 #: unlearn_config.yaml as the code before the declaration wrote it (TOFU forget10, npo, LoRA).
@@ -152,7 +167,8 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     saved = tmp_path / "unlearn_config.yaml"
     saved.write_text(SAVED_BEFORE)
     cfg = load_run_config(saved)
-    assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == SAVED_BEFORE
+    assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == SAVED_BEFORE.replace(
+        "evaldu_minimal_set: false\n", "evaldu_minimal_set: false\n" + RWKU_DEFAULTS)
     assert list(cfg.to_dict()) == list(FIELDS)
 
 
@@ -171,3 +187,16 @@ def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
         args = _run_parser().parse_args(["--eval-every", "2", *extra])  # no --model: refused after the set-up
         assert run_command._cmd_run(args) == 2 and "Missing required option(s): --model, --out." in capsys.readouterr().err
         assert log.level == level
+
+
+def test_a_run_saved_before_the_rwku_options_resumes(tmp_path: Path):
+    """--resume takes an option the saved config lacks at its default, so runs saved before the option resume."""
+    from unlearn_methods.run import CONFIG_FILE, UnlearningFailed, check_resume, portable_config
+
+    cfg = load_run_config(None, model="m", out=str(tmp_path))
+    saved = {k: v for k, v in portable_config(cfg, tmp_path).items() if k not in RWKU_KEYS}
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+    check_resume(cfg, tmp_path)
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump({**saved, "rwku_corpus": "phi3"}, sort_keys=False))
+    with pytest.raises(UnlearningFailed, match="rwku_corpus: saved 'phi3', now 'llama3'"):
+        check_resume(cfg, tmp_path)

@@ -12,6 +12,7 @@ from unlearn_methods.scaffolding.tofu_corpus import build_corpus
     ("tofu", "tofu", "locuslab/TOFU"), ("demo", "tofu", "demo"), ("me/my-tofu", "tofu", "me/my-tofu"),
     ("evaldu", "evaldu", "evaldu"), ("muse_news", "muse", "muse-bench/MUSE-News"),
     ("muse_books", "muse", "muse-bench/MUSE-Books"), ("clear", "clear", "therem/CLEAR"),
+    ("rwku", "rwku", "jinzhuoran/RWKU"),
 ])
 def test_each_data_value_has_its_source(data, name, dataset):
     source = data_source(data)

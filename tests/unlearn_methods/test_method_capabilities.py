@@ -17,3 +17,13 @@ def test_unlearn_methods_lists_the_limits():
             in altpo)
     ga = listing[listing.index("ga:"):].split("\n\n")[0]
     assert "limits:" not in ga
+
+
+def test_the_forget_corpus_is_declared_and_listed():
+    methods = all_methods()
+    assert {n: c.forget_corpus for n, c in methods.items() if c.forget_corpus != "text"} == {
+        "altpo": "pair", "dpo": "pair", "idk": "refusal", "llmu": "pair"}
+    listing = describe_methods()
+    idk = listing[listing.index("idk:"):].split("\n\n")[0]
+    assert "forget corpus: refusal" in idk
+    assert "forget corpus" not in listing[listing.index("ga:"):].split("\n\n")[0]

@@ -35,6 +35,13 @@ CONFIGS = {
     "mia_forget": ("test", "forget_mia.json"),
     "mia_retain": ("test", "retain_mia.json"),
     "utility_fluency": ("test", "fluency.json"),
+    # the release's training corpora (per model; the file names are those of its processed Target/ folders)
+    "train_positive_llama3": ("train", "positive.json"),
+    "train_positive_phi3": ("train", "positive_phi.json"),
+    "train_pair_llama3": ("train", "pair.json"),
+    "train_pair_phi3": ("train", "pair_phi.json"),
+    "train_refusal_llama3": ("train", "reject.json"),
+    "train_refusal_phi3": ("train", "reject_phi.json"),
 }
 PROBE = ("subject", "query", "answer")
 #: the fields each config's rows need (a missing or empty one is an error naming the file, the row and the field)
@@ -44,7 +51,12 @@ FIELDS = {
     "neighbor_level1": PROBE, "neighbor_level2": PROBE,
     "mia_forget": ("subject", "text"), "mia_retain": ("subject", "text"),
     "utility_fluency": ("subject", "instruction"),
+    **{f"train_positive_{m}": ("subject", "text") for m in ("llama3", "phi3")},
+    **{f"train_pair_{m}": ("subject", "prompt") for m in ("llama3", "phi3")},  # and response: [chosen, rejected]
+    **{f"train_refusal_{m}": ("subject", "instruction", "output") for m in ("llama3", "phi3")},
 }
+#: fields holding a list of texts (checked as such)
+LIST_FIELDS = {f"train_pair_{m}": ("response",) for m in ("llama3", "phi3")}
 _TARGET_FOLDER = re.compile(r"(\d+)_(.+)")
 
 
@@ -120,7 +132,7 @@ def load_rows(config: str, repo_id: str, data_dir: str | None = None) -> list[di
         rows, where = load_from_hub(repo_id, config, splits=(CONFIGS[config][0],)).to_list(), f"{repo_id} {config}"
     if not rows:
         raise DataError(f"{where} holds no records.")
-    check_rows(rows, FIELDS[config], where)
+    check_rows(rows, FIELDS[config], where, LIST_FIELDS.get(config, ()))
     return rows
 
 
@@ -129,8 +141,9 @@ def target_list(repo_id: str, data_dir: str | None = None) -> list[str]:
     return list(dict.fromkeys(str(r["target"]).strip() for r in load_rows("forget_target", repo_id, data_dir)))
 
 
-def select_targets(known: list[str], wanted: list[str] | None) -> list[str]:
-    """The targets ``wanted`` names (names, or 1-based positions / ranges in ``known``'s order); all if None."""
+def select_targets(known: list[str], wanted: list[str] | None, option: str = "rwku_targets") -> list[str]:
+    """The targets ``wanted`` names (names, or 1-based positions / ranges in ``known``'s order); all if None.
+    ``option`` is how error messages name the setting (``--target`` for ``unlearn run``)."""
     if wanted is None:
         return list(known)
     chosen: list[str] = []
@@ -139,14 +152,14 @@ def select_targets(known: list[str], wanted: list[str] | None) -> list[str]:
             first, _, last = item.partition("-")
             lo, hi = int(first), int(last or first)
             if not 1 <= lo <= hi <= len(known):
-                raise DataError(f"rwku_targets: {item!r} is outside 1-{len(known)} (the data's forget_target list).")
+                raise DataError(f"{option}: {item!r} is outside 1-{len(known)} (the data's forget_target list).")
             chosen += known[lo - 1:hi]
         elif item in known:
             chosen.append(item)
         else:
-            close = difflib.get_close_matches(item, known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise DataError(f"rwku_targets: {item!r} is not a target of the data's forget_target list{hint}.")
+            close = difflib.get_close_matches(item, known, n=3)
+            hint = f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+            raise DataError(f"{option}: {item!r} is not a target of the data's forget_target list{hint}.")
     return list(dict.fromkeys(chosen))
 
 
