@@ -11,14 +11,21 @@ import argparse
 import math
 from collections.abc import Callable
 
+from unlearn_methods.params import MAX_SEED
+
 
 def _describe(kind: str, low: float | None, high: float | None, low_open: bool) -> str:
     parts = []
     if low is not None:
-        parts.append(f"{'>' if low_open else '>='} {low:g}")
+        parts.append(f"{'>' if low_open else '>='} {_number(low)}")
     if high is not None:
-        parts.append(f"<= {high:g}")
+        parts.append(f"<= {_number(high)}")
     return f"must be {kind} {' and '.join(parts)}".rstrip()
+
+
+def _number(bound: float) -> str:
+    """A bound as written: an integer in full (``4294967295``, not ``4.29497e+09``), a float short."""
+    return str(bound) if isinstance(bound, int) else f"{bound:g}"
 
 
 def int_range(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
@@ -61,3 +68,5 @@ positive_int = int_range(1)
 non_negative_int = int_range(0)
 positive_float = float_range(0.0, low_open=True)
 non_negative_float = float_range(0.0)
+#: A seed every seeded library accepts (numpy's are < 2**32): every ``--seed`` option.
+seed_int = int_range(0, MAX_SEED)

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from unlearn_methods.data_sources import DataSource, data_help, data_source
-from unlearn_methods.params import in_range, param
+from unlearn_methods.params import MAX_SEED, in_range, param
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -80,7 +80,7 @@ class RunConfig:
     grad_accum: int = option(1, "Gradient accumulation steps.", gt=0, resume=True)
     warmup_steps: int = option(0, "Learning-rate warm-up steps.", flag=None, ge=0, resume=True)
     max_length: int = option(256, "Max tokens per QA pair or raw-text chunk (MUSE used 2048).", gt=0, resume=True)
-    seed: int = option(0, "Seed for data pairing and training.", resume=True)
+    seed: int = option(0, "Seed for data pairing and training.", ge=0, le=MAX_SEED, resume=True)
     dtype: str = option("float32", "Weights' dtype.", choices=DTYPES, resume=True)
     idk_file: str | None = option(None, "Refusal answers, one per line.", default_text="the built-in list",
                                   resume=True, path=True)

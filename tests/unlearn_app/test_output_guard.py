@@ -233,3 +233,28 @@ def test_a_hub_id_is_not_a_local_input(tmp_path, monkeypatch):
     (tmp_path / "org" / "name").mkdir(parents=True)
     with pytest.raises(output_guard.OutputClash, match="--out org holds the input --model org/name"):
         output_guard.check(args)
+
+
+def test_every_seed_option_is_bounded_to_what_numpy_accepts(capsys):
+    """numpy's seeds are 0 .. 2**32 - 1 (torch and Python take more): every ``--seed`` of every command, walked from
+    the parser, refuses 2**32 and -1 in one line at parse time and takes 2**32 - 1."""
+    import numpy as np
+
+    np.random.seed(2**32 - 1)  # the bound is numpy's own
+    with pytest.raises(ValueError):
+        np.random.seed(2**32)
+    seeded = [(words, a) for words, parser in _leaves(build_parser()) for a in parser._actions
+              if "--seed" in a.option_strings]
+    assert {" ".join(w) for w, _ in seeded} >= {"run", "attack relearn", "demo", "watermark"}
+    for words, action in seeded:
+        assert action.type(str(2**32 - 1)) == 2**32 - 1
+        for bad in (str(2**32), "-1"):
+            with pytest.raises(argparse.ArgumentTypeError) as e:
+                action.type(bad)
+            assert str(e.value) in (f"must be an integer >= 0 and <= 4294967295, got {bad}",
+                                    f"must be >= 0 and <= 4294967295, got {bad}"), (words, str(e.value))
+    with pytest.raises(SystemExit) as stop:
+        main(["attack", "relearn", "--model", "m", "--out", "r", "--seed", str(2**32)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.splitlines()[-1] == (  # argparse: the usage, then one error line
+        "unlearn attack relearn: error: argument --seed: must be an integer >= 0 and <= 4294967295, got 4294967296")

@@ -91,6 +91,9 @@ def test_ranges_come_from_the_declaration():
         load_run_config(None, model="m", out="o", l1_lora=-1)
     with pytest.raises(ValueError, match=r"Missing required option\(s\): --model, --out\."):
         load_run_config(None)
+    with pytest.raises(ValueError, match=r"--seed must be >= 0 and <= 4294967295, got 4294967296\."):
+        load_run_config(None, model="m", out="o", seed=2**32)  # a config file or a sweep's seeds: numpy's bound too
+    assert load_run_config(None, model="m", out="o", seed=2**32 - 1).seed == 4294967295
 
 
 def test_resume_and_path_keys_are_declared_on_the_fields():
