@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from unlearn_app import plots
-from unlearn_app.report import _fmt, generic_rows
+from unlearn_app.report import _fmt, task_tables
 from unlearn_app.runs import Run, provenance_differences, provenance_rows
 
 STYLE = """
@@ -83,12 +83,12 @@ def plot_sections(runs: list[Run]) -> list[str]:
 
 
 def metric_tables(runs: list[Run]) -> list[str]:
+    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.report.task_tables`)."""
     parts = []
-    for task in sorted({t for r in runs for t in r.metrics}):
-        models = {r.name: r.metrics.get(task, {}) for r in runs}
+    for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
         head = "".join(f"<th>{_e(n)}</th>" for n in models)
         rows = []
-        for key, label in generic_rows(models):
+        for key, label in table_rows:
             cells = "".join(f'<td class="num">{_e(_fmt(m.get(key)))}</td>' for m in models.values())
             rows.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
         parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3><table class="metrics" data-task="{_e(task)}">'
