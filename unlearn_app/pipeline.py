@@ -44,9 +44,8 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     extra = {"peft": str(out)} if trained.adapter else None
     model_dir = cfg.model if trained.adapter else out
     metadata = {**({"data_dir": trained.data_dir} if trained.data_dir else {}), **cfg.eval_metadata}
-    backend = "hf-multimodal" if cfg.source.vision else "hf"
-    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=backend, extra_model_args=extra,
-                      limit=cfg.eval_limit)
+    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=cfg.source.eval_model,
+                      extra_model_args=extra, limit=cfg.eval_limit)
     return task_metrics(res)
 
 
