@@ -13,6 +13,8 @@ every input path, after resolving ``~`` and symbolic links, either way round:
 * two outputs of one command may not be the same path.
 
 Any of these stops the command with a one-line ``error: ...`` naming both options (exit 2), before any work.
+A command whose output option names further files known only once its inputs are read (``report --plot`` writes one
+plot per task) passes them to :func:`check` before writing anything.
 :func:`atomic_path` is how a command writes a file: to a temporary name beside it, renamed into place when
 complete, so a crash or Ctrl-C never leaves a half-written file where a good one was.
 """
@@ -138,12 +140,17 @@ def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str
     return out
 
 
-def check(args: argparse.Namespace) -> None:
-    """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results."""
+def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLike]] = ()) -> None:
+    """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results.
+
+    ``derived``: ``(dest, path)`` of files an output option writes that are known only once the inputs are read
+    (``report --plot p.png`` with several tasks writes ``p_<task>.png``); the command calls this again with them,
+    before it writes anything, and they are checked like the declared outputs."""
     decl: Declaration | None = getattr(args, KEY, None)
     if decl is None:
         return
-    outputs = _output_paths(decl, args)
+    outputs = _output_paths(decl, args) + [(decl.name(dest), str(path), _resolved(str(path)), True)
+                                           for dest, path in derived]
     inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)  # a Hub id names no local path
               for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
     for out_opt, out_given, out, _ in outputs:
