@@ -90,10 +90,11 @@ class RunConfig:
                                            flag="--param", repeat=True, metavar="KEY=VALUE",
                                            resume=True)
     save_steps: int | None = option(None, "Checkpoint every N steps.", gt=0, default_text="every epoch")
-    resume: bool = option(False, "Resume from the last checkpoint in OUT/checkpoints (only when "
-                          "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
-    overwrite: bool = option(False, "Allow writing into a non-empty OUT (its files are replaced). OUT may never be "
-                             "the --model folder or inside it.")
+    resume: bool = option(False, "Resume from the last checkpoint of the run in OUT.partial (a stopped run) or OUT "
+                          "(only when its unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    overwrite: bool = option(False, "Allow a non-empty OUT (replaced as a whole when the new checkpoint is complete) "
+                             "or an unfinished OUT.partial (discarded). OUT may never be the --model folder or inside "
+                             "it.")
     eval_tasks: list[str] = option([], "Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
     eval_metadata: dict[str, Any] = option({}, "Task options for the evaluations, as lm_eval --metadata, e.g. "
                                            "'{\"reference\": \"ref/\"}' (Forget Quality and PrivLeak need a reference "

@@ -163,6 +163,7 @@ def option_values(args: argparse.Namespace, config_class: type | None = None) ->
 
 
 def add_parsers(sub) -> None:
+    from unlearn_methods.checkpoint_folder import PARTIAL
     from unlearn_methods.config import OUTPUT_KEY, PATH_KEYS, RunConfig
 
     p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
@@ -173,5 +174,6 @@ def add_parsers(sub) -> None:
     add_run_options(p, RunConfig)
     p.set_defaults(func=_cmd_run)
     # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
+    # OUT is written as OUT.partial first (unlearn_methods.checkpoint_folder), which may hold no input either
     output_guard.declare(p, outputs=[OUTPUT_KEY], inputs=[*(k for k in PATH_KEYS if k != OUTPUT_KEY), "config"],
-                         folders=[OUTPUT_KEY], existing_needs_overwrite=False)
+                         folders=[OUTPUT_KEY], existing_needs_overwrite=False, siblings={OUTPUT_KEY: PARTIAL})
