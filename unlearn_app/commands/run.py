@@ -88,20 +88,13 @@ def _ranged(f: dataclasses.Field, kind: type) -> Any:
     values are checked against the same declaration by :func:`unlearn_methods.config.load_run_config`)."""
     import math
 
+    from unlearn_app.argtypes import checked
     from unlearn_methods.config import allowed_range
     from unlearn_methods.params import in_range
 
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not math.isfinite(value) or not in_range(f, value):
-            raise argparse.ArgumentTypeError(f"must be {allowed_range(f)}, got {text}")
-        return value
-
-    parse.__name__ = "integer" if kind is int else "number"
-    return parse
+    return checked(kind, lambda value: math.isfinite(value) and in_range(f, value),
+                   f"must be {'an integer' if kind is int else 'a number'}", f"must be {allowed_range(f)}",
+                   "integer" if kind is int else "number")
 
 
 def add_run_options(p: argparse.ArgumentParser, config_class: type) -> None:
