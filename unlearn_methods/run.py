@@ -160,7 +160,8 @@ def check_output_folder(cfg: RunConfig) -> Path:
             )
     if out.exists() and not out.is_dir():
         raise UnlearningFailed(f"--out {cfg.out} is a file, not a folder. Choose a folder for the checkpoint.")
-    if out.is_dir() and not (cfg.overwrite or cfg.resume):
+    # --resume goes on with the run saved in OUT (or OUT.partial); other files in OUT would be replaced with it
+    if out.is_dir() and not (cfg.overwrite or (cfg.resume and (_holds_run(out) or _holds_run(work)))):
         present = sorted(p.name for p in out.iterdir())
         if present:
             raise UnlearningFailed(
@@ -176,13 +177,18 @@ def check_output_folder(cfg: RunConfig) -> Path:
     return out
 
 
+def _holds_run(folder: Path) -> bool:
+    """Whether ``folder`` holds an ``unlearn run`` (its saved config or its checkpoints)."""
+    return (folder / CONFIG_FILE).is_file() or (folder / "checkpoints").is_dir()
+
+
 def working_folder(cfg: RunConfig, out: Path) -> Path:
     """``OUT.partial``, where the run trains and saves (renamed to ``out`` once the checkpoint is complete), ready:
     with ``--resume`` the unfinished run there, else a finished run in ``out`` moved there to go on training (after
     :func:`check_resume`); otherwise empty."""
     work = checkpoint_folder.partial_path(out)
     if cfg.resume:
-        if not work.is_dir() and out.is_dir() and ((out / CONFIG_FILE).is_file() or (out / "checkpoints").is_dir()):
+        if not work.is_dir() and _holds_run(out):
             check_resume(cfg, out)
             os.replace(out, work)  # the finished run trains on; ``out`` reappears when it is complete again
         elif work.is_dir():

@@ -231,3 +231,13 @@ def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tin
     assert saved["forget"] == "evaldu_fact_272_minimal_set"
     with pytest.raises(ValueError, match="--data evaldu needs --data-dir"):
         load_run_config(None, method="ga", model="m", out="o", data="evaldu")
+
+
+def test_resume_into_a_folder_that_holds_no_run_needs_overwrite(tmp_path, tiny_model_dir, demo_data_dir):
+    """The finished folder replaces OUT whole, so --resume may not take a folder of other files for a run."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UnlearningFailed, match=r"--out .* is not empty \(notes.txt\).*--overwrite"):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, resume=True))
+    assert (out / "notes.txt").read_text() == "mine" and not (tmp_path / "run.partial").exists()
