@@ -174,3 +174,10 @@ def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
         args = _run_parser().parse_args(["--eval-every", "2", *extra])  # no --model: refused after the set-up
         assert run_command._cmd_run(args) == 2 and "Missing required option(s): --model, --out." in capsys.readouterr().err
         assert log.level == level
+
+
+def test_a_sweeps_seeds_are_checked_against_the_declared_range():
+    from unlearn_app.sweep.spec import SpecError, parse_spec
+
+    with pytest.raises(SpecError, match=r"--seed must be >= 0 and <= 4294967295, got 4294967296\."):
+        parse_spec("model: m\nseeds: [0, 4294967296]\nmethods: {npo: {}}\n")
