@@ -58,6 +58,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from harness_ext.evaluate import run_lm_eval
     from unlearn_app.pipeline import run_unlearning
     from unlearn_app.report import relu_metrics
+    from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
     from unlearn_methods.scaffolding.tiny_model import build_tiny_model
@@ -81,8 +82,9 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         _stage(n, total, f"Fine-tuning the {name} model on '{split}' ({cfg.epochs:g} epochs)")
         model = AutoModelForCausalLM.from_pretrained(wd / "models" / "init")
         tokenizer = AutoTokenizer.from_pretrained(wd / "models" / "init")
-        metrics = finetune(model, tokenizer, training_records(split, cfg.seed), wd / "models" / name,
-                           epochs=cfg.epochs, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+        with checkpoint_folder.writing(wd / "models" / name) as folder:
+            metrics = finetune(model, tokenizer, training_records(split, cfg.seed), folder, epochs=cfg.epochs,
+                               lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
         print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
         models[name] = wd / "models" / name
 
@@ -155,6 +157,7 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
 
     from harness_ext.evaluate import run_lm_eval
     from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
     from unlearn_tasks.deep_unlearning import evaluation_questions, write_generated_evaldu
@@ -164,8 +167,10 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     target = kb.targets[0]
     base = wd / "models" / "evaldu_base"
     records = [{"question": q["question"], "answer": q["answer"]} for q in evaluation_questions(kb)]
-    finetune(AutoModelForCausalLM.from_pretrained(wd / "models" / "init"), AutoTokenizer.from_pretrained(wd / "models" / "init"),
-             records, base, epochs=cfg.epochs * 2.5, lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
+    with checkpoint_folder.writing(base) as folder:
+        finetune(AutoModelForCausalLM.from_pretrained(wd / "models" / "init"),
+                 AutoTokenizer.from_pretrained(wd / "models" / "init"), records, folder, epochs=cfg.epochs * 2.5,
+                 lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
     method, epochs, lr = cfg.methods[0]
     models = {"knows all": base}
     for label, minimal in ((f"{method}, target fact", False), (f"{method}, minimal set", True)):

@@ -45,6 +45,7 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
     from transformers.utils import logging as hf_logging
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
     from unlearn_methods.run import train
     from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
@@ -72,8 +73,9 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
         losses = finetune_vlm(model, processor, records, epochs=epochs, seed=seed, progress=not quiet)
         print(f"      {name}: final training loss {losses[-1]:.4f}")
         models[name] = wd / "models" / name
-        model.save_pretrained(models[name])
-        processor.save_pretrained(models[name])
+        with checkpoint_folder.writing(models[name]) as folder:
+            model.save_pretrained(folder)
+            processor.save_pretrained(folder)
     method, n_epochs, lr = unlearn
     for modality in ("text", "image", "both"):
         stage(4, f"Unlearning forget10 from the target with {method} by {modality}")

@@ -59,6 +59,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
 
     from harness_ext.evaluate import run_lm_eval
     from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
     from unlearn_methods.pretrained import build_smollm2
@@ -75,8 +76,9 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     for name, with_forget in (("target", True), ("retain", False)):
         _stage(2, total, f"Fine-tuning the {name} model ({cfg.epochs:g} epochs, lr {cfg.lr:g})")
         model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        metrics = finetune(model, tokenizer, _records(corpus, with_forget), wd / "models" / name, epochs=cfg.epochs,
-                           lr=cfg.lr, batch_size=8, seed=cfg.seed, disable_progress=cfg.quiet)
+        with checkpoint_folder.writing(wd / "models" / name) as folder:
+            metrics = finetune(model, tokenizer, _records(corpus, with_forget), folder, epochs=cfg.epochs,
+                               lr=cfg.lr, batch_size=8, seed=cfg.seed, disable_progress=cfg.quiet)
         print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
         models[name] = wd / "models" / name
 

@@ -10,11 +10,11 @@ import datetime
 import html
 import math
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from unlearn_app import plots
-from unlearn_app.report import _fmt, generic_rows
+from unlearn_app.report import _fmt, task_tables
 from unlearn_app.runs import Run, provenance_differences, provenance_rows
 
 STYLE = """
@@ -32,6 +32,16 @@ code { font-size: 0.9em; }
 
 def _e(x: object) -> str:
     return html.escape(str(x))
+
+
+def table(head: Iterable[object], rows: Iterable[str], attrs: str = "") -> str:
+    """``<table ATTRS>`` with a header row of ``head`` (escaped) and the ``<tr>`` rows given."""
+    return f"<table{attrs}><tr>{''.join(f'<th>{_e(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
+
+
+def row(cells: Iterable[object]) -> str:
+    """A ``<tr>`` of plain cells (escaped)."""
+    return "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
 
 
 def _png(draw: Callable[[Path], object]) -> str:
@@ -83,16 +93,15 @@ def plot_sections(runs: list[Run]) -> list[str]:
 
 
 def metric_tables(runs: list[Run]) -> list[str]:
+    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.report.task_tables`)."""
     parts = []
-    for task in sorted({t for r in runs for t in r.metrics}):
-        models = {r.name: r.metrics.get(task, {}) for r in runs}
-        head = "".join(f"<th>{_e(n)}</th>" for n in models)
+    for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
         rows = []
-        for key, label in generic_rows(models):
+        for key, label in table_rows:
             cells = "".join(f'<td class="num">{_e(_fmt(m.get(key)))}</td>' for m in models.values())
             rows.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
-        parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3><table class="metrics" data-task="{_e(task)}">'
-                     f"<tr><th>metric</th>{head}</tr>{''.join(rows)}</table>")
+        parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3>'
+                     + table(["metric", *models], rows, f' class="metrics" data-task="{_e(task)}"'))
     return parts
 
 
@@ -110,17 +119,17 @@ def checks_tables(runs: list[Run]) -> list[str]:
                         f'<td class="num">{_e(bound)}</td></tr>')
         failed = sum(not c.get("passed") for c in run.checks)
         summary = f"{failed} of {len(run.checks)} checks failed" if failed else f"all {len(run.checks)} checks passed"
-        parts.append(f"<h3>{_e(run.name)}: {summary}</h3><table class=\"checks\"><tr><th>result</th><th>check</th>"
-                     f"<th>value</th><th>bound</th></tr>{''.join(rows)}</table>")
+        parts.append(f"<h3>{_e(run.name)}: {summary}</h3>"
+                     + table(["result", "check", "value", "bound"], rows, ' class="checks"'))
     return parts
 
 
 def provenance_tables(runs: list[Run]) -> list[str]:
     parts = []
     for run in runs:
-        rows = "".join(f"<tr><td>{_e(t)}</td><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for t, k, v in provenance_rows(run))
-        body = (f"<table class=\"provenance\"><tr><th>task</th><th>field</th><th>value</th></tr>{rows}</table>"
-                if rows else "<p>No provenance recorded in this results file.</p>")
+        rows = [row(r) for r in provenance_rows(run)]
+        body = (table(["task", "field", "value"], rows, ' class="provenance"') if rows
+                else "<p>No provenance recorded in this results file.</p>")
         parts.append(f"<h3>{_e(run.name)}</h3><p><code>{_e(run.results_file)}</code></p>{body}")
     return parts
 

@@ -52,7 +52,8 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
           + (", merged" if cfg.merge else "") if cfg.lora else "full",
           "L1 on LoRA weights": cfg.l1_lora, "epochs": cfg.epochs, "learning rate": cfg.lr,
           "batch size": cfg.batch_size, "gradient accumulation": cfg.grad_accum, "seed": cfg.seed}
-    backend, bench = ("hf-multimodal", "clear") if cfg.source.vision else ("hf", "tofu")
+    backend, evaluation = cfg.source.eval_model, cfg.source.evaluation(cfg)
+    model_args = f"pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO" if adapter else "pretrained=THIS_REPO"
     if cfg.source.vision:
         hp["modality"] = cfg.modality
     body = [
@@ -64,9 +65,7 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         "## How to evaluate",
         "",
         "```bash",
-        (f"lm_eval --model {backend} --model_args pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO "
-         f"--tasks {bench}_{cfg.forget}"
-         if adapter else f"lm_eval --model {backend} --model_args pretrained=THIS_REPO --tasks {bench}_{cfg.forget}"),
+        f"lm_eval --model {backend} --model_args {model_args} {evaluation}",
         "```",
         "",
         "## Hyperparameters",

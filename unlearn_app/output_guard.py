@@ -13,6 +13,8 @@ every input path, after resolving ``~`` and symbolic links, either way round:
 * two outputs of one command may not be the same path.
 
 Any of these stops the command with a one-line ``error: ...`` naming both options (exit 2), before any work.
+A command whose output option names further files known only once its inputs are read (``report --plot`` writes one
+plot per task) passes them to :func:`check` before writing anything.
 :func:`atomic_path` is how a command writes a file: to a temporary name beside it, renamed into place when
 complete, so a crash or Ctrl-C never leaves a half-written file where a good one was.
 """
@@ -56,6 +58,9 @@ class Declaration:
     suffixes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: Whether an existing output needs ``--overwrite`` (False: the command has its own rule).
     existing_needs_overwrite: bool = True
+    #: dest -> suffix of the sibling folder the output is written in before it is renamed into place
+    #: (``unlearn run --out X`` trains in ``X.partial``): checked against the inputs like the output itself.
+    siblings: dict[str, str] = field(default_factory=dict)
     #: dest -> how messages name the option (``--out``, or the metavar of a positional argument).
     names: dict[str, str] = field(default_factory=dict)
 
@@ -66,17 +71,19 @@ class Declaration:
 def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Sequence[str] = (), *,
             scanned: dict[str, Sequence[str]] | None = None, prefixes: dict[str, Sequence[str]] | None = None,
             folder_names: dict[str, str] | None = None, folders: Sequence[str] = (),
-            suffixes: dict[str, Sequence[str]] | None = None, existing_needs_overwrite: bool = True) -> None:
+            suffixes: dict[str, Sequence[str]] | None = None, existing_needs_overwrite: bool = True,
+            siblings: dict[str, str] | None = None) -> None:
     """Declare a command's outputs and inputs (``dest`` names); adds ``--overwrite`` if the parser has none."""
     names = {a.dest: (next((o for o in a.option_strings if o.startswith("--")), None) or str(a.metavar or a.dest))
              for a in parser._actions}
-    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {})]
+    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {}), *(siblings or {})]
     unknown = [d for d in declared if d not in names]
     if unknown:
         raise ValueError(f"output guard: the parser has no option with dest {unknown}")
     decl = Declaration(tuple(outputs), tuple(inputs), {k: tuple(v) for k, v in (scanned or {}).items()},
                        {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}), tuple(folders),
-                       {k: tuple(v) for k, v in (suffixes or {}).items()}, existing_needs_overwrite, names)
+                       {k: tuple(v) for k, v in (suffixes or {}).items()}, existing_needs_overwrite,
+                       dict(siblings or {}), names)
     parser.set_defaults(**{KEY: decl})
     if existing_needs_overwrite and not any("--overwrite" in a.option_strings for a in parser._actions):
         parser.add_argument("--overwrite", action="store_true",
@@ -123,10 +130,14 @@ def prefix_base(given: str, folder_name: str = "report") -> Path:
 
 def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str, str, Path, bool]]:
     """(option, path, resolved, is a file written) of every output; a prefix gives each file it names, and
-    itself (checked against the inputs only)."""
+    itself (checked against the inputs only); a folder written in a sibling first gives that sibling too (checked
+    against the inputs only)."""
     out = []
     for dest in decl.outputs:
         for given in _paths(getattr(args, dest, None)):
+            if dest in decl.siblings:
+                sibling = os.path.abspath(os.path.expanduser(given)) + decl.siblings[dest]
+                out.append((decl.name(dest), sibling, _resolved(sibling), False))
             if dest not in decl.prefixes:
                 out.append((decl.name(dest), given, _resolved(given), True))
                 continue
@@ -138,12 +149,17 @@ def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str
     return out
 
 
-def check(args: argparse.Namespace) -> None:
-    """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results."""
+def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLike]] = ()) -> None:
+    """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results.
+
+    ``derived``: ``(dest, path)`` of files an output option writes that are known only once the inputs are read
+    (``report --plot p.png`` with several tasks writes ``p_<task>.png``); the command calls this again with them,
+    before it writes anything, and they are checked like the declared outputs."""
     decl: Declaration | None = getattr(args, KEY, None)
     if decl is None:
         return
-    outputs = _output_paths(decl, args)
+    outputs = _output_paths(decl, args) + [(decl.name(dest), str(path), _resolved(str(path)), True)
+                                           for dest, path in derived]
     inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)  # a Hub id names no local path
               for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
     for out_opt, out_given, out, _ in outputs:

@@ -9,6 +9,7 @@ from pathlib import Path
 from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
 from unlearn_app import model_card
+from unlearn_app.output_guard import write_text
 from unlearn_app.selection import Selection, SelectionError, parse_select
 from unlearn_methods.config import RunConfig
 from unlearn_methods.eval_during import PLOT_FILE, ROWS_FILE, read_rows
@@ -18,24 +19,36 @@ log = logging.getLogger(__name__)
 
 
 def run_unlearning(cfg: RunConfig) -> Path:
-    """Run ``cfg`` end to end; returns the checkpoint folder."""
+    """Run ``cfg`` end to end; returns the checkpoint folder. The model card (and the plot of ``--eval-every``) are
+    written before the folder is renamed into place; ``--eval-tasks`` then evaluate it and add their results to the
+    card."""
     cfg.validate()
     selection = check_evaluation(cfg)
-    trained = train(cfg, select=selection)
-    if trained.eval_during_training:
-        plot_eval_during_training(trained.out, trained.eval_during_training.get("selected_step"),
-                                  cfg.select)
-    eval_results = evaluate_checkpoint(cfg, trained) if cfg.eval_tasks else None
-    card = model_card.render(cfg, trained.method.params.to_dict(), trained.method.summary, trained.train_metrics,
-                             eval_results, trained.adapter, trained.eval_during_training)
-    (trained.out / "README.md").write_text(card)
-    if eval_results:
-        write_model_index(trained.out)
+
+    def finish(trained: TrainedCheckpoint) -> None:  # in OUT.partial, before it becomes OUT
+        if trained.eval_during_training:
+            plot_eval_during_training(trained.out, trained.eval_during_training.get("selected_step"), cfg.select)
+        write_card(cfg, trained)
+
+    trained = train(cfg, select=selection, finish=finish)
+    if cfg.eval_tasks:
+        eval_results = evaluate_checkpoint(cfg, trained)
+        write_card(cfg, trained, eval_results)
+        if eval_results:
+            write_model_index(trained.out)
     if cfg.push_to_hub:
         from unlearn_app.hub import push_folder
 
         log.info("Pushed to %s", push_folder(trained.out, cfg.push_to_hub, private=cfg.hub_private))
     return trained.out
+
+
+def write_card(cfg: RunConfig, trained: TrainedCheckpoint,
+               eval_results: dict[str, dict[str, float]] | None = None) -> None:
+    """The checkpoint's model card, ``README.md`` (written whole or not at all)."""
+    card = model_card.render(cfg, trained.method.params.to_dict(), trained.method.summary, trained.train_metrics,
+                             eval_results, trained.adapter, trained.eval_during_training)
+    write_text(trained.out / "README.md", card)
 
 
 def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str, dict[str, float]]:
@@ -45,9 +58,8 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     model_dir = cfg.model if trained.adapter else out
     metadata = {**({"data_dir": trained.data_dir} if trained.data_dir else {}), **cfg.source.eval_metadata(cfg),
                 **cfg.eval_metadata}
-    backend = "hf-multimodal" if cfg.source.vision else "hf"
-    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=backend, extra_model_args=extra,
-                      limit=cfg.eval_limit)
+    res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=cfg.source.eval_model,
+                      extra_model_args=extra, limit=cfg.eval_limit)
     return task_metrics(res)
 
 

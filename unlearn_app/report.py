@@ -38,7 +38,7 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
     return "\n".join(lines)
 
 
-def generic_rows(models: dict[str, dict[str, float]], task: str = "") -> list[tuple[str, str]]:
+def generic_rows(models: dict[str, dict[str, float]], task: str) -> list[tuple[str, str]]:
     """Rows for any task: its benchmark's rows in order (:func:`rows_for_task`), then every other metric
     alphabetically."""
     rows = rows_for_task(task)
@@ -100,14 +100,21 @@ def _run_sources(path: Path) -> list[Path]:
     return files + ou
 
 
+def task_tables(runs: dict[str, dict[str, dict[str, float]]]
+                ) -> list[tuple[str, dict[str, dict[str, float]], list[tuple[str, str]]]]:
+    """The tables of a report, for Markdown and HTML alike: ``(task, {run: metrics}, rows)`` per task, tasks sorted,
+    rows in the task's benchmark's declared order (:func:`generic_rows`). ``runs`` is ``{run: {task: {metric:
+    value}}}``."""
+    tables = []
+    for task in sorted({t for r in runs.values() for t in r}):
+        models = {name: r.get(task, {}) for name, r in runs.items()}
+        tables.append((task, models, generic_rows(models, task)))
+    return tables
+
+
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:
     """Markdown: one table per task, one column per run (``{run: {task: {metric: value}}}``)."""
-    tasks = sorted({t for r in runs.values() for t in r})
-    parts = []
-    for task in tasks:
-        models = {name: r.get(task, {}) for name, r in runs.items()}
-        parts.append(f"## {task}\n\n{markdown_table(models, generic_rows(models, task))}\n")
-    return "\n".join(parts)
+    return "\n".join(f"## {task}\n\n{markdown_table(models, rows)}\n" for task, models, rows in task_tables(runs))
 
 
 # --------------------------------------------------------------------------- TOFU data-transformation formats (ReLU)

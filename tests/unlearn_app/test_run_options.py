@@ -91,6 +91,9 @@ def test_ranges_come_from_the_declaration():
         load_run_config(None, model="m", out="o", l1_lora=-1)
     with pytest.raises(ValueError, match=r"Missing required option\(s\): --model, --out\."):
         load_run_config(None)
+    with pytest.raises(ValueError, match=r"--seed must be >= 0 and <= 4294967295, got 4294967296\."):
+        load_run_config(None, model="m", out="o", seed=2**32)  # a config file or a sweep's seeds: numpy's bound too
+    assert load_run_config(None, model="m", out="o", seed=2**32 - 1).seed == 4294967295
 
 
 def test_resume_and_path_keys_are_declared_on_the_fields():
@@ -200,3 +203,10 @@ def test_a_run_saved_before_the_rwku_options_resumes(tmp_path: Path):
     (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump({**saved, "rwku_corpus": "phi3"}, sort_keys=False))
     with pytest.raises(UnlearningFailed, match="rwku_corpus: saved 'phi3', now 'llama3'"):
         check_resume(cfg, tmp_path)
+
+
+def test_a_sweeps_seeds_are_checked_against_the_declared_range():
+    from unlearn_app.sweep.spec import SpecError, parse_spec
+
+    with pytest.raises(SpecError, match=r"--seed must be >= 0 and <= 4294967295, got 4294967296\."):
+        parse_spec("model: m\nseeds: [0, 4294967296]\nmethods: {npo: {}}\n")

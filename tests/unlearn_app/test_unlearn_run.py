@@ -108,10 +108,63 @@ def nan_method():
 def test_nan_loss_stops_with_a_clear_message_and_keeps_last_good(tmp_path, tiny_model_dir, demo_data_dir, nan_method):
     with pytest.raises(UnlearningFailed, match=r"loss is nan at step 2.*last_good.*--resume"):
         run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, method=nan_method, lora=False, epochs=3))
-    keep = tmp_path / "run" / "last_good"
+    keep = tmp_path / "run.partial" / "last_good"  # the run stopped: its folder is still the partial one
     weights = load_file(str(keep / "model.safetensors"))
     assert all(torch.isfinite(w).all() for w in weights.values())
-    assert "error" in json.loads((tmp_path / "run" / "train_metrics.json").read_text())
+    assert "error" in json.loads((tmp_path / "run.partial" / "train_metrics.json").read_text())
+    assert not (tmp_path / "run").exists()
+
+
+def _files(folder):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_run_stopped_while_saving_never_leaves_a_checkpoint_that_looks_complete(tmp_path, tiny_model_dir,
+                                                                                   demo_data_dir, monkeypatch):
+    """The weights are saved, then the tokenizer's save fails (a crash, a full disk): OUT does not appear (before:
+    config.json and model.safetensors were in OUT), OUT.partial holds the run, a plain rerun is refused, --resume
+    completes it; an --overwrite run stopped the same way leaves the earlier OUT byte-identical."""
+    from transformers import PreTrainedTokenizerBase
+
+    def crash(self, *args, **kwargs):
+        raise OSError("No space left on device")
+
+    out, partial = tmp_path / "run", tmp_path / "run.partial"
+    with monkeypatch.context() as m:
+        m.setattr(PreTrainedTokenizerBase, "save_pretrained", crash)
+        with pytest.raises(OSError, match="No space left"):
+            run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=False, epochs=1))
+    assert not out.exists()
+    assert (partial / "model.safetensors").is_file() and (partial / "checkpoints").is_dir()
+    with pytest.raises(UnlearningFailed, match=r"run\.partial holds an unfinished run .*--resume.*--overwrite"):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=False, epochs=1))
+    done = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=False, epochs=1, resume=True))
+    assert done == out and not partial.exists()
+    assert {"config.json", "model.safetensors", "tokenizer.json", "README.md", "unlearn_config.yaml"} <= set(
+        _files(out))
+    before = _files(out)
+    with monkeypatch.context() as m:
+        m.setattr(PreTrainedTokenizerBase, "save_pretrained", crash)
+        with pytest.raises(OSError, match="No space left"):
+            run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, lora=False, epochs=1, lr=5e-3,
+                                overwrite=True))
+    assert _files(out) == before  # the earlier checkpoint, untouched: no file of the stopped run among it
+    assert yaml.safe_load((partial / "unlearn_config.yaml").read_text())["lr"] == 5e-3
+
+
+def test_out_partial_may_not_hold_an_input(tmp_path, capsys):
+    """``--out X`` trains in ``X.partial``; with --overwrite that folder is cleared, so it may hold no input."""
+    from unlearn_app.cli import main
+
+    data = tmp_path / "run.partial" / "data"
+    data.mkdir(parents=True)
+    (data / "forget01.json").write_text("precious")
+    assert main(["run", "--model", "org/m", "--out", str(tmp_path / "run"), "--data-dir", str(data),
+                 "--overwrite"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --out {tmp_path / 'run.partial'} holds the input --data-dir {data}") and (
+        err.count("\n") == 1)
+    assert (data / "forget01.json").read_text() == "precious"
 
 
 def test_cli_reports_bad_options(tmp_path):
@@ -178,3 +231,13 @@ def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tin
     assert saved["forget"] == "evaldu_fact_272_minimal_set"
     with pytest.raises(ValueError, match="--data evaldu needs --data-dir"):
         load_run_config(None, method="ga", model="m", out="o", data="evaldu")
+
+
+def test_resume_into_a_folder_that_holds_no_run_needs_overwrite(tmp_path, tiny_model_dir, demo_data_dir):
+    """The finished folder replaces OUT whole, so --resume may not take a folder of other files for a run."""
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(UnlearningFailed, match=r"--out .* is not empty \(notes.txt\).*--overwrite"):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, resume=True))
+    assert (out / "notes.txt").read_text() == "mine" and not (tmp_path / "run.partial").exists()

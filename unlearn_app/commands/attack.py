@@ -7,7 +7,7 @@ import argparse
 import json
 
 from unlearn_app import output_guard
-from unlearn_app.argtypes import float_range, non_negative_int, positive_float, positive_int
+from unlearn_app.argtypes import float_range, positive_float, positive_int, seed_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 
 ORDER = 100
@@ -132,7 +132,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--steps", type=positive_int, default=20, help="Optimiser steps.")
     p.add_argument("--lr", type=positive_float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=4)
-    p.add_argument("--seed", type=non_negative_int, default=0, help="Seeds the shown / held-out split and training.")
+    p.add_argument("--seed", type=seed_int, default=0, help="Seeds the shown / held-out split and training.")
     p.add_argument("--out", required=True, help="Folder for the relearned checkpoint.")
     p.add_argument("--quiet", action="store_true", help="No progress bars.")
     p.set_defaults(func=_cmd_relearn)

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from unlearn_app import output_guard
-from unlearn_app.argtypes import non_negative_int, positive_float
+from unlearn_app.argtypes import positive_float, seed_int
 
 ORDER = 10
 
@@ -47,7 +47,7 @@ def add_parsers(sub) -> None:
                    help="Fine-tuning epochs for target and retain (default: 40; 3 with --model smollm2).")
     p.add_argument("--lr", type=positive_float, default=None,
                    help="Fine-tuning learning rate (default: 3e-3; 1e-4 with --model smollm2).")
-    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed for corpus, model init and training (default: 0).")
+    p.add_argument("--seed", type=seed_int, default=0, help="Seed for corpus, model init and training (default: 0).")
     p.add_argument("--backend", default="hf", choices=["hf", "vllm"], help="lm-eval backend (default: hf).")
     p.add_argument("--quiet", action="store_true", help="Hide the training progress bars.")
     p.add_argument("--benchmark", default="tofu", choices=["tofu", "clear"],

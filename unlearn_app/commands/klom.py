@@ -35,6 +35,11 @@ def _sample_list(text: str, n_samples: int) -> list[int]:
 def _cmd_klom(args: argparse.Namespace) -> int:
     from unlearn_tasks.metrics.klom import KlomInputError, klom
 
+    plot = args.plot or str(Path(args.out).with_suffix(".png"))
+    try:  # the default plot (OUT with .png) is checked like the declared outputs, before anything is written
+        output_guard.check(args, [("plot", plot)] if args.plot_samples and not args.plot else [])
+    except output_guard.OutputClash as e:
+        return error(str(e))
     try:
         u, o, splits = load_inputs(args)
         size = (u.margins.shape[0] + o.margins.shape[0]) * u.margins.shape[1]
@@ -63,7 +68,6 @@ def _cmd_klom(args: argparse.Namespace) -> int:
             per_sample = per_sample.copy()
             per_sample[missing] = klom_per_sample(u.margins, o.margins, direction=args.direction,
                                                   binning=args.binning, indices=missing)
-        plot = args.plot or str(Path(args.out).with_suffix(".png"))
         print(f"plot: {plots.margin_histograms(u.margins, o.margins, plot_samples, per_sample, plot)}")
     return 0
 

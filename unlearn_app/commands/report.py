@@ -26,6 +26,11 @@ def _cmd_report(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
     runs = {r.name: r.metrics for r in loaded}
+    plots = plot_paths(runs, args.plot) if args.plot else {}
+    try:  # the plot files are known only now: checked like the declared outputs, before anything is written
+        output_guard.check(args, [("plot", path) for path in plots.values()])
+    except output_guard.OutputClash as e:
+        return error(str(e))
     warnings = provenance_differences(loaded)
     notes = [n for r in loaded for n in r.notes]
     for w in warnings + notes:
@@ -43,18 +48,23 @@ def _cmd_report(args: argparse.Namespace) -> int:
         output_guard.write_text(args.out, text)
     if args.json:
         output_guard.write_text(args.json, json.dumps(json_safe(runs), indent=2))
-    if args.plot:
-        for task in sorted({t for r in runs.values() for t in r}):
-            models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
-            if models:
-                path = Path(args.plot)
-                path = path if len({t for r in runs.values() for t in r}) == 1 else path.with_stem(f"{path.stem}_{task}")
-                print(f"plot: {forget_quality_vs_utility(models, path, task)}")
+    for task, path in plots.items():
+        models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
+        print(f"plot: {forget_quality_vs_utility(models, path, task)}")
     if args.html:
         from unlearn_app.html_report import write_html
 
         print(f"html: {write_html(loaded, args.html)}")
     return 0
+
+
+def plot_paths(runs: dict[str, dict[str, dict[str, float]]], plot: str) -> dict[str, Path]:
+    """The Forget Quality vs Model Utility plot of each task that has Forget Quality: ``plot`` itself when the runs
+    have one task, else ``<stem>_<task><suffix>`` beside it."""
+    tasks = sorted({t for r in runs.values() for t in r})
+    path = Path(plot)
+    return {task: path if len(tasks) == 1 else path.with_stem(f"{path.stem}_{task}") for task in tasks
+            if any("forget_quality" in r.get(task, {}) for r in runs.values())}
 
 
 def add_parsers(sub) -> None:
@@ -71,7 +81,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--names", help="Comma-separated column names (default: the shortest distinct ends of the paths).")
     p.add_argument("--out", help="Also write the Markdown to this file.")
     p.add_argument("--json", help="Also write {run: {task: {metric: value}}} as JSON (NaN as null).")
-    p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks).")
+    p.add_argument("--plot", help="PNG path for the Forget Quality vs Model Utility plot (TOFU tasks; with several "
+                   "tasks, one plot per task: the name with _TASK added before the suffix).")
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)

@@ -88,20 +88,13 @@ def _ranged(f: dataclasses.Field, kind: type) -> Any:
     values are checked against the same declaration by :func:`unlearn_methods.config.load_run_config`)."""
     import math
 
+    from unlearn_app.argtypes import checked
     from unlearn_methods.config import allowed_range
     from unlearn_methods.params import in_range
 
-    def parse(text: str) -> Any:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"must be {'an integer' if kind is int else 'a number'}, got {text!r}") from None
-        if not math.isfinite(value) or not in_range(f, value):
-            raise argparse.ArgumentTypeError(f"must be {allowed_range(f)}, got {text}")
-        return value
-
-    parse.__name__ = "integer" if kind is int else "number"
-    return parse
+    return checked(kind, lambda value: math.isfinite(value) and in_range(f, value),
+                   f"must be {'an integer' if kind is int else 'a number'}", f"must be {allowed_range(f)}",
+                   "integer" if kind is int else "number")
 
 
 def add_run_options(p: argparse.ArgumentParser, config_class: type) -> None:
@@ -163,6 +156,7 @@ def option_values(args: argparse.Namespace, config_class: type | None = None) ->
 
 
 def add_parsers(sub) -> None:
+    from unlearn_methods.checkpoint_folder import PARTIAL
     from unlearn_methods.config import OUTPUT_KEY, PATH_KEYS, RunConfig
 
     p = sub.add_parser("run", help="Unlearn a forget split from a model with one of the methods (`unlearn methods`).",
@@ -173,5 +167,6 @@ def add_parsers(sub) -> None:
     add_run_options(p, RunConfig)
     p.set_defaults(func=_cmd_run)
     # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
+    # OUT is written as OUT.partial first (unlearn_methods.checkpoint_folder), which may hold no input either
     output_guard.declare(p, outputs=[OUTPUT_KEY], inputs=[*(k for k in PATH_KEYS if k != OUTPUT_KEY), "config"],
-                         folders=[OUTPUT_KEY], existing_needs_overwrite=False)
+                         folders=[OUTPUT_KEY], existing_needs_overwrite=False, siblings={OUTPUT_KEY: PARTIAL})

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app import output_guard
-from unlearn_app.argtypes import float_range, int_range, positive_float, positive_int
+from unlearn_app.argtypes import float_range, int_range, positive_float, positive_int, seed_int
 from unlearn_app.commands import InputError, error
 
 ORDER = 60
@@ -254,7 +254,7 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("--top-p", type=float_range(0.0, 1.0, low_open=True), help="With --sample.")
     p.add_argument("--device", help="torch device (default: cuda if available, else cpu).")
     p.add_argument("--dtype", default="auto", choices=["auto", "float32", "bfloat16", "float16"])
-    p.add_argument("--seed", type=int, help="torch seed (for --sample).")
+    p.add_argument("--seed", type=seed_int, help="torch seed (for --sample).")
     p.add_argument("--quiet", action="store_true", help="Hide the progress bar.")
     p.set_defaults(func=_cmd_watermark)
     output_guard.declare(p, outputs=["output"], inputs=["input", "model"])

@@ -252,30 +252,25 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
 
 
 def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
-    from unlearn_app.html_report import _e
+    from unlearn_app.html_report import _e, row, table
 
-    md_rows = []
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
-    for row in board["leaderboard"]:
-        cells = [row["method"], _values(row["values"]), *_place(place, row), len(row["seeds"]), _fmt(row.get("score")),
-                 *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL"]
-        md_rows.append("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>")
-    head = "".join(f"<th>{_e(h)}</th>" for h in ["method", "setting", *place, "seeds", "score", *axes, "checks"])
+    rows = [row([r["method"], _values(r["values"]), *_place(place, r), len(r["seeds"]), _fmt(r.get("score")),
+                 *(_fmt(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"])
+            for r in board["leaderboard"]]
     parts = ['<h2 id="leaderboard">Leaderboard</h2>',
              f"<p>Selection: <code>{_e(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
-             f'<table class="leaderboard"><tr>{head}</tr>{"".join(md_rows)}</table>']
+             table(["method", "setting", *place, "seeds", "score", *axes, "checks"], rows, ' class="leaderboard"')]
     if png_uri:
         parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '
                      "front joined</figcaption></figure>")
-    trial_rows = "".join(
-        "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in [r["id"], r["method"], _values(r.get("values") or {}),
-                                                        *_place(place, r), r["seed"], r["status"], r.get("error", ""),
-                                                        r.get("results_file", ""), r.get("wall_s", "")]) + "</tr>"
-        for r in board["trials"])
-    parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary><table><tr><th>trial</th>'
-                 f"<th>method</th><th>setting</th>{''.join(f'<th>{_e(c)}</th>' for c in place)}<th>seed</th><th>status</th><th>error</th><th>results file</th>"
-                 f"<th>wall s</th></tr>{trial_rows}</table></details>")
+    trial_rows = [row([r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r), r["seed"], r["status"],
+                       r.get("error", ""), r.get("results_file", ""), r.get("wall_s", "")]) for r in board["trials"]]
+    parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary>'
+                 + table(["trial", "method", "setting", *place, "seed", "status", "error", "results file", "wall s"],
+                         trial_rows)
+                 + "</details>")
     return parts
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from unlearn_methods import checkpoint_folder
+
 #: Default int4 group size (torchao's); int8 defaults to one group per output channel (whole rows).
 INT4_GROUP_SIZE = 128
 
@@ -81,9 +83,9 @@ def quantize_checkpoint(model_dir: str | Path, out: str | Path, bits: int, group
             params += module.weight.numel()
     if not layers:
         raise ValueError(f"{model_dir} has no linear layers to quantize")
-    out = Path(out)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
     report = QuantizeReport(bits, group_size, layers, params, max_err, max_ratio)
-    (out / "quantization.json").write_text(report.to_json())
+    with checkpoint_folder.writing(out) as folder:  # ``out`` appears when complete
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        (folder / "quantization.json").write_text(report.to_json())
     return report

@@ -24,6 +24,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from unlearn_methods import checkpoint_folder
 from unlearn_methods.data import load_qa
 from unlearn_methods.finetune import finetune
 from unlearn_tasks.prompts import encode_qa
@@ -87,45 +88,45 @@ def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forge
     ``relearn.json`` (probabilities before/after) to ``out``."""
     from unlearn_methods.attacks.corpus import read_corpus
 
-    out = Path(out)
-    corpus = read_corpus(relearn_data) if relearn_data is not None else None
-    if data == "demo" and not data_dir:
-        from unlearn_methods.scaffolding.tofu_corpus import write_corpus
+    with checkpoint_folder.writing(out) as folder:  # ``out`` appears when complete
+        corpus = read_corpus(relearn_data) if relearn_data is not None else None
+        if data == "demo" and not data_dir:
+            from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
-        data_dir = str(write_corpus(out / "demo_data"))
-    records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
-    if corpus is None:
-        relearn_fraction = 0.5 if relearn_fraction is None else relearn_fraction
-        shown, held = split_forget(len(records), relearn_fraction, seed)
-    elif relearn_fraction is None:
-        shown, held = [], list(range(len(records)))
-    else:  # the corpus replaces the shown part; measure the same held-out items as the forget-set attack
-        shown, held = [], split_forget(len(records), relearn_fraction, seed)[1]
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
-    shown_r, held_r = [records[i] for i in shown], [records[i] for i in held]
-    result = RelearnResult(str(model_dir), forget, relearn_fraction, steps, lr, seed, shown, held)
-    if corpus is not None:
-        result.measured = "whole forget set (none shown)" if relearn_fraction is None else \
-            "held-out part of the forget set (none shown)"
-        result.relearn_data = corpus.describe()
-    result.held_out_prob_before = answer_probability(model, tokenizer, held_r)
-    if shown_r:
-        result.shown_prob_before = answer_probability(model, tokenizer, shown_r)
-    model.train()
-    metrics = finetune(model, tokenizer, corpus.records if corpus is not None else shown_r, out, lr=lr,
-                       batch_size=batch_size, seed=seed, max_steps=steps, warmup_steps=0,
-                       disable_progress=not progress)
-    result.train_loss = float(metrics.get("train_loss", math.nan))
-    result.held_out_prob_after = answer_probability(model, tokenizer, held_r)
-    if shown_r:
-        result.shown_prob_after = answer_probability(model, tokenizer, shown_r)
-    (out / "relearn_split.json").write_text(json.dumps(
-        {"forget": forget, "seed": seed, "relearn_fraction": relearn_fraction, "measured": result.measured,
-         "relearn_data": result.relearn_data, "shown": shown, "held_out": held,
-         "shown_questions": [r["question"] for r in shown_r], "held_out_questions": [r["question"] for r in held_r]},
-        indent=2) + "\n")
-    (out / "relearn.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
-    return result
+            data_dir = str(write_corpus(folder / "demo_data"))
+        records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
+        if corpus is None:
+            relearn_fraction = 0.5 if relearn_fraction is None else relearn_fraction
+            shown, held = split_forget(len(records), relearn_fraction, seed)
+        elif relearn_fraction is None:
+            shown, held = [], list(range(len(records)))
+        else:  # the corpus replaces the shown part; measure the same held-out items as the forget-set attack
+            shown, held = [], split_forget(len(records), relearn_fraction, seed)[1]
+        tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        if tokenizer.pad_token_id is None:
+            tokenizer.pad_token = tokenizer.eos_token
+        model = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+        shown_r, held_r = [records[i] for i in shown], [records[i] for i in held]
+        result = RelearnResult(str(model_dir), forget, relearn_fraction, steps, lr, seed, shown, held)
+        if corpus is not None:
+            result.measured = "whole forget set (none shown)" if relearn_fraction is None else \
+                "held-out part of the forget set (none shown)"
+            result.relearn_data = corpus.describe()
+        result.held_out_prob_before = answer_probability(model, tokenizer, held_r)
+        if shown_r:
+            result.shown_prob_before = answer_probability(model, tokenizer, shown_r)
+        model.train()
+        metrics = finetune(model, tokenizer, corpus.records if corpus is not None else shown_r, folder, lr=lr,
+                           batch_size=batch_size, seed=seed, max_steps=steps, warmup_steps=0,
+                           disable_progress=not progress)
+        result.train_loss = float(metrics.get("train_loss", math.nan))
+        result.held_out_prob_after = answer_probability(model, tokenizer, held_r)
+        if shown_r:
+            result.shown_prob_after = answer_probability(model, tokenizer, shown_r)
+        (folder / "relearn_split.json").write_text(json.dumps(
+            {"forget": forget, "seed": seed, "relearn_fraction": relearn_fraction, "measured": result.measured,
+             "relearn_data": result.relearn_data, "shown": shown, "held_out": held,
+             "shown_questions": [r["question"] for r in shown_r], "held_out_questions": [r["question"] for r in held_r]},
+            indent=2) + "\n")
+        (folder / "relearn.json").write_text(json.dumps(asdict(result), indent=2) + "\n")
+        return result

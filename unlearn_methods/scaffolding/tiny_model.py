@@ -11,6 +11,8 @@ from pathlib import Path
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from unlearn_methods import checkpoint_folder
+
 SPECIAL_TOKENS = {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<pad>", "unk_token": "<unk>"}
 
 
@@ -54,6 +56,7 @@ def build_tiny_model(texts: Iterable[str], out_dir: str | Path | None = None, se
     )
     model = LlamaForCausalLM(config)
     if out_dir is not None:
-        model.save_pretrained(out_dir)
-        tokenizer.save_pretrained(out_dir)
+        with checkpoint_folder.writing(out_dir) as folder:
+            model.save_pretrained(folder)
+            tokenizer.save_pretrained(folder)
     return model, tokenizer

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from unlearn_methods import checkpoint_folder
 from unlearn_methods.scaffolding.tiny_model import tiny_llama_config, train_tokenizer
 
 IMAGE_TOKEN = "<image>"
@@ -57,6 +58,7 @@ def build_tiny_llava(texts: Iterable[str], out_dir: str | Path | None = None, se
                                vision_feature_select_strategy="default", chat_template=CHAT_TEMPLATE,
                                num_additional_image_tokens=1)
     if out_dir is not None:
-        model.save_pretrained(out_dir)
-        processor.save_pretrained(out_dir)
+        with checkpoint_folder.writing(out_dir) as folder:
+            model.save_pretrained(folder)
+            processor.save_pretrained(folder)
     return model, processor
