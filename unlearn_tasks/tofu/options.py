@@ -46,6 +46,9 @@ class TofuOptions(MetadataOptions):
     mia_k: float = 0.4
     #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
     mia_gradnorm: bool = False
+    #: The reference-based MIA (``mia_reference_auc``), from the reference run's per-item losses: a reference
+    #: without them is refused; false goes without the metric (e.g. with a legacy TOFU log as the reference).
+    mia_reference: bool = True
     #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
     #: default classifier, or a local folder / Hub id of any sequence-classification model.
     gibberish: bool | str = False
@@ -66,6 +69,7 @@ class TofuOptions(MetadataOptions):
             (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
             (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
+            (isinstance(self.mia_reference, bool), "mia_reference must be true or false"),
             (isinstance(self.gibberish, (bool, str)) and self.gibberish != "",
              "gibberish must be true (open-unlearning's classifier) or a classifier folder / Hub id"),
             (not _missing_folder(self.gibberish), f"gibberish: the classifier folder {self.gibberish!r} does not exist"),

@@ -183,3 +183,23 @@ def describe(ref: ReferenceData) -> dict[str, Any]:
         "mia_auc": ref.mia_auc,
         "legacy_cap": LEGACY_CAP,
     }
+
+
+def check_losses(ref: ReferenceData, path: str, task: str, n_holdout: int) -> None:
+    """Refuse, for the reference MIA, a reference without per-item answer losses for every forget and holdout item
+    (a legacy TOFU log, an open-unlearning log without ``mia_loss``, a run of an earlier version, a ``--limit`` run),
+    saying how to produce one or how to go without the metric."""
+    losses = ref.losses or {}
+    if not losses:
+        why = "holds no per-item answer losses"
+    elif len(losses.get("forget") or []) != len(ref.forget_truth_ratios) or len(losses.get("holdout") or []) != n_holdout:
+        why = (f"logged {len(losses.get('forget') or [])} forget / {len(losses.get('holdout') or [])} holdout losses "
+               f"for {len(ref.forget_truth_ratios)} / {n_holdout} items here")
+    else:
+        return
+    raise ReferenceLogError(
+        f"{task}: the reference {path} {why}, which mia_reference_auc needs: re-evaluate the retain model with this "
+        f"version, without --limit (`lm_eval --model hf --model_args pretrained=RETAIN_MODEL --tasks {task} "
+        f"--output_path REF_DIR` logs them in configs.{task}.unlearning_reference.mia_loss; open-unlearning: its "
+        f"TOFU_EVAL.json with mia_loss), or pass --metadata '{{\"mia_reference\": false}}' to go without it."
+    )
