@@ -21,6 +21,7 @@ from unlearn_tasks.reference_logs import (  # noqa: F401  (model_identity, same_
     ReferenceLogError,
     is_benchmark,
     model_identity,
+    open_unlearning_losses,
     pick_record,
     read_log,
     same_model,
@@ -75,21 +76,7 @@ def _open_unlearning(data: dict, source: str) -> ReferenceData:
     if isinstance(mink, dict) and "agg_value" in mink:
         auc["mia_min_k_auc"] = float(mink["agg_value"])
     return ReferenceData(ratios, None, auc, None, "tofu", f"open-unlearning log {source}",
-                         losses=_open_unlearning_losses(data.get("mia_loss")))
-
-
-def _open_unlearning_losses(entry: Any) -> dict[str, list[float]] | None:
-    """The per-item average losses of open-unlearning's LOSS attack (``mia_loss.forget/holdout.value_by_index``),
-    in item order; None if the log has no LOSS attack."""
-    if not isinstance(entry, dict):
-        return None
-    out = {}
-    for split in ("forget", "holdout"):
-        items = (entry.get(split) or {}).get("value_by_index") if isinstance(entry.get(split), dict) else None
-        if not isinstance(items, dict) or not items:
-            return None
-        out[split] = [float(items[k]["score"]) for k in sorted(items, key=int)]
-    return out
+                         losses=open_unlearning_losses(data.get("mia_loss")))
 
 
 def _ours(entry: dict, source: str) -> ReferenceData:
