@@ -71,10 +71,13 @@ METRIC_PAIRS = [
     ("mia_min_k_plus_plus_auc", "mia_min_k_plus_plus"), ("privleak", "privleak"),
     ("extraction_strength", "extraction_strength"), ("exact_memorization", "exact_memorization"),
     ("mia_reference_auc", "mia_reference"), ("mia_gradnorm_auc", "mia_gradnorm"),
+    ("forget_gibberish", "forget_Q_A_gibberish"),
 ]
 OU_MIA = ["mia_loss", "mia_zlib", "mia_min_k_plus_plus", "mia_min_k"]
 #: open-unlearning's metrics that are off by default, run on the target (mia_reference against the retain model).
-OU_EXTRA = ["exact_memorization", "mia_gradnorm", "mia_reference"]
+OU_EXTRA = ["exact_memorization", "mia_gradnorm", "mia_reference", "forget_Q_A_gibberish"]
+#: open-unlearning's metrics that need its generations (left out with --likelihood-only).
+OU_GENERATION = ["forget_Q_A_ROUGE", "model_utility", "forget_Q_A_gibberish"]
 OU_NOT_REFERENCE = ["forget_quality", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "model_utility", "privleak",
                     "extraction_strength"]
 #: open-unlearning's metrics computed from other metrics' values (no forward pass of their own).
@@ -157,7 +160,8 @@ def _our_child(args: argparse.Namespace) -> None:
     counts: dict[str, int] = defaultdict(int)
     generations: list = []
     _timed_methods(timings, counts, generations)
-    metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring, "mia_gradnorm": True}
+    metadata = {"data_dir": args.data_dir, "answer_scoring": args.answer_scoring, "mia_gradnorm": True,
+                "gibberish": args.classifier}
     if args.reference:
         metadata["reference"] = args.reference
     with tempfile.TemporaryDirectory() as tmp:
@@ -172,7 +176,7 @@ def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: st
               out: Path, results_dir: Path | None = None) -> tuple[float, dict]:
     cmd = [sys.executable, __file__, "--ours-json", str(out), "--model", model, "--data-dir", data_dir,
            "--task", task, "--batch-size", str(args.batch_size), "--dtype", args.dtype,
-           "--answer-scoring", args.answer_scoring]
+           "--answer-scoring", args.answer_scoring, "--classifier", args.classifier]
     if reference:
         cmd += ["--reference", reference]
     if results_dir:
@@ -261,6 +265,38 @@ def _ou_results(eval_json: Path) -> tuple[dict[str, float], list[tuple[str, str]
     generations = [(item["input"], item["generation"]) for k, v in sorted(data.items()) if k.endswith("_ROUGE")
                    for item in v.get("value_by_index", {}).values()]
     return metrics, generations
+
+
+def _tiny_classifier(tokenizer_source: str, folder: Path) -> str:
+    """A random-weight 4-class BERT (seed 0; OU's default gibberish classifier has 4 classes) on the target model's
+    tokenizer, padded on the right (so a text's score does not depend on its batch), saved to ``folder``: the
+    classifier of both sides' gibberish metric (OU's default is a Hub download, not reachable here)."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_source)
+    tokenizer.pad_token = tokenizer.pad_token or tokenizer.eos_token
+    tokenizer.padding_side = "right"
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=64, num_labels=4, initializer_range=0.5,
+                        pad_token_id=tokenizer.pad_token_id)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    return str(folder)
+
+
+def _gibberish_items(eval_json: Path, classifier: str) -> tuple[int, float] | None:
+    """Ours (:func:`unlearn_tasks.classifier.class_probabilities`) on the very texts OU's ``forget_Q_A_gibberish``
+    scored (its ``value_by_index`` keeps them), vs OU's per-item scores: (items, largest absolute difference)."""
+    from unlearn_tasks.classifier import class_probabilities
+
+    items = json.loads(eval_json.read_text()).get("forget_Q_A_gibberish", {}).get("value_by_index") or {}
+    if not items:
+        return None
+    keys = sorted(items, key=int)
+    ours = class_probabilities(classifier, [items[k]["generation"] for k in keys], max_length=32, device="cpu")
+    return len(keys), max(abs(a - items[k]["score"]) for a, k in zip(ours, keys))
 
 
 # ------------------------------------------------------------------------------------------------- the run
@@ -383,11 +419,15 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
+    parser.add_argument("--likelihood-only", action="store_true",
+                        help="Skip the generation metrics on both sides (ours: TASK_likelihood; OU: no ROUGE, Model "
+                             "Utility or gibberish): the likelihood-based metrics, MIAs included, at a fraction of the cost.")
     parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
     parser.add_argument("--pairs", type=int, default=1,
                         help="Timed (ours, open-unlearning) pairs, interleaved: ours first in odd pairs, theirs first "
                         "in even ones (default 1; 3 for a figure).")
     parser.add_argument("--json", metavar="FILE", help="Also write every timing, count and metric here.")
+    parser.add_argument("--classifier", help=argparse.SUPPRESS)
     parser.add_argument("--keep-ou", metavar="DIR", help="Copy open-unlearning's output folders (ou_retain, ou_target: "
                         "TOFU_EVAL.json, TOFU_SUMMARY.json) here, e.g. for `unlearn report DIR/ou_target --reference "
                         "DIR/ou_retain`.")
@@ -426,6 +466,8 @@ def main() -> None:
 
             data_dir = write_corpus(work / "data")
         model, retain = _models(args, work)
+        args.classifier = _tiny_classifier(model, work / "classifier")
+        task = f"{args.task}_likelihood" if args.likelihood_only else args.task
         python = checkout = None
         if args.open_unlearning:
             checkout = Path(args.open_unlearning).resolve()
@@ -449,8 +491,8 @@ def main() -> None:
             _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", Path(reference))
 
         def run_ours() -> dict:
-            print(f"  ours: evaluating {args.task} ({_uptime()}) ...", flush=True)
-            wall, ours = _run_ours(args, model, str(data_dir), reference, args.task, work / "ours.json")
+            print(f"  ours: evaluating {task} ({_uptime()}) ...", flush=True)
+            wall, ours = _run_ours(args, model, str(data_dir), reference, task, work / "ours.json")
             ours["parts"] = _our_parts(wall, ours["timings"])
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             return ours
@@ -458,9 +500,16 @@ def main() -> None:
         def run_ou() -> dict:
             out = work / "ou_target"
             print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
-            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size,
-                           [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + OU_EXTRA)}]",
-                            f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"])
+            extra = [m for m in OU_EXTRA if not (args.likelihood_only and m in OU_GENERATION)]
+            overrides = [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + extra)}]",
+                         f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"]
+            if args.likelihood_only:
+                overrides += [f"~eval.tofu.metrics.{m}" for m in OU_GENERATION if m not in OU_EXTRA]
+            else:
+                overrides += [*(f"eval.tofu.metrics.forget_Q_A_gibberish.{k}.pretrained_model_name_or_path="
+                                f"{args.classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
+                              "eval.tofu.metrics.forget_Q_A_gibberish.device=cpu"]
+            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size, overrides)
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             parts = _ou_parts(out / "eval.log")
             parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
@@ -470,7 +519,8 @@ def main() -> None:
 
                 for folder in (ref_dir, out):
                     shutil.copytree(folder, Path(args.keep_ou) / folder.name, dirs_exist_ok=True)
-            return {"parts": parts, "metrics": metrics, "generations": generations}
+            return {"parts": parts, "metrics": metrics, "generations": generations,
+                    "gibberish_items": _gibberish_items(out / "TOFU_EVAL.json", args.classifier)}
 
         for i in range(args.pairs):
             print(f"pair {i + 1} of {args.pairs} ({_uptime()}):", flush=True)
@@ -512,6 +562,9 @@ def main() -> None:
     theirs_only = sorted(k for k in set(m_ou) - {b for _, b in METRIC_PAIRS} if "_Q_A_" not in k)
     if theirs_only:
         print("open-unlearning only (in its timing, not in ours): " + ", ".join(f"{k} {_fmt(m_ou[k])}" for k in theirs_only))
+    if ou and ou["gibberish_items"]:
+        n, diff = ou["gibberish_items"]
+        print(f"gibberish on OU's own {n} forget generations: ours vs OU's per-item scores, max |diff| {_fmt(diff)}")
     if ou is None:
         print("(reference: our own evaluation of the retain model; run with --open-unlearning for the other side.)")
     elif args.model and args.retain_model == args.model:

@@ -15,6 +15,25 @@ from collections.abc import Sequence
 DEFAULT_CLASSIFIER = "madhurjindal/autonlp-Gibberish-Detector-492513457"
 
 
+def chosen_classifier(option: bool | str) -> str | None:
+    """The classifier a task's ``gibberish`` option names: OU's default for ``true``, the folder / Hub id given, or
+    None when the metric is off."""
+    if option is True:
+        return DEFAULT_CLASSIFIER
+    return option or None
+
+
+def option_checks(option: object) -> list[tuple[bool, str]]:
+    """The checks of a ``gibberish`` option (for :meth:`MetadataOptions.require`): a boolean or a non-empty string,
+    and a local path (``/``, ``.``, ``~`` first) that exists."""
+    from pathlib import Path
+
+    missing = isinstance(option, str) and option[:1] in ("/", ".", "~") and not Path(option).expanduser().exists()
+    return [(isinstance(option, (bool, str)) and option != "",
+             "gibberish must be true (open-unlearning's classifier) or a classifier folder / Hub id"),
+            (not missing, f"gibberish: the classifier folder {option!r} does not exist")]
+
+
 class ClassifierError(ValueError):
     """The classifier cannot be loaded; the message says what to pass."""
 

@@ -220,3 +220,17 @@ def reference_used(given: Any, source: str | None) -> dict[str, Any] | None:
     if not given or source is None or not isinstance(given, str) or not Path(given).expanduser().exists():
         return None
     return {"path": str(given), "source": source, "sha256": path_fingerprint(Path(given).expanduser())}
+
+
+def open_unlearning_losses(entry: Any) -> dict[str, list[float]] | None:
+    """The per-item average losses of open-unlearning's LOSS attack (``mia_loss.forget/holdout.value_by_index``),
+    in item order; None if the log has no LOSS attack. What the reference MIA needs from an OU reference."""
+    if not isinstance(entry, dict):
+        return None
+    out = {}
+    for split in ("forget", "holdout"):
+        items = (entry.get(split) or {}).get("value_by_index") if isinstance(entry.get(split), dict) else None
+        if not isinstance(items, dict) or not items:
+            return None
+        out[split] = [float(items[k]["score"]) for k in sorted(items, key=int)]
+    return out

@@ -46,7 +46,7 @@ def test_tofu_task_records_its_data_modes_and_reference(demo_data_dir, tmp_path)
     ref.write_text(json.dumps({"configs": {"tofu_forget01": {"unlearning_reference": record}}}))
     manager = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
                           metadata={"data_dir": str(demo_data_dir), "answer_scoring": "tofu",
-                                    "reference": str(ref.parent)})
+                                    "reference": str(ref.parent), "mia_reference": False})  # no per-item losses
     task = manager.load(["tofu_forget01_likelihood"])["tasks"]["tofu_forget01_likelihood"]
     prov = task.dump_config()["provenance"]
     assert prov["package"] == "lm-eval-unlearning" and prov["version"] == provenance.package_version()

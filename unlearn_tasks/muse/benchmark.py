@@ -6,6 +6,8 @@ from unlearn_tasks.benchmarks import Benchmark
 MIA_AUCS = ("mia_min_k_auc", "mia_min_k_plus_plus_auc", "mia_loss_auc", "mia_zlib_auc")
 #: open-unlearning's teacher-forced memorization of the forget VerbMem passages (falls with unlearning).
 MEMORIZATION = ("extraction_strength", "exact_memorization")
+#: open-unlearning's optional MIAs on the PrivLeak passages (opt-in: docs/open-unlearning.md); they fall with unlearning.
+OPEN_UNLEARNING_MIAS = ("mia_gradnorm_auc", "mia_reference_auc")
 
 BENCHMARK = Benchmark(
     name="muse",
@@ -22,5 +24,5 @@ BENCHMARK = Benchmark(
         ("mia_zlib_auc", "MIA zlib AUROC"),
     ),
     # forget-set memorisation and MIA AUROCs fall with unlearning; privleak is best near 0 (marked as TOFU's)
-    lower_is_better=frozenset({"forget_verbmem", "forget_knowmem", "privleak", *MIA_AUCS, *MEMORIZATION}),
+    lower_is_better=frozenset({"forget_verbmem", "forget_knowmem", "privleak", *MIA_AUCS, *MEMORIZATION, *OPEN_UNLEARNING_MIAS}),
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unlearn_tasks.classifier import chosen_classifier, option_checks
 from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
 
@@ -24,6 +25,12 @@ class MuseOptions(MetadataOptions):
     verbmem_max_tokens: int = 128
     knowmem_max_tokens: int = 32
     max_items_per_split: int | None = None
+    #: open-unlearning's optional MUSE metrics (off by default, as in its muse.yaml): the GradNorm MIA on the PrivLeak
+    #: passages (hf only), the reference MIA (needs a reference run that logged per-item losses) and gibberish
+    #: (a classifier's class-0 probability of the forget VerbMem generations; true: OU's classifier, or a folder / id).
+    mia_gradnorm: bool = False
+    mia_reference: bool = False
+    gibberish: bool | str = False
     tokenizer: str | None = None  # for VerbMem's 128-token reference (default: the model's, from pretrained=)
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
@@ -39,8 +46,15 @@ class MuseOptions(MetadataOptions):
             (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
             (self.verbmem_max_tokens >= 1 and self.knowmem_max_tokens >= 1, "verbmem/knowmem_max_tokens must be >= 1"),
             (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
+            (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
+            (isinstance(self.mia_reference, bool), "mia_reference must be true or false"),
+            *option_checks(self.gibberish),
         ]
         self.require(checks)
+
+    def gibberish_classifier(self) -> str | None:
+        """The classifier of the gibberish metric, None when it is off."""
+        return chosen_classifier(self.gibberish)
 
     @property
     def repo_id(self) -> str:

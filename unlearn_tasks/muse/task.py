@@ -10,7 +10,7 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
-from harness_ext.request_types import ANSWER_LOGPROBS
+from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.muse import aggregate, reference
 from unlearn_tasks.muse.benchmark import BENCHMARK
@@ -38,7 +38,8 @@ class MuseTask(UnlearningTask):
         self.tokenizer = self._load_tokenizer()
 
     def metric_names(self) -> list[str]:
-        return aggregate.metric_names(self.options.parts)
+        o = self.options
+        return aggregate.metric_names(o.parts, o.mia_gradnorm, o.mia_reference, o.gibberish_classifier() is not None)
 
     def lower_is_better(self) -> set[str]:
         return set(BENCHMARK.lower_is_better)
@@ -49,6 +50,8 @@ class MuseTask(UnlearningTask):
             return None
         given = self.options.reference_for_corpus
         if given is None:
+            if self.options.mia_reference:
+                reference.check_losses(None, None, self.config.task, self._passage_counts())
             log.warning("%s: no reference given, so privleak is reported as NaN. %s", self.config.task,
                         reference.HOW_TO_MAKE.format(task=self.config.task, Corpus=self.options.corpus.title()))
             return None
@@ -57,7 +60,14 @@ class MuseTask(UnlearningTask):
             log.warning("%s: the reference used mia_k=%s but this run uses %s; Min-K%% AUROCs are not comparable.",
                         self.config.task, ref.mia_k, self.options.mia_k)
         log.info("%s: PrivLeak reference %s: %s", self.config.task, ref.source, ref.mia_auc)
+        if self.options.mia_reference:
+            reference.check_losses(ref, given, self.config.task, self._passage_counts())
         return ref
+
+    def _passage_counts(self) -> dict[str, int]:
+        """PrivLeak passages evaluated, per population (what a reference's per-passage losses must cover)."""
+        docs = self.test_docs()
+        return {split: sum(d["set"] == f"privleak_{split}" for d in docs) for split in ("forget", "holdout")}
 
     def reference_used(self) -> dict[str, Any] | None:
         return reference_used(self.options.reference_for_corpus, self.reference and self.reference.source)
@@ -103,7 +113,14 @@ class MuseTask(UnlearningTask):
         if part == "privleak":
             # the passage's own tokens after BOS, no EOS appended: what MUSE scores
             args = ("", doc["text"], {"append_eos": False})
-            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            requests = [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            if self.options.mia_gradnorm:
+                # open-unlearning's MUSE GradNorm: the passage's tokens but the last (its token-wise statistics drop
+                # the last labelled token), one backward pass each, in train mode as it does, L2 norms
+                options = {"append_eos": False, "drop_eos": True, "train_mode": True, "p": 2}
+                requests.append(Instance(request_type=ANSWER_GRADNORM, doc=doc, arguments=("", doc["text"], options),
+                                         idx=1, **kwargs))
+            return requests
         if part == "verbmem":
             gen = {"until": [], "max_gen_toks": self.options.verbmem_max_tokens}
         else:
@@ -122,11 +139,23 @@ class MuseTask(UnlearningTask):
         record = score_document(doc, results[0], self.options.mia_k, self.reference_text)
         if len(results) > 1 and isinstance(results[1], dict):
             record.update(memorization(results[1]))
+        if len(results) > 1 and isinstance(results[1], float):
+            record["mia_gradnorm"] = results[1]
         return record
 
     def compute_metrics(self, records: list[dict]) -> dict[str, float]:
         ref_auc = self.reference.mia_auc if self.reference is not None else None
-        metrics = aggregate.compute_metrics(records, self.options.parts, ref_auc)
+        o = self.options
+        metrics = aggregate.compute_metrics(records, o.parts, ref_auc, self.reference and self.reference.losses,
+                                            o.mia_gradnorm, o.mia_reference)
+        classifier = o.gibberish_classifier()
+        if classifier and "verbmem" in o.parts:
+            from unlearn_tasks.classifier import class_probabilities
+
+            # open-unlearning's MUSE config: the forget VerbMem generations, max_length 512 classifier tokens
+            forget = sorted((r for r in records if r["set"] == "verbmem_forget"), key=lambda r: r["index"])
+            scores = class_probabilities(classifier, [r["generation"].strip() for r in forget], max_length=512)
+            metrics[aggregate.GIBBERISH] = sum(scores) / len(scores) if scores else float("nan")
         if "privleak" in self.options.parts:
             self._record = aggregate.reference_record(
                 records, metrics, self.options.corpus,

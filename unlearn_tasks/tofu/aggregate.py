@@ -51,15 +51,17 @@ class ReferenceData:
     losses: dict[str, list[float]] | None = None
 
 
-def metric_names(parts: list[str], gradnorm: bool = False, gibberish: bool = False) -> list[str]:
+def metric_names(parts: list[str], gradnorm: bool = False, gibberish: bool = False,
+                 reference_mia: bool = True) -> list[str]:
     """Metrics a TOFU task reports, given which parts (generation, likelihood) it runs and whether the GradNorm
-    MIA and the gibberish classifier were asked for."""
+    MIA, the gibberish classifier and the reference MIA were asked for."""
     names: list[str] = []
     if "generation" in parts:
         names += [f"{s}_rougeL_recall" for s in GENERATED_SETS]
     if "likelihood" in parts:
         names += [f"{s}_{m}" for s in GENERATED_SETS for m in ("prob", "truth_ratio")]
-        names += ["forget_quality"] + [f"mia_{a}_auc" for a in MIA_ATTACKS] + [REFERENCE_MIA, "privleak"]
+        names += ["forget_quality"] + [f"mia_{a}_auc" for a in MIA_ATTACKS] + ([REFERENCE_MIA] if reference_mia else [])
+        names += ["privleak"]
         names += list(MEMORIZATION) + ([GRADNORM_MIA] if gradnorm else [])
     if "generation" in parts and gibberish:
         names.append(GIBBERISH)

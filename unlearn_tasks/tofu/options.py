@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from unlearn_tasks.classifier import chosen_classifier, option_checks
 from unlearn_tasks.metadata import MetadataOptions, check_positive_int, per_key
 from unlearn_tasks.metrics.tofu import TRUTH_RATIO_AGGREGATORS, TRUTH_RATIO_MEANS
 from unlearn_tasks.tofu.splits import FORGET_SPLITS, HUB_ID
@@ -19,13 +20,6 @@ GENERATION_PROMPTS = ("lm_eval", "tofu")
 PARTS = ("generation", "likelihood")
 #: The sets with a truth ratio and open-unlearning's aggregation of each (its TOFU configs).
 DEFAULT_AGGREGATORS = {"forget": "closer_to_1_better", "retain": "true_better", "ra": "true_better", "wf": "true_better"}
-
-
-def _missing_folder(value: object) -> bool:
-    """A value written as a local path (``/``, ``.``, ``~`` first) that names nothing on disk."""
-    from pathlib import Path
-
-    return isinstance(value, str) and value[:1] in ("/", ".", "~") and not Path(value).expanduser().exists()
 
 
 @dataclass
@@ -46,6 +40,9 @@ class TofuOptions(MetadataOptions):
     mia_k: float = 0.4
     #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
     mia_gradnorm: bool = False
+    #: The reference-based MIA (``mia_reference_auc``), from the reference run's per-item losses: a reference
+    #: without them is refused; false goes without the metric (e.g. with a legacy TOFU log as the reference).
+    mia_reference: bool = True
     #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
     #: default classifier, or a local folder / Hub id of any sequence-classification model.
     gibberish: bool | str = False
@@ -66,9 +63,8 @@ class TofuOptions(MetadataOptions):
             (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
             (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
-            (isinstance(self.gibberish, (bool, str)) and self.gibberish != "",
-             "gibberish must be true (open-unlearning's classifier) or a classifier folder / Hub id"),
-            (not _missing_folder(self.gibberish), f"gibberish: the classifier folder {self.gibberish!r} does not exist"),
+            (isinstance(self.mia_reference, bool), "mia_reference must be true or false"),
+            *option_checks(self.gibberish),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),
         ]
@@ -91,11 +87,7 @@ class TofuOptions(MetadataOptions):
 
     def gibberish_classifier(self) -> str | None:
         """The classifier of the gibberish metric, None when it is off."""
-        from unlearn_tasks.classifier import DEFAULT_CLASSIFIER
-
-        if self.gibberish is True:
-            return DEFAULT_CLASSIFIER
-        return self.gibberish or None
+        return chosen_classifier(self.gibberish)
 
     def reference_for_split(self) -> str | None:
         return per_key(self.reference, self.forget_split)

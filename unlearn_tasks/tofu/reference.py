@@ -21,6 +21,7 @@ from unlearn_tasks.reference_logs import (  # noqa: F401  (model_identity, same_
     ReferenceLogError,
     is_benchmark,
     model_identity,
+    open_unlearning_losses,
     pick_record,
     read_log,
     same_model,
@@ -75,21 +76,7 @@ def _open_unlearning(data: dict, source: str) -> ReferenceData:
     if isinstance(mink, dict) and "agg_value" in mink:
         auc["mia_min_k_auc"] = float(mink["agg_value"])
     return ReferenceData(ratios, None, auc, None, "tofu", f"open-unlearning log {source}",
-                         losses=_open_unlearning_losses(data.get("mia_loss")))
-
-
-def _open_unlearning_losses(entry: Any) -> dict[str, list[float]] | None:
-    """The per-item average losses of open-unlearning's LOSS attack (``mia_loss.forget/holdout.value_by_index``),
-    in item order; None if the log has no LOSS attack."""
-    if not isinstance(entry, dict):
-        return None
-    out = {}
-    for split in ("forget", "holdout"):
-        items = (entry.get(split) or {}).get("value_by_index") if isinstance(entry.get(split), dict) else None
-        if not isinstance(items, dict) or not items:
-            return None
-        out[split] = [float(items[k]["score"]) for k in sorted(items, key=int)]
-    return out
+                         losses=open_unlearning_losses(data.get("mia_loss")))
 
 
 def _ours(entry: dict, source: str) -> ReferenceData:
@@ -183,3 +170,23 @@ def describe(ref: ReferenceData) -> dict[str, Any]:
         "mia_auc": ref.mia_auc,
         "legacy_cap": LEGACY_CAP,
     }
+
+
+def check_losses(ref: ReferenceData, path: str, task: str, n_holdout: int) -> None:
+    """Refuse, for the reference MIA, a reference without per-item answer losses for every forget and holdout item
+    (a legacy TOFU log, an open-unlearning log without ``mia_loss``, a run of an earlier version, a ``--limit`` run),
+    saying how to produce one or how to go without the metric."""
+    losses = ref.losses or {}
+    if not losses:
+        why = "holds no per-item answer losses"
+    elif len(losses.get("forget") or []) != len(ref.forget_truth_ratios) or len(losses.get("holdout") or []) != n_holdout:
+        why = (f"logged {len(losses.get('forget') or [])} forget / {len(losses.get('holdout') or [])} holdout losses "
+               f"for {len(ref.forget_truth_ratios)} / {n_holdout} items here")
+    else:
+        return
+    raise ReferenceLogError(
+        f"{task}: the reference {path} {why}, which mia_reference_auc needs: re-evaluate the retain model with this "
+        f"version, without --limit (`lm_eval --model hf --model_args pretrained=RETAIN_MODEL --tasks {task} "
+        f"--output_path REF_DIR` logs them in configs.{task}.unlearning_reference.mia_loss; open-unlearning: its "
+        f"TOFU_EVAL.json with mia_loss), or pass --metadata '{{\"mia_reference\": false}}' to go without it."
+    )

@@ -46,7 +46,7 @@ class TofuTask(UnlearningTask):
 
     def metric_names(self) -> list[str]:
         return aggregate.metric_names(self.options.parts, self.options.mia_gradnorm,
-                                      self.options.gibberish_classifier() is not None)
+                                      self.options.gibberish_classifier() is not None, self.options.mia_reference)
 
     def lower_is_better(self) -> set[str]:
         return set(LOWER_IS_BETTER)
@@ -83,24 +83,9 @@ class TofuTask(UnlearningTask):
                 self.config.task, ref.answer_scoring, self.options.answer_scoring, ref.answer_scoring,
             )
         log.info("%s: reference %s", self.config.task, reference.describe(ref))
-        self._reference_note = self._reference_mia_note(ref)
-        if self._reference_note:
-            log.warning(self._reference_note)
+        if self.options.mia_reference:
+            reference.check_losses(ref, path, self.config.task, sum(d["split"] == "holdout" for d in self.test_docs()))
         return ref
-
-    def _reference_mia_note(self, ref: aggregate.ReferenceData) -> str | None:
-        """Why ``mia_reference_auc`` will be NaN with this reference (it logged no per-item losses, or other items),
-        saying how to produce one that has them; None when it can be computed."""
-        n_holdout = sum(d["split"] == "holdout" for d in self.test_docs())
-        if not ref.losses:
-            return (f"{self.config.task}: the reference ({ref.source}) holds no per-item answer losses, so "
-                    f"mia_reference_auc is NaN. Re-evaluate the retain model with this version of the package (its "
-                    f"results file then records them), or pass open-unlearning's TOFU_EVAL.json of a run with mia_loss.")
-        if len(ref.losses.get("holdout") or []) != n_holdout:
-            return (f"{self.config.task}: the reference logged {len(ref.losses.get('holdout') or [])} holdout losses, "
-                    f"this evaluation has {n_holdout} holdout items, so mia_reference_auc is NaN. Make the reference "
-                    f"without --limit and with the same data and max_items_per_split.")
-        return None
 
     def reference_used(self) -> dict[str, Any] | None:
         return reference_used(self.options.reference_for_split(), self.reference and self.reference.source)
@@ -163,8 +148,8 @@ class TofuTask(UnlearningTask):
             scores = class_probabilities(classifier, [r["generation"] for r in forget])
             metrics[aggregate.GIBBERISH] = sum(scores) / len(scores) if scores else float("nan")
         self._check_generations(records)
-        if getattr(self, "_reference_note", None):
-            self.run_warnings.append(self._reference_note)
+        if not self.options.mia_reference:
+            metrics.pop(aggregate.REFERENCE_MIA, None)
         if "likelihood" in self.options.parts:
             self._reference_out = aggregate.reference_record(
                 records, metrics, self.options.forget_split,

@@ -150,6 +150,7 @@ def test_empty_set_is_nan_without_a_warning_and_the_reference_record():
     ref = reference_record(recs, m, "news", {"k": 0.4})
     assert ref == {"format": record_format("muse"), "corpus": "news", "n_forget": 2, "n_holdout": 2,
                    "mia_auc": {f"mia_{a}_auc": m[f"mia_{a}_auc"] for a in ("loss", "zlib", "min_k", "min_k_plus_plus")},
+                   "mia_loss": {"forget": [1.0, 3.0], "holdout": [2.0, 4.0]},  # per passage, for the reference MIA
                    "k": 0.4}
     assert ref["mia_auc"]["mia_loss_auc"] == pytest.approx(0.75) and ref["mia_auc"]["mia_min_k_auc"] == pytest.approx(0.5)
     assert math.isnan(reference_record(recs, {}, "news", {})["mia_auc"]["mia_loss_auc"])

@@ -1,37 +1,18 @@
 """Issue 26, item 4: open-unlearning's gibberish metric (a text classifier's class-0 probability of the forget
 generations) with a tiny classifier built here, offline."""
 
-import math
-
 import pytest
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast
 
+from fixtures.classifier import build_constant_classifier
 from unlearn_tasks.classifier import ClassifierError, class_probabilities
 from unlearn_tasks.tofu.aggregate import metric_names
 from unlearn_tasks.tofu.options import TofuOptions
 
-WORDS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "the", "cat", "sat", "zxq"]
-
 
 @pytest.fixture(scope="module")
 def classifier(tmp_path_factory):
-    """A 2-class BERT whose weights are all zero but the output bias (log 3, 0): P(class 0) = 3/4 for every text."""
-    folder = tmp_path_factory.mktemp("tiny_classifier")
-    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(WORDS)}, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", special_tokens=[("[CLS]", 2), ("[SEP]", 3)])
-    PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]").save_pretrained(folder)
-    config = BertConfig(vocab_size=len(WORDS), hidden_size=8, num_hidden_layers=1, num_attention_heads=1,
-                        intermediate_size=8, max_position_embeddings=64, num_labels=2)
-    model = BertForSequenceClassification(config)
-    with torch.no_grad():
-        for q in model.parameters():
-            q.zero_()
-        model.classifier.bias.copy_(torch.tensor([math.log(3.0), 0.0]))
-    model.save_pretrained(folder)
-    return folder
+    """A 2-class classifier with P(class 0) = 3/4 for every text (:mod:`fixtures.classifier`)."""
+    return build_constant_classifier(tmp_path_factory.mktemp("tiny_classifier"))
 
 
 def test_class_probabilities_of_a_tiny_classifier(classifier):

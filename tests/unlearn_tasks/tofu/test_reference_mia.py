@@ -45,7 +45,11 @@ def _load(**metadata):
     return tm.load(["tofu_forget01_likelihood"])["tasks"]["tofu_forget01_likelihood"]
 
 
-def test_a_reference_without_losses_says_how_to_produce_one(demo_data_dir, tmp_path):
+def test_a_reference_without_losses_is_refused_saying_how_to_produce_one(demo_data_dir, tmp_path):
+    """Issue 26, item 3: a reference without per-item losses (or fewer than the items evaluated) is a one-line error
+    naming the reference folder and the command that logs them, or the option that goes without the metric."""
+    from unlearn_tasks.reference_logs import ReferenceLogError
+
     docs = _load(data_dir=str(demo_data_dir)).test_docs()
     forget = [question_key(d["question"]) for d in docs if d["split"] == "forget"]
     n_holdout = sum(d["split"] == "holdout" for d in docs)
@@ -54,9 +58,20 @@ def test_a_reference_without_losses_says_how_to_produce_one(demo_data_dir, tmp_p
              "model": {"pretrained": "retain-model"}}
     path = tmp_path / "ref" / "results_2026-01-01T00-00-00.json"
     path.parent.mkdir()
-    path.write_text(json.dumps({"results": {}, "configs": {"tofu_forget01": {"unlearning_reference": entry}}}))
-    task = _load(data_dir=str(demo_data_dir), reference=str(path.parent))
-    assert "holds no per-item answer losses" in task._reference_note and "Re-evaluate the retain model" in task._reference_note
-    entry["mia_loss"] = {"forget": [1.0] * len(forget), "holdout": [1.0] * n_holdout}
-    path.write_text(json.dumps({"results": {}, "configs": {"tofu_forget01": {"unlearning_reference": entry}}}))
-    assert _load(data_dir=str(demo_data_dir), reference=str(path.parent))._reference_note is None
+
+    def write(record: dict) -> None:
+        path.write_text(json.dumps({"results": {}, "configs": {"tofu_forget01": {"unlearning_reference": record}}}))
+
+    write(entry)
+    with pytest.raises(ReferenceLogError) as e:
+        _load(data_dir=str(demo_data_dir), reference=str(path.parent))
+    message = str(e.value)
+    assert "\n" not in message and str(path.parent) in message and "holds no per-item answer losses" in message
+    assert "--tasks tofu_forget01_likelihood --output_path" in message and '"mia_reference": false' in message
+    task = _load(data_dir=str(demo_data_dir), reference=str(path.parent), mia_reference=False)  # goes without it
+    assert "mia_reference_auc" not in task.metric_names() and task.reference is not None
+    write({**entry, "mia_loss": {"forget": [1.0] * len(forget), "holdout": [1.0] * (n_holdout - 1)}})  # a --limit run
+    with pytest.raises(ReferenceLogError, match=f"logged {len(forget)} forget / {n_holdout - 1} holdout losses"):
+        _load(data_dir=str(demo_data_dir), reference=str(path.parent))
+    write({**entry, "mia_loss": {"forget": [1.0] * len(forget), "holdout": [1.0] * n_holdout}})
+    assert "mia_reference_auc" in _load(data_dir=str(demo_data_dir), reference=str(path.parent)).metric_names()
