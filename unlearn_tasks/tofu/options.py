@@ -40,9 +40,10 @@ class TofuOptions(MetadataOptions):
     mia_k: float = 0.4
     #: The GradNorm MIA (one backward pass per forget and holdout answer; hf backend only).
     mia_gradnorm: bool = False
-    #: The reference-based MIA (``mia_reference_auc``), from the reference run's per-item losses: a reference
-    #: without them is refused; false goes without the metric (e.g. with a legacy TOFU log as the reference).
-    mia_reference: bool = True
+    #: The reference-based MIA (``mia_reference_auc``), from the reference run's per-item losses. Unset (auto): on
+    #: when the reference logs them, else left out with a warning saying how to produce them (a legacy TOFU log
+    #: still gives Forget Quality); true: a reference without them is refused; false: never.
+    mia_reference: bool | None = None
     #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
     #: default classifier, or a local folder / Hub id of any sequence-classification model.
     gibberish: bool | str = False
@@ -63,7 +64,7 @@ class TofuOptions(MetadataOptions):
             (self._aggregators_ok(), f"truth_ratio_aggregator must be one of {TRUTH_RATIO_AGGREGATORS} (the forget "
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
             (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
-            (isinstance(self.mia_reference, bool), "mia_reference must be true or false"),
+            (isinstance(self.mia_reference, (bool, type(None))), "mia_reference must be true or false"),
             *option_checks(self.gibberish),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),

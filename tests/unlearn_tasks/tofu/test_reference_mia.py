@@ -45,9 +45,11 @@ def _load(**metadata):
     return tm.load(["tofu_forget01_likelihood"])["tasks"]["tofu_forget01_likelihood"]
 
 
-def test_a_reference_without_losses_is_refused_saying_how_to_produce_one(demo_data_dir, tmp_path):
-    """Issue 26, item 3: a reference without per-item losses (or fewer than the items evaluated) is a one-line error
-    naming the reference folder and the command that logs them, or the option that goes without the metric."""
+def test_a_reference_without_losses_is_refused_saying_how_to_produce_one(demo_data_dir, tmp_path, caplog):
+    """Issue 26, item 3: asked for (``mia_reference: true``), a reference without per-item losses (or fewer than the
+    items evaluated) is a one-line error naming the reference folder and the command that logs them, or the option
+    that goes without the metric. Not asked for, the metric is left out with that message as a warning, so a legacy
+    TOFU log still gives Forget Quality."""
     from unlearn_tasks.reference_logs import ReferenceLogError
 
     docs = _load(data_dir=str(demo_data_dir)).test_docs()
@@ -64,14 +66,18 @@ def test_a_reference_without_losses_is_refused_saying_how_to_produce_one(demo_da
 
     write(entry)
     with pytest.raises(ReferenceLogError) as e:
-        _load(data_dir=str(demo_data_dir), reference=str(path.parent))
+        _load(data_dir=str(demo_data_dir), reference=str(path.parent), mia_reference=True)
     message = str(e.value)
     assert "\n" not in message and str(path.parent) in message and "holds no per-item answer losses" in message
     assert "--tasks tofu_forget01_likelihood --output_path" in message and '"mia_reference": false' in message
     task = _load(data_dir=str(demo_data_dir), reference=str(path.parent), mia_reference=False)  # goes without it
     assert "mia_reference_auc" not in task.metric_names() and task.reference is not None
+    with caplog.at_level("WARNING"):
+        task = _load(data_dir=str(demo_data_dir), reference=str(path.parent))  # unset: left out, said why
+    assert "mia_reference_auc" not in task.metric_names() and task.reference is not None
+    assert f"{path.parent} holds no per-item answer losses" in caplog.text and "left out of this run" in caplog.text
     write({**entry, "mia_loss": {"forget": [1.0] * len(forget), "holdout": [1.0] * (n_holdout - 1)}})  # a --limit run
     with pytest.raises(ReferenceLogError, match=f"logged {len(forget)} forget / {n_holdout - 1} holdout losses"):
-        _load(data_dir=str(demo_data_dir), reference=str(path.parent))
+        _load(data_dir=str(demo_data_dir), reference=str(path.parent), mia_reference=True)
     write({**entry, "mia_loss": {"forget": [1.0] * len(forget), "holdout": [1.0] * n_holdout}})
     assert "mia_reference_auc" in _load(data_dir=str(demo_data_dir), reference=str(path.parent)).metric_names()
