@@ -88,18 +88,19 @@ def test_task_vector_raises_forget_loss(tmp_path, tiny_model_dir, demo_data_dir)
     assert after < before
 
 
-#: Known to fail in the environment CI installs on 2026-11-25 (transformers 5.24, tokenizers 0.23.3, accelerate 1.15):
-#: on the base commit 803146b too, with identical numbers, so a dependency changed the tiny memorised model's
-#: training, not this code. UNDIAL moves forget 0.918 -> 0.664 (needs > 0.3); AltPO forgets but the retain set falls
-#: by more than half as much. Left as expected failures (not strict: they report XPASS once they pass again) until
-#: the dependency is found; see the stop's closing note.
-ENV_REGRESSION = pytest.mark.xfail(reason="fails on the base commit too since a dependency update (2026-11-25); "
-                                   "under investigation", strict=False)
+#: These two outcomes depend on the order of float sums, not on the package versions: on one torch thread (the helpers'
+#: OMP_NUM_THREADS=1, and the full suite before the sweep trial's thread leak was fixed) UNDIAL moves forget
+#: 0.918 -> 0.664 (needs a drop > 0.3) and AltPO's retain set falls by more than half its forget drop, with bit-identical
+#: weights under transformers 5.19, 5.23 and 5.24 and their tokenizers/accelerate/peft/hub; with AVX2 kernels instead of
+#: AVX-512 UNDIAL drops 0.37 (its retain drop is then too large) and AltPO passes. Expected failures (not strict: XPASS
+#: when they pass) until the settings are retuned to pass on every thread count; see docs/testing.md.
+NUMERICS_SENSITIVE = pytest.mark.xfail(reason="tiny-model outcome depends on float summation order (thread count, CPU "
+                                       "kernels), not on a package; see docs/testing.md", strict=False)
 
 
 @pytest.mark.parametrize(("method", "lr"), [("ga", 5e-4), ("npo", 5e-4), ("wga", 1.5e-3), ("satimp", 3e-3),
-                                           pytest.param("undial", 3e-4, marks=ENV_REGRESSION),
-                                           pytest.param("altpo", 2e-3, marks=ENV_REGRESSION)])
+                                           pytest.param("undial", 3e-4, marks=NUMERICS_SENSITIVE),
+                                           pytest.param("altpo", 2e-3, marks=NUMERICS_SENSITIVE)])
 def test_forgetting_on_a_memorised_model(method, lr, tmp_path, memorised_dir, demo_data_dir):
     corpus = build_corpus()
     tok = AutoTokenizer.from_pretrained(memorised_dir)
