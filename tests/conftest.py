@@ -15,7 +15,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-pytest_plugins = ["fixtures.hub", "fixtures.waterdrum", "fixtures.muse"]
+pytest_plugins = ["fixtures.hub", "fixtures.waterdrum", "fixtures.muse", "fixtures.torch_state"]
 
 REPO = Path(__file__).resolve().parents[1]
 

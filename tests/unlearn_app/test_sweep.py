@@ -302,3 +302,15 @@ def test_evaluation_during_unlearning_passes_to_every_trial():
     assert config["eval_tasks"] == [TASK] and config["eval_limit"] == 4
     with pytest.raises(SpecError, match="--select needs --eval-every"):
         parse_spec(_spec_text(run={"select": f"{TASK}/forget_prob:min"}))
+
+
+@pytest.mark.parametrize("config", [{"method": "nope"}, {}], ids=["failed trial", "bad config"])
+def test_a_trial_leaves_the_callers_torch_threads_as_they_were(tmp_path, config):
+    """The default engine runs trials in the caller's process (a test session, a notebook): a trial's thread count
+    must not stay behind, or every later computation there runs on other threads and gives other float sums."""
+    import torch
+
+    before = torch.get_num_threads()
+    record = run_trial({"id": "t"}, config, [], None, str(tmp_path / "t"), threads=before + 1)
+    assert record["status"] == "failed" and record["error"]  # the trial ran (and failed) under its own threads
+    assert torch.get_num_threads() == before

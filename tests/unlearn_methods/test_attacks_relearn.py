@@ -76,12 +76,13 @@ def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_di
 
 
 @pytest.mark.slow
-# In the full suite, with the packages CI installed on 2026-11-25, the GA model's gain is 0.096 against the retain
-# model's 0.075 (the margin asked is 0.04), the same in two full runs; alone the test passes. Same family as the
-# expected failures in test_methods.py (unlearning strength on the tiny models moved with a dependency update):
-# not strict, so it reports XPASS when it passes; see the stop's closing note.
-@pytest.mark.xfail(reason="relearning margin below 0.04 in the full suite since a dependency update (2026-11-25); "
-                   "under investigation", strict=False)
+# In the full suite the GA model's gain was 0.096 against the retain model's 0.075 (the margin asked is 0.04), the same
+# in two full runs; alone the test passed. The full suite ran it on one torch thread because a sweep trial left the
+# session there (fixed: unlearn_app/sweep/trial.py restores the caller's threads); alone it ran on torch's default two.
+# Its outcome depends on the order of float sums, not on the package update: not strict, so it reports XPASS when it
+# passes; see docs/testing.md.
+@pytest.mark.xfail(reason="relearning margin depends on float summation order (one thread vs two); see docs/testing.md",
+                   strict=False)
 def test_related_corpus_brings_back_a_forget_set_it_never_shows(tmp_path, trained_dirs, ga_dir, demo_data_dir):
     """The related corpus: question-answer pairs about *other* fictitious authors (the demo corpus's holdout authors,
     in neither model's training data) in the forget set's question forms, written to a parquet file. It says nothing

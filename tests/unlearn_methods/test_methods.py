@@ -88,18 +88,23 @@ def test_task_vector_raises_forget_loss(tmp_path, tiny_model_dir, demo_data_dir)
     assert after < before
 
 
-#: Known to fail in the environment CI installs on 2026-11-25 (transformers 5.24, tokenizers 0.23.3, accelerate 1.15):
-#: on the base commit 803146b too, with identical numbers, so a dependency changed the tiny memorised model's
-#: training, not this code. UNDIAL moves forget 0.918 -> 0.664 (needs > 0.3); AltPO forgets but the retain set falls
-#: by more than half as much. Left as expected failures (not strict: they report XPASS once they pass again) until
-#: the dependency is found; see the stop's closing note.
-ENV_REGRESSION = pytest.mark.xfail(reason="fails on the base commit too since a dependency update (2026-11-25); "
-                                   "under investigation", strict=False)
+#: AltPO's outcome depends on the order of float sums, not on the package versions: on one torch thread (the helpers'
+#: OMP_NUM_THREADS=1, and the full suite before the sweep trial's thread leak was fixed) its retain set falls by more
+#: than half its forget drop, with bit-identical weights under transformers 5.19, 5.23 and 5.24 and their
+#: tokenizers/accelerate/peft/hub; with AVX2 kernels instead of AVX-512 it passes. No lr tried passes on both (see
+#: docs/testing.md): an expected failure (not strict: XPASS when it passes) until it is retuned.
+NUMERICS_SENSITIVE = pytest.mark.xfail(reason="tiny-model outcome depends on float summation order (thread count, CPU "
+                                       "kernels), not on a package; see docs/testing.md", strict=False)
+
+#: Method parameters of the forgetting check. UNDIAL with the paper's alpha = 0 (no retain term) lowers the retain set
+#: by 0.54-0.84 of its forget drop at every lr/epochs tried on this tiny model (docs/testing.md); with its retain term
+#: (alpha = 1) at lr 1e-3 the forget drop is 0.58 / 0.54 and the fraction 0.41 / 0.41 with AVX-512 / AVX2 kernels.
+FORGETTING_PARAMS = {"altpo": {"max_new_tokens": 24}, "undial": {"alpha": 1.0}}
 
 
 @pytest.mark.parametrize(("method", "lr"), [("ga", 5e-4), ("npo", 5e-4), ("wga", 1.5e-3), ("satimp", 3e-3),
-                                           pytest.param("undial", 3e-4, marks=ENV_REGRESSION),
-                                           pytest.param("altpo", 2e-3, marks=ENV_REGRESSION)])
+                                           ("undial", 1e-3),
+                                           pytest.param("altpo", 2e-3, marks=NUMERICS_SENSITIVE)])
 def test_forgetting_on_a_memorised_model(method, lr, tmp_path, memorised_dir, demo_data_dir):
     corpus = build_corpus()
     tok = AutoTokenizer.from_pretrained(memorised_dir)
@@ -108,7 +113,7 @@ def test_forgetting_on_a_memorised_model(method, lr, tmp_path, memorised_dir, de
     assert f0 > 0.7 and r0 > 0.7, "the fixture model should have memorised the corpus"
     cfg = load_run_config(None, method=method, model=str(memorised_dir), out=str(tmp_path / method), data_dir=str(demo_data_dir),
                       forget="forget10", lora=False, epochs=3, batch_size=8, lr=lr, progress=False,
-                      method_params={"max_new_tokens": 24} if method == "altpo" else {})
+                      method_params=FORGETTING_PARAMS.get(method, {}))
     out = train(cfg).out
     model = AutoModelForCausalLM.from_pretrained(out).eval()
     f1, r1 = _mean_prob(model, tok, corpus["forget10"]), _mean_prob(model, tok, corpus["retain_perturbed"])

@@ -25,12 +25,13 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
     from unlearn_app.pipeline import run_unlearning
     from unlearn_methods.config import load_run_config
 
-    torch.set_num_threads(threads)  # the same threads on every engine: the same numbers
     home = Path(folder)
     home.mkdir(parents=True, exist_ok=True)
     (home / "trial.json").write_text(json.dumps({"trial": trial, "config": config}, indent=2, default=str))
     record: dict[str, Any] = {**trial, "status": "failed", "host": socket.gethostname(), "pid": os.getpid()}
     start = time.time()
+    caller_threads = torch.get_num_threads()
+    torch.set_num_threads(threads)  # the same threads on every engine: the same numbers
     try:
         out = run_unlearning(load_run_config(None, **{**config, "out": str(home / CHECKPOINT)}))
         metrics: dict[str, dict[str, float]] = {}
@@ -45,6 +46,8 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
     except Exception as e:  # noqa: BLE001  (any failure of one trial is recorded and the sweep goes on)
         record["error"] = f"{type(e).__name__}: {e}"
         (home / "error.txt").write_text(traceback.format_exc())
+    finally:  # the default engine runs trials in the caller's process: leave its threads (and so its numbers) as they were
+        torch.set_num_threads(caller_threads)
     record["wall_s"] = round(time.time() - start, 2)
     return record
 
