@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
@@ -17,11 +19,12 @@ from unlearn_methods.run import TrainedCheckpoint, train
 log = logging.getLogger(__name__)
 
 
-def run_unlearning(cfg: RunConfig) -> Path:
-    """Run ``cfg`` end to end; returns the checkpoint folder."""
+def run_unlearning(cfg: RunConfig, on_row: Callable[[dict[str, Any]], None] | None = None) -> Path:
+    """Run ``cfg`` end to end; returns the checkpoint folder (``on_row``: called with every row of the evaluation
+    during unlearning as it is written)."""
     cfg.validate()
     selection = check_evaluation(cfg)
-    trained = train(cfg, select=selection)
+    trained = train(cfg, select=selection, on_row=on_row)
     if trained.eval_during_training:
         plot_eval_during_training(trained.out, trained.eval_during_training.get("selected_step"),
                                   cfg.select)
