@@ -135,3 +135,15 @@ def test_a_rule_that_cannot_fire_changes_nothing(ray_local, tmp_path, tiny_model
         assert tune[trial.id]["metrics"] == local[trial.id]["metrics"]  # the same numbers
         assert _rows(tmp_path / "tune", trial.id) == _rows(tmp_path / "local", trial.id)
         assert [r["step"] for r in _rows(tmp_path / "tune", trial.id)] == [0, 1, 2, 3, 4]  # every step evaluated
+
+
+def test_the_smollm2_example_spec_is_6_methods_x_2_learning_rates_x_2_seeds():
+    from pathlib import Path
+
+    from unlearn_app.sweep.spec import load_spec
+
+    spec = load_spec(Path(__file__).resolve().parents[2] / "examples" / "sweep" / "smollm2-demo.yaml")
+    assert len(spec.trials) == 24 and {t.method for t in spec.trials} == {"ga", "graddiff", "npo", "simnpo", "idk",
+                                                                          "dpo"}
+    assert {t.run["lr"] for t in spec.trials} == {1e-4, 1e-3} and {t.seed for t in spec.trials} == {0, 1}
+    assert all(t.run["lora"] for t in spec.trials) and spec.early_stop is None
