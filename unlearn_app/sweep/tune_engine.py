@@ -64,6 +64,7 @@ def run_tune(tasks: list[tuple[Trial, tuple]], resources: dict[str, Any], early_
         ray.init(address=address, log_to_driver=False)
     by_id = {trial.id: (trial, args) for trial, args in tasks}
     cwd = os.getcwd()  # the spec's relative paths are read from here; Tune starts trials in their own folders
+    recorded: set[str] = set()
 
     def trainable(config: dict[str, Any]) -> None:
         os.chdir(cwd)
@@ -81,14 +82,21 @@ def run_tune(tasks: list[tuple[Trial, tuple]], resources: dict[str, Any], early_
         def on_trial_complete(self, iteration: int, trials: list, trial, **info: Any) -> None:
             sweep_trial, _ = by_id[trial.config["trial"]]
             last = trial.last_result or {}
-            record = json.loads(last["record"]) if "record" in last else stopped_record(sweep_trial, early_stop, last)
+            if "record" in last:
+                record = json.loads(last["record"])
+            elif fires(early_stop, last):
+                record = stopped_record(sweep_trial, early_stop, last)
+            else:  # ended by Tune without finishing or firing the rule (the sweep was interrupted): not finished
+                return
             record["engine"] = ENGINE
+            recorded.add(sweep_trial.id)
             on_record(record)
 
         def on_trial_error(self, iteration: int, trials: list, trial, **info: Any) -> None:
             sweep_trial, _ = by_id[trial.config["trial"]]
             error = trial.get_pickled_error()
             text = f"{type(error).__name__}: {str(error).strip().splitlines()[0]}" if error else "the Tune trial failed"
+            recorded.add(sweep_trial.id)
             on_record({**sweep_trial.as_dict(), "status": "failed", "engine": ENGINE,
                        "error": f"{text} (after {int(resources['max_retries'])} retries)"})
 
@@ -100,4 +108,6 @@ def run_tune(tasks: list[tuple[Trial, tuple]], resources: dict[str, Any], early_
             name="trials", storage_path=str(Path(out).resolve() / "ray-tune"), verbose=0,
             stop=tune.stopper.FunctionStopper(lambda _trial_id, result: fires(early_stop, result)),
             failure_config=tune.FailureConfig(max_failures=int(resources["max_retries"])), callbacks=[Recorder()]))
-    tuner.fit()
+    tuner.fit()  # Ctrl-C: Tune stops the running trials and returns
+    if set(by_id) - recorded:
+        raise KeyboardInterrupt(f"{len(set(by_id) - recorded)} Tune trial(s) ended unfinished")
