@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
@@ -18,10 +20,10 @@ from unlearn_methods.run import TrainedCheckpoint, train
 log = logging.getLogger(__name__)
 
 
-def run_unlearning(cfg: RunConfig) -> Path:
+def run_unlearning(cfg: RunConfig, on_row: Callable[[dict[str, Any]], None] | None = None) -> Path:
     """Run ``cfg`` end to end; returns the checkpoint folder. The model card (and the plot of ``--eval-every``) are
     written before the folder is renamed into place; ``--eval-tasks`` then evaluate it and add their results to the
-    card."""
+    card. ``on_row``: called with every row of the evaluation during unlearning as it is written."""
     cfg.validate()
     selection = check_evaluation(cfg)
 
@@ -30,7 +32,7 @@ def run_unlearning(cfg: RunConfig) -> Path:
             plot_eval_during_training(trained.out, trained.eval_during_training.get("selected_step"), cfg.select)
         write_card(cfg, trained)
 
-    trained = train(cfg, select=selection, finish=finish)
+    trained = train(cfg, select=selection, finish=finish, on_row=on_row)
     if cfg.eval_tasks:
         eval_results = evaluate_checkpoint(cfg, trained)
         write_card(cfg, trained, eval_results)

@@ -94,10 +94,11 @@ class EvalDuringTraining(TrainerCallback):
     """
 
     def __init__(self, evaluate: Callable[[Any], Metrics], every: int, out: str | Path,
-                 rule: SelectionRule | None = None) -> None:
+                 rule: SelectionRule | None = None, on_row: Callable[[dict[str, Any]], None] | None = None) -> None:
         if every <= 0:
             raise ValueError(f"--eval-every must be a positive number of steps, got {every}.")
         self.evaluate, self.every, self.rule = evaluate, every, rule
+        self.on_row = on_row  # called with every row once it is on disk (the sweep's Ray Tune trials report it)
         self.out = Path(out)
         self.rows_path = self.out / ROWS_FILE
         self.best_dir = self.out / BEST_DIR
@@ -174,6 +175,8 @@ class EvalDuringTraining(TrainerCallback):
             self.start_metrics = metrics
         if self.rule is not None:
             self._consider(model, step, epoch, metrics)
+        if self.on_row is not None:
+            self.on_row(row)
 
     def _consider(self, model, step: int, epoch: float, metrics: Metrics) -> None:
         ineligible = getattr(self.rule, "ineligible", None)

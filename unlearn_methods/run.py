@@ -247,13 +247,14 @@ class TrainedCheckpoint:
 
 
 def _eval_callback(cfg: RunConfig, tokenizer, data_dir: str | None, out: Path, select: SelectionRule | None,
-                   evaluator: Callable[[Any], Metrics] | None) -> EvalDuringTraining | None:
+                   evaluator: Callable[[Any], Metrics] | None,
+                   on_row: Callable[[dict[str, Any]], None] | None = None) -> EvalDuringTraining | None:
     if cfg.eval_every is None:
         return None
     if evaluator is None:
         metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.source.eval_metadata(cfg), **cfg.eval_metadata}
         evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit)
-    return EvalDuringTraining(evaluator, cfg.eval_every, out, select)
+    return EvalDuringTraining(evaluator, cfg.eval_every, out, select, on_row)
 
 
 def _selection_record(cfg: RunConfig, callback: EvalDuringTraining, selected: Selected | None,
@@ -271,7 +272,8 @@ def _selection_record(cfg: RunConfig, callback: EvalDuringTraining, selected: Se
 
 
 def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callable[[Any], Metrics] | None = None,
-          finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
+          finish: Callable[[TrainedCheckpoint], None] | None = None,
+          on_row: Callable[[dict[str, Any]], None] | None = None) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on.
 
     The run trains and saves in ``OUT.partial`` (:func:`working_folder`); ``finish(checkpoint)`` (the model card)
@@ -279,7 +281,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
 
     With ``cfg.eval_every``, ``evaluator(model) -> {task: {metric: value}}`` (default: lm-eval on ``cfg.eval_tasks``)
     runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
-    the evaluated step whose weights are saved.
+    the evaluated step whose weights are saved; ``on_row(row)`` is called with every evaluation row once written.
     """
     cfg.validate()
     if cfg.select and select is None:
@@ -325,7 +327,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
         adapter = cfg.lora and not cfg.merge
         dataset = source.training_set(run, tokenizer)
         collator = source.collator(tokenizer)
-        callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator)
+        callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator, on_row)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,
                                  callbacks=[callback] if callback else None)

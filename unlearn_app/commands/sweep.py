@@ -64,7 +64,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--retry-failed", dest="retry_failed", action="store_true",
                    help="With --resume: also rerun the trials recorded as failed.")
     p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="local: one trial at a time on this machine; ray: trials as Ray tasks (pip install ray).")
+                   help="local: one trial at a time on this machine; ray: trials as Ray tasks (pip install ray), or as Ray "
+                   "Tune trials stopped early when the spec has early_stop.")
     p.add_argument("--address", help="With --engine ray: the Ray cluster (e.g. auto, ray://head:10001); default: a "
                    "local Ray instance.")
     p.add_argument("--leaderboard-only", dest="leaderboard_only", action="store_true",

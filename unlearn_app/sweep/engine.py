@@ -54,7 +54,7 @@ def append_record(out: str | Path, record: dict[str, Any]) -> None:
 
 def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: bool = False) -> list[Trial]:
     """Check ``out`` and return the trials still to run (all of them, or with ``resume`` those without a record;
-    failed ones too with ``retry_failed``)."""
+    failed ones too with ``retry_failed``; a trial stopped early by ``early_stop`` is finished)."""
     out = Path(out)
     if out.is_file():
         raise SweepError(f"--out {out} is a file; give a folder")
@@ -64,7 +64,7 @@ def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: boo
     out.mkdir(parents=True, exist_ok=True)
     (out / "spec.yaml").write_text(spec.text, encoding="utf-8")
     done = read_records(out) if resume else {}
-    keep = {"ok", "failed"} if not retry_failed else {"ok"}
+    keep = {"ok", "failed", "stopped"} if not retry_failed else {"ok", "stopped"}
     return [t for t in spec.trials if done.get(t.id, {}).get("status") not in keep]
 
 
@@ -190,11 +190,17 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
     (KeyboardInterrupt) propagates; every record already written stays."""
     if engine not in ("local", "ray"):
         raise SweepError(f"--engine {engine!r}: use local or ray")
+    if spec.early_stop and engine != "ray":
+        raise SweepError(f"{spec.path}: early_stop stops trials through Ray Tune: run with --engine ray (or remove "
+                         "early_stop)")
     if engine == "ray":
         try:
             import ray  # noqa: F401  (only with --engine ray)
+            if spec.early_stop:
+                import ray.tune  # noqa: F401
         except ImportError:
-            raise SweepError("--engine ray needs Ray: pip install 'lm-eval-unlearning[ray]' (or pip install ray)") from None
+            raise SweepError("--engine ray needs Ray (and Ray Tune for early_stop): pip install "
+                             "'lm-eval-unlearning[ray]' (or pip install 'ray[tune]')") from None
     pending = prepare(spec, out, resume, retry_failed)
     skipped = len(spec.trials) - len(pending)
     log(f"unlearn sweep: {len(spec.trials)} trials, {skipped} already finished, {len(pending)} to run ({engine})")
@@ -208,6 +214,11 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
 
     if engine == "local":
         run_local(spec, out, pending, on_record, trial_fn)
+    elif pending and spec.early_stop:
+        from unlearn_app.sweep.tune_engine import run_tune
+
+        run_tune([(t, trial_args(spec, t, out)) for t in pending], spec.resources, spec.early_stop, out, on_record,
+                 address, trial_fn)
     elif pending:
         from unlearn_app.sweep.ray_engine import run_ray
 

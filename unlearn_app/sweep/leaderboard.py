@@ -149,7 +149,8 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | 
         "leaderboard": rows, "settings": list(settings.values()),
         "trials": trials, "pareto_points": {k: list(v) for k, v in points.items()}, "pareto_front": front,
         "counts": {"trials": len(spec.trials), "finished": len(trials), "ok": sum(r["status"] == "ok" for r in trials),
-                   "failed": sum(r["status"] == "failed" for r in trials)},
+                   "failed": sum(r["status"] == "failed" for r in trials),
+                   **({"stopped": stopped} if (stopped := sum(r["status"] == "stopped" for r in trials)) else {})},
         "provenance": {"software": provenance.software(), "spec_folder": str(root)},
     }
 
@@ -211,7 +212,9 @@ def _values(values: dict[str, Any]) -> str:
 def markdown(board: dict[str, Any], png: str | None) -> str:
     c = board["counts"]
     lines = [f"# Sweep leaderboard: `{board['spec']}`", "",
-             f"{c['trials']} trials: {c['ok']} ok, {c['failed']} failed, {c['trials'] - c['finished']} not run. "
+             f"{c['trials']} trials: {c['ok']} ok, {c['failed']} failed, "
+             + (f"{c['stopped']} stopped early, " if c.get("stopped") else "")
+             + f"{c['trials'] - c['finished']} not run. "
              f"Selection: `{board['select'] or 'none (every setting)'}`"
              + (f" among settings passing {', '.join(f'`{t}`' for t in board['select_if'])}" if board["select_if"]
                 else "") + ". Values are mean ± sample sd over seeds."
@@ -239,6 +242,8 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
         axis_cells = [f"{v:.4g}" if point and v is not None and math.isfinite(v) else "n/a"
                       for v in (point or [None] * len(axes))]
         status = r["status"] if r["status"] == "ok" else f"failed: {str(r.get('error', ''))[:80]}"
+        if r["status"] == "stopped":
+            status = f"stopped at step {r['stopped']['step']}: {r['stopped']['rule']}"
         lines.append("| " + " | ".join([r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r),
                                         str(r["seed"]),
                                         status.replace("|", "/"), *axis_cells, f"`{r.get('results_file', '')}`",
@@ -266,12 +271,17 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
         parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '
                      "front joined</figcaption></figure>")
     trial_rows = [row([r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r), r["seed"], r["status"],
-                       r.get("error", ""), r.get("results_file", ""), r.get("wall_s", "")]) for r in board["trials"]]
+                       r.get("error") or _stop_text(r.get("stopped")), r.get("results_file", ""), r.get("wall_s", "")])
+                  for r in board["trials"]]
     parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary>'
                  + table(["trial", "method", "setting", *place, "seed", "status", "error", "results file", "wall s"],
                          trial_rows)
                  + "</details>")
     return parts
+
+
+def _stop_text(stopped: dict[str, Any] | None) -> str:
+    return f"at step {stopped['step']}: {stopped['rule']} (value {stopped['value']:.4g})" if stopped else ""
 
 
 def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:

@@ -70,7 +70,11 @@ KEYS = {
     "klom": "mapping {task, oracle: {model, ...}, ulira, split}: KLoM / U-LiRA of each setting's seeds against "
             "oracle models (retain_ft from oracle.model, one per seed)",
     "attacks": "mapping {quantize: {bits, group_size}, relearn: {steps, lr, ...}}: attacks on every trial's checkpoint",
+    "early_stop": "mapping {metric: TASK/METRIC, below: X, above: Y}: stop a trial (Ray Tune, --engine ray) when an "
+                  "evaluation during unlearning crosses a bound",
 }
+EARLY_STOP_KEYS = {"metric": "TASK/METRIC of the evaluation-during-unlearning rows",
+                   "below": "stop when the metric is below this number", "above": "stop when it is above this number"}
 EVAL_KEYS = {
     "tasks": "list of lm-eval tasks run on every trial's checkpoint",
     "limit": "documents per task (smoke runs)",
@@ -138,6 +142,8 @@ class Spec:
     resources: dict[str, Any] = field(default_factory=lambda: {"cpus": 1, "gpus": 0, "max_retries": 2})
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
     klom: dict[str, Any] = field(default_factory=dict)  # task, oracle_model, oracle_run, ulira, split
+    #: ``{metric, below, above}``: Ray Tune stops a trial whose evaluation-during-unlearning row crosses a bound.
+    early_stop: dict[str, Any] | None = None
 
     @property
     def sha256(self) -> str:
@@ -279,6 +285,8 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
     if pareto and set(pareto) != {"utility", "forget"}:
         raise err("pareto", "give both utility: and forget:, each TASK/METRIC:max or :min")
     spec.pareto = {axis: _rule(rule, [], f"pareto.{axis}", evaluation, err) for axis, rule in pareto.items()}
+    spec.early_stop = _early_stop(mapping(raw.get("early_stop"), "early_stop", EARLY_STOP_KEYS), trials, evaluation,
+                                  err) if raw.get("early_stop") is not None else None
     return spec
 
 
@@ -287,6 +295,27 @@ RELEARN_KEYS = {"steps": "optimiser steps (default 20)", "lr": "learning rate (d
                 "relearn_fraction": "share of the forget split shown (default 0.5)",
                 "relearn_data": "related corpus shown instead of forget items (a .jsonl/.json/.csv/.parquet file)",
                 "seed": "seed of the shown / held-out split and the training (default: the trial's seed)"}
+
+
+def _early_stop(raw: dict[str, Any], trials: list[Trial], evaluation: Evaluation, err) -> dict[str, Any]:
+    """``early_stop: {metric: TASK/METRIC, below: X, above: Y}``: checked here; every trial evaluates during
+    unlearning (``run: {eval_every: N}``), and the metric's task is one the evaluation runs."""
+    metric = raw.get("metric")
+    if not isinstance(metric, str) or metric.count("/") != 1 or not all(metric.split("/")):
+        raise err("early_stop.metric", f"expected TASK/METRIC, e.g. {(evaluation.tasks or ['tofu_forget10'])[0]}"
+                  f"/model_utility, got {metric!r}")
+    if metric.split("/")[0] not in evaluation.tasks:
+        raise err("early_stop.metric", f"names {metric.split('/')[0]}, which evaluation.tasks does not run "
+                  f"({evaluation.tasks or 'none'})")
+    bounds = {k: raw[k] for k in ("below", "above") if raw.get(k) is not None}
+    if not bounds:
+        raise err("early_stop", "give below: X and/or above: Y (the bounds that stop a trial)")
+    for key, value in bounds.items():
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value):
+            raise err(f"early_stop.{key}", f"expected a number, got {value!r}")
+    if not all(t.run.get("eval_every") for t in trials):
+        raise err("early_stop", "acts on the evaluation during unlearning: add eval_every: N (steps) under run:")
+    return {"metric": metric, "below": bounds.get("below"), "above": bounds.get("above")}
 
 
 def _attacks(raw: Any, shared: dict[str, Any], methods: dict[str, Any], evaluation: Evaluation,

@@ -9,6 +9,7 @@ import os
 import socket
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +17,11 @@ CHECKPOINT = "model"  # the trial's `unlearn run --out`, inside its folder
 
 
 def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], baseline: str | None,
-              folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+              folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None,
+              on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
     """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``, then the
-    ``attacks`` on its checkpoint (``{quantize: {...}, relearn: {...}}``), each evaluated on the same tasks."""
+    ``attacks`` on its checkpoint (``{quantize: {...}, relearn: {...}}``), each evaluated on the same tasks.
+    ``on_row``: called with every row of the evaluation during unlearning (``run: {eval_every}``) as it is written."""
     import torch
 
     from harness_ext.results import latest_results_file, load_results
@@ -33,7 +36,7 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
     caller_threads = torch.get_num_threads()
     torch.set_num_threads(threads)  # the same threads on every engine: the same numbers
     try:
-        out = run_unlearning(load_run_config(None, **{**config, "out": str(home / CHECKPOINT)}))
+        out = run_unlearning(load_run_config(None, **{**config, "out": str(home / CHECKPOINT)}), on_row=on_row)
         metrics: dict[str, dict[str, float]] = {}
         if config.get("eval_tasks"):
             results_file = latest_results_file(out / "eval")
