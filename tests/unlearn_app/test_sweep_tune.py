@@ -90,7 +90,11 @@ def ray_local():
 
 
 def _rows(out, trial_id) -> list[dict]:
-    path = out / "trials" / trial_id / "model" / "eval_during_training.jsonl"
+    """A trial's evaluation rows: in its checkpoint folder, or in the unfinished one a stopped trial leaves."""
+    from unlearn_methods.checkpoint_folder import partial_path
+
+    model = out / "trials" / trial_id / "model"
+    path = (model if model.is_dir() else partial_path(model)) / "eval_during_training.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
