@@ -141,7 +141,8 @@ def module_exists(dotted: str) -> bool:
 def missing_names(path: Path) -> list[str]:
     """The backticked paths (``unlearn_tasks/tofu/task.py``), module names (``harness_ext.results``) and file names
     (``cli.py``) of a Markdown file that the checkout does not have."""
-    tracked = {p.name for p in ROOT.rglob("*.py") if ".git" not in p.parts} | NOT_OURS
+    tracked = {p.name for p in ROOT.rglob("*.py")  # ours: not under a hidden folder (.git, a .venv-vllm, ...)
+               if not any(part.startswith(".") for part in p.relative_to(ROOT).parts[:-1])} | NOT_OURS
     missing = []
     for span in code_spans(path.read_text()):
         for token in re.findall(r"[\w./<>{}*$-]+", span):
