@@ -175,9 +175,12 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     models = {"knows all": base}
     for label, minimal in ((f"{method}, target fact", False), (f"{method}, minimal set", True)):
         out = wd / "models" / f"evaldu_{method}_{'set' if minimal else 'fact'}"
+        # One forget fact per step: the forget loss is a batch mean, so a batch of k facts gives each 1/k of the
+        # ascent. With batch size 1 every fact of the minimal set gets the same full-weight steps as the target
+        # fact gets alone (that run is unchanged: its forget set has one fact, so its batches always held one).
         run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
                                  evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
-                                 lr=lr / 2, batch_size=4, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
+                                 lr=lr / 2, batch_size=1, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[label] = out
     scores = {}
     for label, path in models.items():

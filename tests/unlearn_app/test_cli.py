@@ -73,7 +73,8 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     assert "| Cloze | forget probability |" in report
     deep = json.loads((tmp_path / "results.json").read_text())["deep_unlearning"]["models"]
     assert set(deep) == {"knows all", "graddiff, target fact", "graddiff, minimal set"}
-    minimal_set_success = deep["graddiff, minimal set"]["success_du"]  # checked last (see below)
+    # The whole minimal set gone: the target fact is not derivable (one forget fact per step, see docs/testing.md).
+    assert deep["graddiff, minimal set"]["success_du"] == 1.0
     assert "## Deep unlearning" in report
     attack = json.loads((tmp_path / "results.json").read_text())["relearn_attack"]  # run last, its own seed
     assert attack["model"] == "npo" and attack["shown"] == attack["held_out"] == 12
@@ -81,13 +82,6 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     assert f"| Forget probability | {attack['target']:.4f} | {attack['before']:.4f} | {attack['after']:.4f} |" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
-    # The whole minimal set gone: the target fact is not derivable. It gives 0 since 2026-11-25, on the base commit
-    # 803146b too. That was blamed on a dependency update, but the UNDIAL check of the same family gives bit-identical
-    # numbers under the old and new packages and moves with the thread count instead (docs/testing.md); the demo
-    # itself has not been re-checked that way yet. An expected failure until then; every assertion above still runs.
-    if minimal_set_success != 1.0:
-        pytest.xfail(f"deep-unlearning demo: minimal-set success_du {minimal_set_success} (1.0 expected); "
-                     "numerics-sensitive tiny-model outcome, see docs/testing.md")
 
 
 def test_unlearn_report_compares_runs_with_table_json_and_plot(tmp_path):
