@@ -287,7 +287,10 @@ class Rwku(DataSource):
         kind = self.kind(cfg)
         targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
         if cfg.rwku_corpus == rwku.GENERATED:
-            path = self.generated_folder(Path(cfg.out).expanduser().resolve()) / f"{cfg.forget}.json"
+            from unlearn_methods.checkpoint_folder import partial_path
+
+            # written by write_corpus into the folder the run trains in (OUT.partial until the checkpoint is complete)
+            path = self.generated_folder(partial_path(Path(cfg.out).expanduser().resolve())) / f"{cfg.forget}.json"
             rows = read_json_records(path, text_array=False)
         else:
             rows = rwku.release_forget_rows(kind, cfg.rwku_corpus, targets, data_dir)
