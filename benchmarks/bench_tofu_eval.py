@@ -49,6 +49,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -499,6 +500,7 @@ def main() -> None:
 
         def run_ou() -> dict:
             out = work / "ou_target"
+            shutil.rmtree(out, ignore_errors=True)  # its eval.log is appended to: each pair's parts from its own run
             print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
             extra = [m for m in OU_EXTRA if not (args.likelihood_only and m in OU_GENERATION)]
             overrides = [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + extra)}]",
@@ -515,8 +517,6 @@ def main() -> None:
             parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
             metrics, generations = _ou_results(out / "TOFU_EVAL.json")
             if args.keep_ou:
-                import shutil
-
                 for folder in (ref_dir, out):
                     shutil.copytree(folder, Path(args.keep_ou) / folder.name, dirs_exist_ok=True)
             return {"parts": parts, "metrics": metrics, "generations": generations,
