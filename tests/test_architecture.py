@@ -103,4 +103,4 @@ def test_no_import_cycles():
 def test_the_checker_sees_a_real_import():
     graph = _graph()
     assert "harness_ext.task_base" in graph["unlearn_tasks.tofu.task"]
-    assert "unlearn_methods.run" in graph["unlearn_app.pipeline"]
+    assert "unlearn_methods.training" in graph["unlearn_app.pipeline"]

@@ -85,7 +85,7 @@ def test_losses_table_names_every_method():
 # --------------------------------------------------------------------------- names the pages use exist
 #: Top-level folders of the checkout: a backticked path starting with one of them must exist.
 CHECKOUT_DIRS = {"harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app", "task_yaml", "tests", "docs",
-                 "benchmarks", "examples", ".ci"}
+                 "perf", "examples", ".ci"}
 PACKAGES = ("harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app")
 #: Backticked names that are not ours on purpose: another project's files, a switch the text says does not exist.
 NOT_OURS = {"calculate_metrics.py",  # the CLEAR release's script
@@ -178,7 +178,7 @@ def _subparsers(parser) -> dict:
 
 
 def _known_flags() -> set[str]:
-    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` (read from its CLI sources) and of benchmarks/."""
+    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` (read from its CLI sources) and of perf/."""
     import lm_eval
 
     from unlearn_app.cli import build_parser
@@ -190,7 +190,7 @@ def _known_flags() -> set[str]:
         flags |= set(parser._option_string_actions)
         todo += list(_subparsers(parser).values())
     sources = [*Path(lm_eval.__file__).parent.glob("_cli/*.py"), Path(lm_eval.__file__).parent / "__main__.py",
-               *(ROOT / "benchmarks").glob("*.py")]
+               *(ROOT / "perf").glob("*.py")]
     for source in sources:
         if source.is_file():
             flags |= set(re.findall(r"[\"'](--[\w-]+)[\"']", source.read_text()))
@@ -234,9 +234,9 @@ def test_the_checks_catch_stale_names(tmp_path):
                     "`harness_ext.lm_eval_patches.no_such_name`, `unlearn_tasks.tofu.task.TofuTask.setup`,\n"
                     "`harness_ext/request_types.py`, `toy_bench/task.py`, `--eval-every`, `--no-such-flag`,\n"
                     "`unlearn run --method npo --lora-rank 8`, `unlearn margins gather --out x`\n\n"
-                    "```python\nfrom unlearn_methods.data import load_qa, load_pairs\n```\n")
+                    "```python\nfrom unlearn_methods.forget_retain import load_qa, load_pairs\n```\n")
     assert missing_names(page) == ["harness_ext/lm_eval_compat.py", "harness_ext.lm_eval_compat.cache_env_info",
-                                   "docs.py", "harness_ext.lm_eval_patches.no_such_name", "unlearn_methods.data.load_pairs"]
+                                   "docs.py", "harness_ext.lm_eval_patches.no_such_name", "unlearn_methods.forget_retain.load_pairs"]
     parser = build_parser()
     assert unknown_flags(page, parser, _known_flags()) == ["unlearn run --lora-rank", "--no-such-flag"]
 

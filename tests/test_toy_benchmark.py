@@ -50,7 +50,7 @@ def test_the_toy_declares_its_options_rows_and_directions(tmp_path):
         "from unlearn_tasks.benchmarks import benchmarks\n"
         "from unlearn_tasks.metadata import benchmark_keys\n"
         "from unlearn_tasks.tofu.options import TofuOptions\n"
-        "from unlearn_app.report import rows_for_task\n"
+        "from unlearn_app.reports.tables import rows_for_task\n"
         "from toy_bench.benchmark import ToyOptions\n"
         "assert 'toy' in benchmarks() and 'toy_per_char' in benchmark_keys()\n"
         "TofuOptions.from_metadata({'toy_per_char': True})  # --metadata reaches every task of a run\n"

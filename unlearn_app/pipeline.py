@@ -1,4 +1,4 @@
-"""``unlearn run`` end to end: train (:func:`unlearn_methods.run.train`), evaluate the checkpoint with lm-eval
+"""``unlearn run`` end to end: train (:func:`unlearn_methods.training.train`), evaluate the checkpoint with lm-eval
 (``--eval-tasks``), write its model card, push it to the Hub (``--push-to-hub``)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import Any
 
 from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
-from unlearn_app import model_card
+from unlearn_app.checkpoint import model_card
 from unlearn_app.output_guard import write_text
 from unlearn_app.selection import Selection, SelectionError, parse_select
 from unlearn_methods.config import RunConfig
 from unlearn_methods.eval_during import PLOT_FILE, ROWS_FILE, read_rows
-from unlearn_methods.run import TrainedCheckpoint, train
+from unlearn_methods.training import TrainedCheckpoint, train
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ def run_unlearning(cfg: RunConfig, on_row: Callable[[dict[str, Any]], None] | No
         if eval_results:
             write_model_index(trained.out)
     if cfg.push_to_hub:
-        from unlearn_app.hub import push_folder
+        from unlearn_app.checkpoint.hub import push_folder
 
         log.info("Pushed to %s", push_folder(trained.out, cfg.push_to_hub, private=cfg.hub_private))
     return trained.out
@@ -84,7 +84,7 @@ def check_evaluation(cfg: RunConfig) -> Selection | None:
 
 def plot_eval_during_training(out: Path, selected_step: int | None = None, rule: str | None = None) -> Path | None:
     """``out/eval_during_training.png`` from the rows file: each metric against the step, the selected step marked."""
-    from unlearn_app.plots import metrics_vs_step
+    from unlearn_app.reports.plots import metrics_vs_step
 
     rows = read_rows(out / ROWS_FILE) if (out / ROWS_FILE).is_file() else []
     if not rows:

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from unlearn_tasks.data import read_json_lines
+from unlearn_tasks.dataset_loader import read_json_lines
 
 ALTERNATES_FILE = "altpo_alternates.jsonl"
 ANSWER_KEYS = ("alternate", "sub_answer")

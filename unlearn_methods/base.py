@@ -79,7 +79,7 @@ class UnlearnMethod:
 
     # Hooks for methods that are more than a loss (Task Vector, WHP, AltPO).
     def prepare(self, run) -> None:
-        """Called before training with the run (see :mod:`unlearn_methods.run`)."""
+        """Called before training with the run (see :mod:`unlearn_methods.training`)."""
 
     def finalize(self, run, model):
         """Called after training; may return a replacement model."""

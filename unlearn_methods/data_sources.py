@@ -73,14 +73,14 @@ class DataSource:
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
         """The forget and the retain records."""
-        from unlearn_methods.data import load_qa
+        from unlearn_methods.forget_retain import load_qa
 
         dataset = self.dataset(cfg.data)
         return load_qa(cfg.forget, dataset, data_dir), load_qa(cfg.retain, dataset, data_dir)
 
     def training_set(self, run, tokenizer) -> Any:
         """The training examples (a torch Dataset) of the run's forget / retain records."""
-        from unlearn_methods.data import ForgetRetainDataset
+        from unlearn_methods.forget_retain import ForgetRetainDataset
         from unlearn_methods.idk import load_idk_answers
 
         cfg = run.cfg
@@ -88,7 +88,7 @@ class DataSource:
                                    max_length=cfg.max_length, alternates=run.alternates)
 
     def collator(self, tokenizer) -> Any:
-        from unlearn_methods.data import PairCollator
+        from unlearn_methods.forget_retain import PairCollator
 
         return PairCollator(tokenizer.pad_token_id)
 
@@ -148,7 +148,7 @@ class EvalDU(DataSource):
         cfg.retain = cfg.retain or "evaldu_other_facts"
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
-        from unlearn_methods.data import evaldu_forget_retain
+        from unlearn_methods.forget_retain import evaldu_forget_retain
 
         return evaldu_forget_retain(data_dir, cfg.evaldu_target, cfg.evaldu_minimal_set)
 
@@ -176,13 +176,13 @@ class Muse(DataSource):
         cfg.retain = cfg.retain or MUSE_DEFAULT_RETAIN
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
-        from unlearn_methods.data import load_texts
+        from unlearn_methods.forget_retain import load_texts
 
         dataset = self.dataset(cfg.data)
         return load_texts(cfg.forget, dataset, data_dir), load_texts(cfg.retain, dataset, data_dir)
 
     def training_set(self, run, tokenizer) -> Any:
-        from unlearn_methods.data import TextForgetRetainDataset
+        from unlearn_methods.forget_retain import TextForgetRetainDataset
 
         return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
                                        max_length=run.cfg.max_length)
@@ -282,7 +282,7 @@ class Rwku(DataSource):
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
         from unlearn_methods import rwku
-        from unlearn_tasks.data import read_json_records
+        from unlearn_tasks.dataset_loader import read_json_records
 
         kind = self.kind(cfg)
         targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
@@ -298,7 +298,7 @@ class Rwku(DataSource):
 
     def training_set(self, run, tokenizer) -> Any:
         if self.kind(run.cfg) == "text":
-            from unlearn_methods.data import TextForgetRetainDataset
+            from unlearn_methods.forget_retain import TextForgetRetainDataset
 
             return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
                                            max_length=run.cfg.max_length)

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
-from unlearn_tasks.data import read_json_lines
+from unlearn_tasks.dataset_loader import read_json_lines
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ import torch
 from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
-from unlearn_methods.data import pad_batch
+from unlearn_methods.forget_retain import pad_batch
 from unlearn_tasks.prompts import encode_qa, encode_text
 
 log = logging.getLogger(__name__)

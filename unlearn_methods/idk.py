@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unlearn_tasks.data import read_json_lines
+from unlearn_tasks.dataset_loader import read_json_lines
 
 IDK_ANSWERS = [
     "I don't know the answer to that.",

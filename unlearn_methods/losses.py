@@ -1,7 +1,7 @@
 """Loss building blocks shared by the unlearning methods: answer-token NLL and KL between next-token distributions.
 
 Batches are dicts with ``input_ids``, ``attention_mask`` and ``labels`` (-100 on prompt and padding), as built by
-:class:`unlearn_methods.data.PairCollator` from :func:`unlearn_tasks.prompts.encode_qa`.
+:class:`unlearn_methods.forget_retain.PairCollator` from :func:`unlearn_tasks.prompts.encode_qa`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The unlearning methods. Each is a loss over a batch ``{"forget", "retain", "forget_idk", "forget_random"[,
-"forget_alternate"]}`` (see :mod:`unlearn_methods.data`), a ``Params`` dataclass of its typed hyperparameters
+"forget_alternate"]}`` (see :mod:`unlearn_methods.forget_retain`), a ``Params`` dataclass of its typed hyperparameters
 (:mod:`unlearn_methods.params`), and one ``@register`` line. Weights: ``gamma`` on the forget term, ``alpha`` on the
 retain term, unless a method says otherwise.
 """

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.rwku.data import load_rows, select_targets
 from unlearn_tasks.rwku.options import HUB_ID
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from unlearn_methods.data import PARTS, ForgetRetainDataset, pad_batch
+from unlearn_methods.forget_retain import PARTS, ForgetRetainDataset, pad_batch
 from unlearn_tasks.clear.data import load_clear
 from unlearn_tasks.clear.documents import CAPTION_QUESTIONS, IMAGE_PLACEHOLDER, image_prompt
 from unlearn_tasks.clear.splits import HUB_ID

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from unlearn_app.demo_pretrained import PretrainedDemoConfig, _records
+from unlearn_app.demo.pretrained import PretrainedDemoConfig, _records
 from unlearn_methods.finetune import finetune
 from unlearn_methods.pretrained import build_smollm2
 from unlearn_methods.scaffolding.tofu_corpus import build_corpus, write_corpus

@@ -30,7 +30,7 @@ def test_building_our_task_logs_no_custom_kwargs_warning(demo_data_dir, caplog):
 
 
 def test_input_errors_are_the_ones_our_code_raises(tmp_path):
-    from unlearn_tasks.data import DataError, load_config
+    from unlearn_tasks.dataset_loader import DataError, load_config
 
     with pytest.raises(DataError) as ours:
         load_config("x/y", "c", data_dir=tmp_path)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from unlearn_app.adapter import Adapter, AdapterError, find_adapter
+from unlearn_app.checkpoint.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.cli import main
 
 

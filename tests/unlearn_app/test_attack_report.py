@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from unlearn_app.attack_report import recovery_ratio, recovery_rows, to_markdown
+from unlearn_app.reports.attack_recovery import recovery_ratio, recovery_rows, to_markdown
 
 
 def _results(path, values):
@@ -28,7 +28,7 @@ def _png_data(path):
 
 
 def test_recovery_plot_draws_each_attack_and_leaves_out_missing_values(tmp_path):
-    from unlearn_app.plots import recovery_dots
+    from unlearn_app.reports.plots import recovery_dots
 
     rows = recovery_rows({"t/p": 0.1, "t/u": 0.8}, {"int4": {"t/p": 0.4, "t/u": 0.7}, "relearn": {"t/p": 0.7, "t/u": 0.8}},
                          ["t/p", "t/u"], {"t/p": 0.9, "t/u": 0.8})  # no retain; target = unlearned on t/u

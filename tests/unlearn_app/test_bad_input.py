@@ -5,12 +5,12 @@ import yaml
 
 import unlearn_methods.methods  # noqa: F401
 from fixtures.commands import run_command
-from unlearn_app.hub import HubUploadError, push_folder
+from unlearn_app.checkpoint.hub import HubUploadError, push_folder
 from unlearn_app.pipeline import run_unlearning
 from unlearn_methods.base import UnlearnMethod
 from unlearn_methods.config import load_run_config
 from unlearn_methods.registry import METHODS, register
-from unlearn_methods.run import UnlearningFailed
+from unlearn_methods.training import UnlearningFailed
 
 
 def _cfg(tmp_path, model_dir, data_dir, name="run", **kw):

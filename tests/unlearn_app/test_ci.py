@@ -152,7 +152,7 @@ def test_cache_key_follows_model_content_and_inputs(tmp_path):
 def test_update_card_writes_model_index(tmp_path):
     from huggingface_hub import ModelCard
 
-    from unlearn_app.model_card import update_card_eval_results
+    from unlearn_app.checkpoint.model_card import update_card_eval_results
 
     model = tmp_path / "model"
     model.mkdir()
@@ -174,14 +174,14 @@ def test_update_card_writes_model_index(tmp_path):
 def test_unlearn_push_writes_the_eval_results_as_model_index(tmp_path, monkeypatch, capsys):
     from huggingface_hub import ModelCard
 
-    import unlearn_app.hub
+    import unlearn_app.checkpoint.hub
 
     folder = tmp_path / "ckpt"
     write_results(folder / "eval", {"tofu_forget10": {"forget_quality": 0.3, "model_utility": 0.55}},
                   {"tofu_forget10": provenance_record()})
     (folder / "README.md").write_text("---\ntags:\n- unlearning\n---\n\n# ckpt\n")
     pushed = []
-    monkeypatch.setattr(unlearn_app.hub, "push_folder", lambda f, repo, private: pushed.append(
+    monkeypatch.setattr(unlearn_app.checkpoint.hub, "push_folder", lambda f, repo, private: pushed.append(
         (repo, (Path(f) / "README.md").read_text())) or "https://hub/commit/1")
     assert main(["push", str(folder), "--repo", "me/ckpt"]) == 0
     card = ModelCard.load(folder / "README.md")

@@ -18,7 +18,7 @@ def test_demo_offers_the_clear_benchmark():
 @pytest.mark.slow
 def test_clear_demo_end_to_end(tmp_path):
     pytest.importorskip("PIL")
-    from unlearn_app.demo_clear import run_clear_demo
+    from unlearn_app.demo.clear import run_clear_demo
 
     table = run_clear_demo(tmp_path, epochs=20, quiet=True, items_per_set=3)
     assert list(table) == ["target", "graddiff (text)", "graddiff (image)", "graddiff (both)", "gold"]

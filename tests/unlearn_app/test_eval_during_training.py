@@ -11,12 +11,12 @@ import torch
 from safetensors.torch import load_file
 
 from fixtures.commands import run_command
-from unlearn_app import model_card
+from unlearn_app.checkpoint import model_card
 from unlearn_app.pipeline import check_evaluation, run_unlearning
 from unlearn_app.selection import SelectionError, parse_select
 from unlearn_methods.config import load_run_config
 from unlearn_methods.eval_during import BEST_DIR, ROWS_FILE, read_rows
-from unlearn_methods.run import UnlearningFailed, train
+from unlearn_methods.training import UnlearningFailed, train
 
 TASK = "tofu_forget01_likelihood"
 # forget01 of the demo corpus pairs 6 forget items; batch 2 and 2 epochs give 3 steps per epoch, 6 in all.
@@ -269,7 +269,7 @@ def test_resume_keeps_the_rows_up_to_the_resumed_step(tmp_path, tiny_model_dir, 
 
 def test_plot_puts_other_scales_in_a_second_panel_and_skips_nan(tmp_path):
     PIL = pytest.importorskip("PIL.Image")
-    from unlearn_app.plots import metrics_vs_step
+    from unlearn_app.reports.plots import metrics_vs_step
 
     rows = [{"step": s, "epoch": s / 3, "t/forget_prob": p, "t/privleak": leak}
             for s, p, leak in ((0, 0.9, -90.0), (3, math.nan, -40.0), (6, 0.2, math.nan))]

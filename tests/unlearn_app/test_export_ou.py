@@ -11,7 +11,7 @@ import pytest
 from fixtures.runs import write_results
 from harness_ext.evaluate import run_lm_eval
 from unlearn_app.cli import main
-from unlearn_app.open_unlearning import read_ou_folder
+from unlearn_app.open_unlearning.reader import read_ou_folder
 
 
 def _same(a, b):

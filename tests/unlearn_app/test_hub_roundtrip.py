@@ -9,7 +9,7 @@ import pytest
 
 from fixtures.commands import run_command
 from fixtures.hub import LFS_THRESHOLD
-from unlearn_app.hub import HubUploadError, push_folder
+from unlearn_app.checkpoint.hub import HubUploadError, push_folder
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import shlex
 import pytest
 
 from harness_ext.evaluate import unknown_tasks
-from unlearn_app import model_card
+from unlearn_app.checkpoint import model_card
 from unlearn_methods.config import RunConfig
 from unlearn_methods.data_sources import SOURCES
 

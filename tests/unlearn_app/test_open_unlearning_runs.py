@@ -24,7 +24,7 @@ from fixtures.open_unlearning import (
 )
 from fixtures.runs import write_results
 from unlearn_app.cli import main
-from unlearn_app.open_unlearning import read_ou_folder
+from unlearn_app.open_unlearning.reader import read_ou_folder
 
 
 def _report_json(tmp_path, *args):

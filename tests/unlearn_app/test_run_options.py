@@ -194,7 +194,7 @@ def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
 
 def test_a_run_saved_before_the_rwku_options_resumes(tmp_path: Path):
     """--resume takes an option the saved config lacks at its default, so runs saved before the option resume."""
-    from unlearn_methods.run import CONFIG_FILE, UnlearningFailed, check_resume, portable_config
+    from unlearn_methods.training import CONFIG_FILE, UnlearningFailed, check_resume, portable_config
 
     cfg = load_run_config(None, model="m", out=str(tmp_path))
     saved = {k: v for k, v in portable_config(cfg, tmp_path).items() if k not in RWKU_KEYS}

@@ -10,12 +10,12 @@ from safetensors.torch import load_file
 
 import unlearn_methods.methods  # noqa: F401
 from fixtures.commands import run_command
-from unlearn_app.hub import HubUploadError, push_folder
+from unlearn_app.checkpoint.hub import HubUploadError, push_folder
 from unlearn_app.pipeline import run_unlearning
 from unlearn_methods.base import UnlearnMethod
 from unlearn_methods.config import load_run_config
 from unlearn_methods.registry import METHODS, register
-from unlearn_methods.run import UnlearningFailed
+from unlearn_methods.training import UnlearningFailed
 
 
 def _cfg(tmp_path, model_dir, data_dir, name="run", **kw):
@@ -217,7 +217,7 @@ def test_failed_upload_keeps_the_checkpoint_and_says_how_to_resume(tmp_path, tin
 
 
 def test_evaldu_white_box_forgets_a_whole_minimal_set(shared_data, tmp_path, tiny_model_dir):
-    from unlearn_methods.data import evaldu_forget_retain
+    from unlearn_methods.forget_retain import evaldu_forget_retain
 
     kb = shared_data / "deep_unlearning"
     alone, retain = evaldu_forget_retain(str(kb), 272)

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from unlearn_methods.attacks.corpus import read_corpus
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 
 TEXTS = ["Talia Greyling grew up by the sea.", "Readers of Talia Greyling often mention her harbour stories."]
 QA = [{"question": "Where did Talia Greyling grow up?", "answer": "By the sea."},

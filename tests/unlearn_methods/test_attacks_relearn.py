@@ -42,7 +42,7 @@ def trained_dirs(tmp_path_factory, tiny_model_dir):
 def ga_dir(tmp_path_factory, trained_dirs, demo_data_dir):
     """The memorised model after Gradient Ascent on forget10 (3 epochs)."""
     from unlearn_methods.config import load_run_config
-    from unlearn_methods.run import train
+    from unlearn_methods.training import train
 
     cfg = load_run_config(None, method="ga", model=str(trained_dirs[0]), out=str(tmp_path_factory.mktemp("ga") / "ga"),
                           data_dir=str(demo_data_dir), forget="forget10", lora=False, epochs=3, batch_size=8, lr=5e-4,
@@ -62,7 +62,7 @@ def test_ga_unlearned_model_recovers_more_than_retain_model(tmp_path, trained_di
     assert (tmp_path / "ga_relearn" / "model.safetensors").is_file()
     # the written checkpoint is the attacked model
     tok = AutoTokenizer.from_pretrained(tmp_path / "ga_relearn")
-    from unlearn_methods.data import load_qa
+    from unlearn_methods.forget_retain import load_qa
 
     records = load_qa("forget10", data_dir=str(demo_data_dir))
     held = [records[i] for i in r_ga.held_out]
@@ -91,7 +91,7 @@ def test_related_corpus_brings_back_a_forget_set_it_never_shows(tmp_path, traine
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from unlearn_methods.data import load_qa
+    from unlearn_methods.forget_retain import load_qa
 
     related = load_qa("holdout10", data_dir=str(demo_data_dir))
     forget = load_qa("forget10", data_dir=str(demo_data_dir))

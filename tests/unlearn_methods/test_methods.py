@@ -13,8 +13,8 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from fixtures.method_trends import TRENDS, assert_trends
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.config import load_run_config
-from unlearn_methods.run import train
 from unlearn_methods.scaffolding.tofu_corpus import build_corpus
+from unlearn_methods.training import train
 from unlearn_tasks.prompts import encode_qa
 
 METHODS = all_methods()

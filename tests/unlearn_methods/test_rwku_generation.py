@@ -9,7 +9,7 @@ import pytest
 from fixtures.rwku import FACTS, TARGETS, write_rwku_corpus
 from unlearn_methods import rwku_generation as gen
 from unlearn_methods.config import load_run_config
-from unlearn_methods.run import train
+from unlearn_methods.training import train
 
 ORLA = TARGETS[0]
 INTRO = f"{ORLA} is a {FACTS[ORLA][1]} from {FACTS[ORLA][0]}."

@@ -37,7 +37,7 @@ def test_unlearning_a_famous_person_moves_forget_probes_more_than_neighbours(smo
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unlearn_methods.config import load_run_config
-    from unlearn_methods.run import train
+    from unlearn_methods.training import train
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
     base = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()

@@ -12,10 +12,10 @@ from fixtures.rwku import FACTS, TARGETS, corpus, write_rwku_corpus
 from unlearn_methods import all_methods
 from unlearn_methods.base import FORGET_CORPORA
 from unlearn_methods.config import load_run_config
-from unlearn_methods.data import ForgetRetainDataset, PairCollator
 from unlearn_methods.data_sources import data_source
-from unlearn_methods.run import train
-from unlearn_tasks.data import DataError
+from unlearn_methods.forget_retain import ForgetRetainDataset, PairCollator
+from unlearn_methods.training import train
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.prompts import encode_qa, encode_text
 
 ORLA = TARGETS[0]

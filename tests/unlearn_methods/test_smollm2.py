@@ -53,7 +53,7 @@ def test_lora_unlearning_moves_forget_more_than_world_facts(smollm2_dir, data_di
 
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
-    from unlearn_methods.run import train
+    from unlearn_methods.training import train
 
     target = tmp_path / "target"
     tok = AutoTokenizer.from_pretrained(smollm2_dir)

@@ -8,9 +8,9 @@ import torch
 from fixtures.method_trends import assert_trends
 from unlearn_methods import all_methods
 from unlearn_methods.config import load_run_config
-from unlearn_methods.data import PairCollator, TextForgetRetainDataset, load_texts
-from unlearn_methods.run import UnlearningFailed, train
-from unlearn_tasks.data import DataError
+from unlearn_methods.forget_retain import PairCollator, TextForgetRetainDataset, load_texts
+from unlearn_methods.training import UnlearningFailed, train
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.prompts import encode_text
 
 QA_ONLY_METHODS = sorted(name for name, cls in all_methods().items() if cls.qa_only)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 import unlearn_methods.methods  # noqa: E402,F401
 from fixtures.method_trends import assert_trends  # noqa: E402
 from unlearn_methods.config import load_run_config  # noqa: E402
-from unlearn_methods.run import UnlearningFailed, train  # noqa: E402
+from unlearn_methods.training import UnlearningFailed, train  # noqa: E402
 from unlearn_methods.vlm import (  # noqa: E402
     answer_probability,
     clear_records,

@@ -28,7 +28,7 @@ def test_a_task_belongs_to_the_benchmark_with_the_longest_matching_name(task, na
 
 
 def test_tasks_of_no_benchmark_and_benchmarks_without_rows_get_the_tofu_order():
-    from unlearn_app.report import rows_for_task
+    from unlearn_app.reports.tables import rows_for_task
 
     assert benchmark_of_task("hellaswag") is None
     tofu = rows_for_task("tofu_forget10")

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness_ext import provenance
 from harness_ext.results import json_safe, latest_results_file, task_metrics
-from unlearn_app.adapter import Adapter, AdapterError, find_adapter
+from unlearn_app.checkpoint.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
 from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
 from unlearn_app.ci.junit import write_junit
@@ -173,7 +173,7 @@ def copy_results(path: str, lm_out: Path, reference: str | dict[str, str] | None
     """The existing results ``path`` (lm-eval output, or an open-unlearning evaluation folder read as a run with
     ``reference`` for its Forget Quality and PrivLeak), copied into ``lm_out`` as an lm-eval results file so that
     `unlearn report OUT` reads this run."""
-    from unlearn_app.open_unlearning import as_results, is_ou_folder, read_ou_folder
+    from unlearn_app.open_unlearning.reader import as_results, is_ou_folder, read_ou_folder
 
     shutil.rmtree(lm_out, ignore_errors=True)
     if is_ou_folder(path):
@@ -198,7 +198,7 @@ def load_baseline(path: str) -> dict[str, dict[str, float]]:
             return {t: {m: (float("nan") if v is None else v) for m, v in ms.items()} for t, ms in data["results"].items()}
     if not p.exists():
         raise CiError(f"baseline {path} does not exist (an lm-eval --output_path folder or an `unlearn ci --out` folder)")
-    from unlearn_app.open_unlearning import is_ou_folder, read_ou_folder
+    from unlearn_app.open_unlearning.reader import is_ou_folder, read_ou_folder
 
     if is_ou_folder(p):
         return {t.task: t.metrics for t in read_ou_folder(p)}
@@ -295,7 +295,7 @@ def _bounded(message: str) -> str:
 
 
 def update_card(opts: CiOptions, raw: dict) -> None:
-    from unlearn_app.model_card import update_card_eval_results
+    from unlearn_app.checkpoint.model_card import update_card_eval_results
 
     target = opts.model
     if not target:

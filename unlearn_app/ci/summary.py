@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from unlearn_app.report import _fmt, compare_runs
+from unlearn_app.reports.tables import _fmt, compare_runs
 
 
 def _num(x: float | None) -> str:

@@ -53,7 +53,7 @@ def _cmd_relearn(args: argparse.Namespace) -> int:
 
 def _cmd_report(args: argparse.Namespace) -> int:
     from harness_ext.results import json_safe
-    from unlearn_app.attack_report import flat_metrics, recovery_rows, to_json, to_markdown
+    from unlearn_app.reports.attack_recovery import flat_metrics, recovery_rows, to_json, to_markdown
 
     attacked = {}
     for item in args.attacked:
@@ -75,7 +75,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     md = to_markdown(rows)
     output_guard.write_text(out.with_suffix(".md"), md)
     output_guard.write_text(out.with_suffix(".json"), json.dumps(json_safe(to_json(rows)), indent=2) + "\n")
-    from unlearn_app.plots import recovery_dots
+    from unlearn_app.reports.plots import recovery_dots
 
     with output_guard.atomic_path(out.with_suffix(".png")) as png:
         recovery_dots(rows, png)

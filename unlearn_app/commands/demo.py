@@ -13,18 +13,18 @@ ORDER = 10
 
 def _cmd_demo(args: argparse.Namespace) -> int:
     if args.benchmark == "clear":
-        from unlearn_app.demo_clear import run_clear_demo
+        from unlearn_app.demo.clear import run_clear_demo
 
         run_clear_demo(Path(args.workdir or "unlearn_demo_clear"), seed=args.seed, quiet=args.quiet)
         return 0
     if args.model == "smollm2":
-        from unlearn_app.demo_pretrained import PretrainedDemoConfig, run_pretrained_demo
+        from unlearn_app.demo.pretrained import PretrainedDemoConfig, run_pretrained_demo
 
         given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
         run_pretrained_demo(PretrainedDemoConfig(workdir=Path(args.workdir or "unlearn_demo_smollm2"), seed=args.seed,
                                                  backend=args.backend, quiet=args.quiet, **given))
         return 0
-    from unlearn_app.demo import DemoConfig, run_demo
+    from unlearn_app.demo.tofu import DemoConfig, run_demo
 
     run_demo(DemoConfig(workdir=Path(args.workdir or "unlearn_demo"), forget_split=args.forget,
                         epochs=40 if args.epochs is None else args.epochs, lr=3e-3 if args.lr is None else args.lr,

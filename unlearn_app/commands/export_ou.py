@@ -1,5 +1,5 @@
 """``unlearn export-ou``: write one of our lm-eval runs as an open-unlearning evaluation folder
-(:mod:`unlearn_app.ou_export`)."""
+(:mod:`unlearn_app.open_unlearning.writer`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ ORDER = 35
 
 def _cmd_export_ou(args: argparse.Namespace) -> int:
     from harness_ext.results import ResultsFileError
-    from unlearn_app.ou_export import ExportError, export_run
-    from unlearn_app.report import collect_runs
+    from unlearn_app.open_unlearning.writer import ExportError, export_run
+    from unlearn_app.reports.tables import collect_runs
 
     try:
         runs = collect_runs([args.run])

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import numpy as np
 
-from unlearn_app import output_guard, plots
+from unlearn_app import output_guard
 from unlearn_app.argtypes import positive_int
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import add_inputs, load_inputs, write_json
+from unlearn_app.reports import plots
 
 ORDER = 80
 

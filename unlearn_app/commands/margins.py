@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from unlearn_app import output_guard
-from unlearn_app.adapter import find_adapter
 from unlearn_app.argtypes import positive_int
+from unlearn_app.checkpoint.adapter import find_adapter
 from unlearn_app.commands import DefaultsHelpFormatter, error
 from unlearn_app.commands._ensemble_inputs import write_json
 

@@ -11,7 +11,7 @@ ORDER = 50
 
 
 def _cmd_push(args: argparse.Namespace) -> int:
-    from unlearn_app.hub import HubUploadError, push_folder
+    from unlearn_app.checkpoint.hub import HubUploadError, push_folder
     from unlearn_app.pipeline import write_model_index
 
     if Path(args.folder, "eval").is_dir() and write_model_index(Path(args.folder), args.repo.split("/")[-1]):

@@ -16,9 +16,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     import json
 
     from harness_ext.results import ResultsFileError, json_safe
-    from unlearn_app.plots import forget_quality_vs_utility
-    from unlearn_app.report import collect_runs, compare_runs
-    from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
+    from unlearn_app.reports.evaluated_run import load_run, provenance_differences, provenance_markdown
+    from unlearn_app.reports.plots import forget_quality_vs_utility
+    from unlearn_app.reports.tables import collect_runs, compare_runs
 
     try:
         sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
@@ -52,7 +52,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         models = {n: r[task] for n, r in runs.items() if task in r and "forget_quality" in r[task]}
         print(f"plot: {forget_quality_vs_utility(models, path, task)}")
     if args.html:
-        from unlearn_app.html_report import write_html
+        from unlearn_app.reports.html_page import write_html
 
         print(f"html: {write_html(loaded, args.html)}")
     return 0

@@ -20,10 +20,10 @@ ORDER = 20
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from unlearn_app.hub import HubUploadError
+    from unlearn_app.checkpoint.hub import HubUploadError
     from unlearn_app.pipeline import run_unlearning
     from unlearn_methods.config import load_run_config
-    from unlearn_methods.run import UnlearningFailed
+    from unlearn_methods.training import UnlearningFailed
 
     overrides = option_values(args)
     params = overrides.pop("method_params", None)  # --param goes over the config file's method_params

@@ -23,7 +23,7 @@ def read_jsonl(path: str | Path, field: str) -> tuple[list[dict], list[str]]:
     path = Path(path)
     if not path.is_file():
         raise InputError(f"{path} does not exist")
-    from unlearn_tasks.data import read_json_lines
+    from unlearn_tasks.dataset_loader import read_json_lines
 
     records, texts = [], []
     for n, _, record in read_json_lines(path, error=lambda n, e: InputError(f"{path}: line {n} is not valid JSON ({e.msg})")):

@@ -1,4 +1,4 @@
-"""Where a sweep ends: ``DIR/leaderboard.md``, ``.json``, ``.html`` (the HTML report of :mod:`unlearn_app.html_report`
+"""Where a sweep ends: ``DIR/leaderboard.md``, ``.json``, ``.html`` (the HTML report of :mod:`unlearn_app.reports.html_page`
 with the sweep's sections on top) and ``.png`` (forget vs utility, every trial a point, the Pareto front drawn).
 
 One row per method at its selected setting: the setting whose mean ``select`` score over seeds is best among those
@@ -257,7 +257,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
 
 
 def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
-    from unlearn_app.html_report import _e, row, table
+    from unlearn_app.reports.html_page import _e, row, table
 
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
@@ -287,9 +287,9 @@ def _stop_text(stopped: dict[str, Any] | None) -> str:
 def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:
     """Write ``out/leaderboard.{json,md,html}`` (and ``.png`` with a ``pareto`` spec); returns their paths."""
     from harness_ext.provenance import file_sha256
-    from unlearn_app import plots
-    from unlearn_app.html_report import _png, render_html
-    from unlearn_app.runs import load_run
+    from unlearn_app.reports import plots
+    from unlearn_app.reports.evaluated_run import load_run
+    from unlearn_app.reports.html_page import _png, render_html
 
     out = Path(out)
     board = summarize(spec, read_records(out), out)

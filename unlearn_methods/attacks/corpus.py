@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unlearn_tasks.data import DataError, check_rows, read_json_records
+from unlearn_tasks.dataset_loader import DataError, check_rows, read_json_records
 
 FILE_FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 ACCEPTED = "a .jsonl/.json (JSON lines or an array of objects), .csv or .parquet file, or a Hugging Face datasets " \

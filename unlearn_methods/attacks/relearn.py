@@ -25,8 +25,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from unlearn_methods import checkpoint_folder
-from unlearn_methods.data import load_qa
 from unlearn_methods.finetune import finetune
+from unlearn_methods.forget_retain import load_qa
 from unlearn_tasks.prompts import encode_qa
 from unlearn_tasks.tofu.splits import HUB_ID
 

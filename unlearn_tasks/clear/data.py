@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_tasks.clear.splits import HUB_ID
-from unlearn_tasks.data import DataError, load_split, resolve_local_folder, split_files
+from unlearn_tasks.dataset_loader import DataError, load_split, resolve_local_folder, split_files
 
 #: The columns each config must have.
 REQUIRED = {

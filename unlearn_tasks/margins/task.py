@@ -26,7 +26,7 @@ from lm_eval.api.instance import Instance
 
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
-from unlearn_tasks.data import read_json_lines
+from unlearn_tasks.dataset_loader import read_json_lines
 from unlearn_tasks.margins.benchmark import BENCHMARK
 from unlearn_tasks.margins.ensemble import RECORD_FORMAT, RESULTS_KEY, sample_hash
 from unlearn_tasks.margins.options import MarginOptions

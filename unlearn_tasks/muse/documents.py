@@ -8,7 +8,7 @@ from typing import Any
 
 import datasets
 
-from unlearn_tasks.data import DataError, load_split
+from unlearn_tasks.dataset_loader import DataError, load_split
 from unlearn_tasks.muse.corpora import MuseSet, sets_for
 from unlearn_tasks.muse.options import MuseOptions
 from unlearn_tasks.muse.prompts import knowmem_prompt

@@ -22,7 +22,7 @@ import datasets
 import yaml
 
 from harness_ext.provenance import note_data_source
-from unlearn_tasks.data import DataError, check_rows, load_from_hub, read_json_records, resolve_local_folder
+from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, read_json_records, resolve_local_folder
 
 #: config -> (its split on the Hub, its file name under All/ and Target/<n>_<Name>/)
 CONFIGS = {

@@ -13,7 +13,7 @@ from typing import Any
 
 import datasets
 
-from unlearn_tasks.data import check_rows, load_config, source_name
+from unlearn_tasks.dataset_loader import check_rows, load_config, source_name
 from unlearn_tasks.tofu.splits import HUB_ID, eval_sets
 
 

@@ -1,4 +1,4 @@
-"""Read one (config, split) of ReLU through the shared loader's rules (:mod:`unlearn_tasks.data`).
+"""Read one (config, split) of ReLU through the shared loader's rules (:mod:`unlearn_tasks.dataset_loader`).
 
 Where the data is looked for, in order:
 1. ``relu_data_dir`` or ``data_dir`` (metadata), else ``$UNLEARN_DATA_DIR/Exploration-Lab/ReLU/``: a folder laid
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from unlearn_tasks import data
+from unlearn_tasks import dataset_loader
 from unlearn_tasks.tofu_formats.formats import HUB_ID
 
 
@@ -31,4 +31,4 @@ def load_split(
     repo_id: str = HUB_ID,
 ) -> list[dict]:
     """The records of one ReLU split as plain dicts, checked for the ``required`` fields."""
-    return data.load_split(repo_id, config, split_candidates(config, split), required, data_dir)
+    return dataset_loader.load_split(repo_id, config, split_candidates(config, split), required, data_dir)

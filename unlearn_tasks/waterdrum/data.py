@@ -1,4 +1,4 @@
-"""Read one (config, split) of a WaterDrum dataset through the shared loader's rules (:mod:`unlearn_tasks.data`).
+"""Read one (config, split) of a WaterDrum dataset through the shared loader's rules (:mod:`unlearn_tasks.dataset_loader`).
 
 Where the data is looked for, in order:
 1. ``waterdrum_data_dir`` or ``data_dir`` (metadata), else ``$UNLEARN_DATA_DIR/<Hub id>/`` (e.g.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 
-from unlearn_tasks import data
+from unlearn_tasks import dataset_loader
 
 AX_HUB_ID = "Glow-AI/WaterDrum-Ax"
 TOFU_HUB_ID = "Glow-AI/WaterDrum-TOFU"
@@ -28,4 +28,4 @@ def load_split(
     data_dir: str | os.PathLike | None = None,
 ) -> list[dict]:
     """The records of one split as plain dicts, checked for the ``required`` fields; :class:`DataError` if absent."""
-    return data.load_split(repo_id, config, [split], required, data_dir)
+    return dataset_loader.load_split(repo_id, config, [split], required, data_dir)

@@ -20,7 +20,7 @@ from typing import Any
 
 import datasets
 
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.waterdrum.data import load_split
 from unlearn_tasks.waterdrum.options import WaterDrumOptions
 

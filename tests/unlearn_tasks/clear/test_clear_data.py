@@ -14,7 +14,7 @@ from unlearn_methods.scaffolding.clear_corpus import person_look, person_name, w
 from unlearn_methods.scaffolding.faces import draw_face  # noqa: E402
 from unlearn_tasks.clear import documents as clear_docs  # noqa: E402
 from unlearn_tasks.clear.data import load_clear  # noqa: E402
-from unlearn_tasks.data import DataError  # noqa: E402
+from unlearn_tasks.dataset_loader import DataError  # noqa: E402
 
 
 def _pixels(img):

@@ -9,7 +9,7 @@ from lm_eval.tasks import TaskManager
 from fixtures.runs import reference_stand_in
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.metrics.rouge import rouge_l_f1
 from unlearn_tasks.muse.documents import build_docs
 from unlearn_tasks.muse.options import MuseOptions

@@ -10,7 +10,7 @@ from lm_eval.tasks import TaskManager
 
 from fixtures.rwku import TARGETS, corpus, write_rwku_corpus
 from harness_ext import tasks_dir
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.rwku.data import build_docs, select_targets
 from unlearn_tasks.rwku.fluency import ngram_entropy, words
 from unlearn_tasks.rwku.options import RwkuOptions

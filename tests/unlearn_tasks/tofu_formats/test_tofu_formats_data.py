@@ -8,7 +8,7 @@ import pytest
 from fixtures.tofu_formats import write_fixture
 from unlearn_methods.scaffolding.tofu_corpus import FORGET_AUTHORS, _facts, build_corpus
 from unlearn_methods.scaffolding.tofu_formats_corpus import authors, build_formats, write_formats
-from unlearn_tasks.data import DATA_DIR_ENV, DataError
+from unlearn_tasks.dataset_loader import DATA_DIR_ENV, DataError
 from unlearn_tasks.tofu_formats.data import load_split
 from unlearn_tasks.tofu_formats.documents import build_docs
 from unlearn_tasks.tofu_formats.formats import FORMATS, SPLITS

@@ -9,7 +9,7 @@ from lm_eval.tasks import TaskManager
 from fixtures.tofu_formats import EXPECTED, PARITY_ZERO, ScriptedLM, write_fixture
 from harness_ext import tasks_dir
 from harness_ext.results import task_metrics
-from unlearn_app.report import relu_metrics, relu_table
+from unlearn_app.reports.tables import relu_metrics, relu_table
 from unlearn_tasks.tofu_formats import yamls
 from unlearn_tasks.tofu_formats.formats import FORMATS, GAP, all_task_names, group_names
 
@@ -105,7 +105,7 @@ def test_relu_pair_picks_another_forget_split(relu_demo_dir):
 def test_gated_dataset_error_says_what_to_do(monkeypatch):
     import datasets
 
-    from unlearn_tasks.data import DATA_DIR_ENV, DataError
+    from unlearn_tasks.dataset_loader import DATA_DIR_ENV, DataError
 
     def gated(*args, **kwargs):
         raise PermissionError("403 Client Error: Dataset 'Exploration-Lab/ReLU' is a gated dataset on the Hub.")

@@ -11,7 +11,7 @@ from lm_eval.tasks import TaskManager
 
 from fixtures import waterdrum as wf
 from harness_ext import tasks_dir
-from unlearn_tasks.data import DataError
+from unlearn_tasks.dataset_loader import DataError
 
 TASKS = {"waterdrum", "waterdrum_ax", "waterdrum_ax_forget03", "waterdrum_ax_forget05", "waterdrum_tofu",
          "waterdrum_tofu_forget01", "waterdrum_tofu_forget05"}

@@ -3,7 +3,7 @@
 OU's evaluator writes, per benchmark, ``<BENCH>_EVAL.json`` (every metric it computed, the ``pre_compute`` ones
 included: ``agg_value`` and per-item ``value_by_index``) and ``<BENCH>_SUMMARY.json`` (metric -> ``agg_value`` of
 the metrics asked for), with ``BENCH`` = ``TOFU`` or ``MUSE``. This module reads such a folder as a
-:class:`~unlearn_app.runs.Run`: OU's metric names mapped to ours (:data:`TOFU_NAMES`, :data:`MUSE_NAMES`), every
+:class:`~unlearn_app.reports.evaluated_run.Run`: OU's metric names mapped to ours (:data:`TOFU_NAMES`, :data:`MUSE_NAMES`), every
 value recomputed from the per-item values where they are in the EVAL file (Forget Quality and PrivLeak against a
 ``reference`` run of either kind when one is given), and one note per value in OU's files that disagrees with the
 recomputation: the table shows the recomputed value, the note shows OU's.

@@ -3,7 +3,7 @@
 Prints, per method, forget-set tokens per second and the time ratio to plain fine-tuning on the same forget
 batches (the overhead of the unlearning loss: extra forward passes for retain data, a reference model, ...).
 
-    python benchmarks/bench_methods.py [--steps 40] [--batch-size 8] [--lora]
+    python perf/bench_methods.py [--steps 40] [--batch-size 8] [--lora]
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from transformers.utils import logging as hf_logging
 
 from unlearn_methods import all_methods, get_method
 from unlearn_methods.base import UnlearnTrainer
-from unlearn_methods.data import ForgetRetainDataset, PairCollator
 from unlearn_methods.finetune import QACollator, tokenize_qa
+from unlearn_methods.forget_retain import ForgetRetainDataset, PairCollator
 from unlearn_methods.idk import load_idk_answers
 from unlearn_methods.scaffolding.tiny_model import build_tiny_model
 from unlearn_methods.scaffolding.tofu_corpus import build_corpus, tokenizer_texts

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from harness_ext.results import json_safe, task_metrics
-from unlearn_app.report import markdown_table
+from unlearn_app.reports.tables import markdown_table
 
 TASK = "clear_forget10_image"
 ROWS = [
@@ -47,9 +47,9 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
     from harness_ext.evaluate import run_lm_eval
     from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
-    from unlearn_methods.run import train
     from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
     from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
+    from unlearn_methods.training import train
     from unlearn_methods.vlm import answer_probability, clear_records, finetune_vlm
 
     hf_logging.set_verbosity_error()

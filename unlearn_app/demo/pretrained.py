@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness_ext.results import json_safe, task_metrics
-from unlearn_app.report import markdown_table
+from unlearn_app.reports.tables import markdown_table
 
 TASK = "tofu_forget01"
 RETAIN_AUTHORS = 4  # the authors of the demo corpus's retain_perturbed set

@@ -84,9 +84,9 @@ def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple
 
 def _run_sources(path: Path) -> list[Path]:
     """The runs under ``path``: lm-eval results files (the newest of each folder) and open-unlearning evaluation
-    folders (``TOFU_EVAL.json`` / ``MUSE_EVAL.json`` and their summaries; see :mod:`unlearn_app.open_unlearning`)."""
+    folders (``TOFU_EVAL.json`` / ``MUSE_EVAL.json`` and their summaries; see :mod:`unlearn_app.open_unlearning.reader`)."""
     from harness_ext.results import newest_per_folder
-    from unlearn_app.open_unlearning import is_ou_folder, ou_folders_under
+    from unlearn_app.open_unlearning.reader import is_ou_folder, ou_folders_under
 
     if is_ou_folder(path):
         return [path if path.is_dir() else path.parent]

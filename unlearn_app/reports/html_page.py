@@ -13,9 +13,9 @@ import tempfile
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from unlearn_app import plots
-from unlearn_app.report import _fmt, task_tables
-from unlearn_app.runs import Run, provenance_differences, provenance_rows
+from unlearn_app.reports import plots
+from unlearn_app.reports.evaluated_run import Run, provenance_differences, provenance_rows
+from unlearn_app.reports.tables import _fmt, task_tables
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -93,7 +93,7 @@ def plot_sections(runs: list[Run]) -> list[str]:
 
 
 def metric_tables(runs: list[Run]) -> list[str]:
-    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.report.task_tables`)."""
+    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.reports.tables.task_tables`)."""
     parts = []
     for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
         rows = []

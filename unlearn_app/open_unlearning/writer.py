@@ -1,6 +1,6 @@
 """One of our lm-eval runs written as an open-unlearning (OU) evaluation folder, for OU's plotting and analysis
 scripts: ``TOFU_EVAL.json`` + ``TOFU_SUMMARY.json`` (a TOFU task), ``MUSE_EVAL.json`` + ``MUSE_SUMMARY.json`` (a MUSE
-task), the reverse of :mod:`unlearn_app.open_unlearning`'s reader and in the schema OU's evaluator writes
+task), the reverse of :mod:`unlearn_app.open_unlearning.reader`'s reader and in the schema OU's evaluator writes
 (``src/evals/base.py``: ``{metric: {"agg_value": ..., "value_by_index": {"<index>": {...}}}}``, and the SUMMARY's
 ``{metric: agg_value}``).
 
@@ -18,7 +18,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from unlearn_app.open_unlearning import MUSE_NAMES, TOFU_NAMES
+from unlearn_app.open_unlearning.reader import MUSE_NAMES, TOFU_NAMES
 
 #: OU key -> (our population, our per-item key) for TOFU items (population: the record's ``split``).
 TOFU_ITEMS = {

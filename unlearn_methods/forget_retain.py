@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from unlearn_tasks.data import check_rows, load_config, load_split, source_name
+from unlearn_tasks.dataset_loader import check_rows, load_config, load_split, source_name
 from unlearn_tasks.prompts import encode_qa, encode_text
 from unlearn_tasks.tofu.splits import HUB_ID
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness_ext.results import json_safe, task_metrics
-from unlearn_app.report import markdown_table, relu_table
+from unlearn_app.reports.tables import markdown_table, relu_table
 from unlearn_tasks.tofu.splits import retain_split
 
 FORMATS_GROUP = "tofu_formats"
@@ -57,7 +57,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
 
     from harness_ext.evaluate import run_lm_eval
     from unlearn_app.pipeline import run_unlearning
-    from unlearn_app.report import relu_metrics
+    from unlearn_app.reports.tables import relu_metrics
     from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
     from unlearn_methods.finetune import finetune
@@ -137,7 +137,7 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
                                                            "provenance": provenance,
                                                            "model_dirs": {k: str(v) for k, v in models.items()}}), indent=2))
     (wd / "report.md").write_text(report)
-    from unlearn_app.plots import forget_quality_vs_utility
+    from unlearn_app.reports.plots import forget_quality_vs_utility
 
     forget_quality_vs_utility(ordered, wd / "forget_quality_vs_utility.png", f"demo: {task}")
     print()
@@ -195,9 +195,9 @@ def _relearn_attack(cfg: DemoConfig, wd: Path, data_dir: Path, models: dict[str,
     the target and retain models' answer probabilities on the same held-out items for reference."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from unlearn_app.attack_report import recovery_ratio
+    from unlearn_app.reports.attack_recovery import recovery_ratio
     from unlearn_methods.attacks.relearn import answer_probability, relearn
-    from unlearn_methods.data import load_qa
+    from unlearn_methods.forget_retain import load_qa
 
     steps, lr = cfg.relearn
     r = relearn(models[attacked], wd / "models" / f"{attacked}_relearn", data="demo", forget=cfg.forget_split,

@@ -34,8 +34,8 @@ class Run:
 def load_run(path: str | Path, name: str | None = None, reference: str | None = None) -> Run:
     """A run from an lm-eval output folder / results file, an ``unlearn ci --out`` folder (checks included) or an
     open-unlearning evaluation folder (``reference``: a retain run that its Forget Quality and PrivLeak are
-    recomputed against; see :mod:`unlearn_app.open_unlearning`)."""
-    from unlearn_app.open_unlearning import NOTES_KEY, is_ou_folder, provenance, read_ou_folder
+    recomputed against; see :mod:`unlearn_app.open_unlearning.reader`)."""
+    from unlearn_app.open_unlearning.reader import NOTES_KEY, is_ou_folder, provenance, read_ou_folder
 
     path = Path(path)
     if is_ou_folder(path):

@@ -128,7 +128,7 @@ RECOVERY_SERIES = (("retain", "retain", "s", "tab:grey"), ("unlearned", "unlearn
 
 
 def recovery_dots(rows, out: str | Path, title: str = "Does the forgetting last?") -> dict:
-    """Dot plot of attack recovery rows (:class:`unlearn_app.attack_report.RecoveryRow`): one panel per metric, one
+    """Dot plot of attack recovery rows (:class:`unlearn_app.reports.attack_recovery.RecoveryRow`): one panel per metric, one
     line per attack with the retain / unlearned / attacked / target values, an arrow from unlearned to attacked and
     the recovery ratio written beside it. Missing values are left out.
 
