@@ -191,8 +191,11 @@ def check_folder(spec: Spec, out: str | Path, resume: bool, existing: bool = Fal
         held = "a sweep (trials.jsonl); pass --resume to continue it" if TRIALS_FILE in names else "files"
         raise SweepError(f"--out {out} is not empty: it holds {held}, or choose an empty --out")
     foreign = [n for n in names if n not in LAYOUT and not n.startswith(".leaderboard")]
-    if foreign or not _is_sweep_spec(out / "spec.yaml"):
-        shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "") if foreign else "no sweep spec.yaml"
+    spec_file = out / "spec.yaml"
+    if not foreign and spec_file.exists() and not _is_sweep_spec(spec_file):
+        foreign = ["a spec.yaml that is not a sweep spec"]
+    if foreign or not (spec_file.exists() or TRIALS_FILE in names):
+        shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "") if foreign else "no spec.yaml, no trials.jsonl"
         raise SweepError(f"--out {out}: no sweep there: it is not a sweep folder (it holds {shown}); give the folder "
                          "of this sweep, or an empty --out")
     ids = {t.id for t in spec.trials}

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from unlearn_app.ci.checks import Ref, refs
+from unlearn_app.ci.checks import Check, Ref, refs, uses_baseline
 from unlearn_app.sweep.spec import Spec, SpecError
 
 
@@ -37,9 +37,9 @@ def validate_spec(spec: Spec) -> None:
         baseline = _baseline(spec)
         for task, names in baseline.items():
             metrics.setdefault(task, set()).update(names)
-    for key, found, uses_baseline in _named(spec):
+    for key, found, compared in _named(spec):
         for ref in found:
-            if uses_baseline and ev.baseline and ref.task not in baseline:
+            if compared and ev.baseline and ref.task not in baseline:
                 raise SpecError(f"{where}: {key}: the baseline {ev.baseline} holds no results of {ref.task} "
                                 f"(it holds {', '.join(sorted(baseline)) or 'none'})")
             known = metrics.get(ref.task)
@@ -84,13 +84,18 @@ def _baseline(spec: Spec) -> dict[str, dict[str, float]]:
 def _named(spec: Spec) -> list[tuple[str, list[Ref], bool]]:
     """(key, the TASK/METRIC references under it, whether they are compared with the baseline)."""
     out: list[tuple[str, list[Ref], bool]] = [
-        (f"evaluation.checks {c.text!r}", c.refs, "baseline" in c.text) for c in spec.evaluation.checks]
+        (f"evaluation.checks {c.text!r}", c.refs, _compares(c)) for c in spec.evaluation.checks]
     if spec.select:
         out.append((f"select {spec.select.text!r}", refs(spec.select.expression), False))
-        out += [(f"select_if {c.text!r}", c.refs, "baseline" in c.text) for c in spec.select.conditions]
+        out += [(f"select_if {c.text!r}", c.refs, _compares(c)) for c in spec.select.conditions]
     out += [(f"pareto.{axis} {rule.text!r}", refs(rule.expression), False) for axis, rule in spec.pareto.items()]
     stop: dict[str, Any] = spec.early_stop or {}
     if "/" in str(stop.get("metric", "")):
         task, metric = str(stop["metric"]).split("/", 1)
         out.append((f"early_stop.metric {stop['metric']!r}", [Ref(task, metric)], False))
     return out
+
+
+def _compares(check: Check) -> bool:
+    """Whether ``check`` reads ``baseline`` (the same metric in the baseline's results)."""
+    return uses_baseline(check.left) or uses_baseline(check.right)
