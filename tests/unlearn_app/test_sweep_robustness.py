@@ -19,6 +19,7 @@ from unlearn_app.sweep.leaderboard import write_leaderboard
 from unlearn_app.sweep.spec import SpecError, parse_spec
 
 ONE = {"graddiff": {}}  # one setting: seeds x 1 trials
+NO_EVALUATION = {"evaluation": None, "select": None, "select_if": None, "pareto": None}  # nothing checked up front
 
 
 class FakeTrial:
@@ -105,7 +106,7 @@ def test_ctrl_c_during_a_finaliser_still_stops_the_sweep(tmp_path, capsys):
 def test_cli_ctrl_c_exits_130(tmp_path, monkeypatch, capsys):
     from unlearn_app.cli import main
 
-    spec = _spec(tmp_path, seeds=[0, 1])
+    spec = _spec(tmp_path, seeds=[0, 1], **NO_EVALUATION)
     first = spec.trials[0].id
 
     def interrupt(trial_id):
@@ -116,7 +117,6 @@ def test_cli_ctrl_c_exits_130(tmp_path, monkeypatch, capsys):
                 pass  # swallowed by the trial: the sweep must stop all the same
 
     monkeypatch.setattr("unlearn_app.sweep.engine.run_trial", FakeTrial(hook=interrupt))
-    monkeypatch.setattr("unlearn_app.sweep.validate.validate_spec", lambda spec: None)
     assert main(["sweep", spec.path, "--out", str(tmp_path / "out")]) == 130
     assert "interrupted" in capsys.readouterr().out and read_records(tmp_path / "out") == {}
 
@@ -283,13 +283,12 @@ def test_a_seed_without_a_value_is_flagged_not_hidden(tmp_path, missing):
 def test_a_sweep_with_a_failed_trial_exits_1_and_says_so_last(tmp_path, monkeypatch, capsys):
     from unlearn_app.cli import main
 
-    spec = _spec(tmp_path, seeds=[0, 1])
+    spec = _spec(tmp_path, seeds=[0, 1], **NO_EVALUATION)
 
     def fail_all(trial, *args, **kw):
         return {**trial, "status": "failed", "error": "RuntimeError: boom", "wall_s": 0.0}
 
     monkeypatch.setattr("unlearn_app.sweep.engine.run_trial", fail_all)
-    monkeypatch.setattr("unlearn_app.sweep.validate.validate_spec", lambda spec: None)
     assert main(["sweep", spec.path, "--out", str(tmp_path / "out")]) == 1
     out = capsys.readouterr()
     last = (out.out + out.err).strip().splitlines()[-1]

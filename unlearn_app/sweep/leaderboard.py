@@ -119,7 +119,7 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | 
     """The leaderboard as data (what ``leaderboard.json`` holds); ``out``: the sweep folder (results files are
     relative to it; needed for KLoM)."""
     records = recheck(spec, records)
-    trials = [records[t.id] for t in spec.trials if t.id in records]
+    trials = [{**t.as_dict(), **records[t.id]} for t in spec.trials if t.id in records]  # the spec's fields kept
     oracles = {t.id for t in spec.trials if t.oracle}
     ok = [r for r in trials if r["status"] == "ok" and r["id"] not in oracles]
     baseline = None
