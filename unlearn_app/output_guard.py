@@ -149,22 +149,26 @@ def _output_paths(decl: Declaration, args: argparse.Namespace) -> list[tuple[str
     return out
 
 
-def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLike]] = ()) -> None:
+def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLike]] = (),
+          inputs: Sequence[tuple[str, str | os.PathLike]] = ()) -> None:
     """Refuse (:class:`OutputClash`) outputs that clash with inputs, with each other, or with existing results.
 
     ``derived``: ``(dest, path)`` of files an output option writes that are known only once the inputs are read
     (``report --plot p.png`` with several tasks writes ``p_<task>.png``); the command calls this again with them,
-    before it writes anything, and they are checked like the declared outputs."""
+    before it writes anything, and they are checked like the declared outputs. ``inputs``: ``(what, path)`` of
+    inputs named inside an input file (``unlearn sweep``'s spec names its models and data; ``what`` is how the
+    message names it), checked like the declared inputs."""
     decl: Declaration | None = getattr(args, KEY, None)
     if decl is None:
         return
     outputs = _output_paths(decl, args) + [(decl.name(dest), str(path), _resolved(str(path)), True)
                                            for dest, path in derived]
-    inputs = [(d, given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)  # a Hub id names no local path
-              for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
+    declared = [(decl.name(d), decl.scanned.get(d), given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)
+                for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
+    named = [(what, None, str(given), _resolved(str(given))) for what, given in inputs
+             if Path(given).expanduser().exists()]  # a Hub id names no local path
     for out_opt, out_given, out, _ in outputs:
-        for dest, in_given, inp in inputs:
-            in_opt, patterns = decl.name(dest), decl.scanned.get(dest)
+        for in_opt, patterns, in_given, inp in declared + named:
             if out == inp:
                 why = f"is the input {in_opt} {in_given}"
             elif _inside(inp, out):

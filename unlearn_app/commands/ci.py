@@ -33,6 +33,8 @@ def _cmd_ci(args: argparse.Namespace) -> int:
             trial = best_trial(args.from_sweep, args.method)
         except NoTrial as e:
             return error(str(e))
+        except Exception as e:  # noqa: BLE001  (exit 1 means a check failed: anything else is 2)
+            return error(f"--from-sweep {args.from_sweep}: internal error ({type(e).__name__}: {e}); please report it")
         sweep = {k: trial.get(k) for k in ("id", "setting", "method", "seed", "values", "selected_by",
                                            "results_file", "checkpoint")}
         sweep["dir"] = str(args.from_sweep)

@@ -14,6 +14,27 @@ class NoTrial(ValueError):
     """The sweep has no trial to gate; the message says why and what to do."""
 
 
+def _read_board(path: Path, sweep: Path) -> dict[str, Any]:
+    """``leaderboard.json`` as written by `unlearn sweep`, or :class:`NoTrial` saying how to write it again."""
+    again = f"write it again with unlearn sweep SPEC --out {sweep} --leaderboard-only"
+    try:
+        board = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise NoTrial(f"--from-sweep {sweep}: {path} is not UTF-8 text; {again}") from None
+    except json.JSONDecodeError as e:
+        raise NoTrial(f"--from-sweep {sweep}: {path} is not valid JSON (cut short? {e.msg} at line {e.lineno} "
+                      f"column {e.colno}); {again}") from None
+    rows = board.get("leaderboard") if isinstance(board, dict) else None
+    trials = board.get("trials") if isinstance(board, dict) else None
+    fields = (("method", str), ("setting", str), ("trials", list))
+    if not (isinstance(rows, list) and isinstance(trials, list)
+            and all(isinstance(r, dict) and all(isinstance(r.get(k), t) for k, t in fields) for r in rows)
+            and all(isinstance(r, dict) and isinstance(r.get("id"), str) for r in trials)):
+        raise NoTrial(f"--from-sweep {sweep}: {path} is not a sweep leaderboard (an object with leaderboard rows "
+                      f"and trials); {again}")
+    return board
+
+
 def best_trial(sweep: str | Path, method: str | None = None) -> dict[str, Any]:
     """The selected trial's record of the sweep in ``sweep`` (with ``results_dir`` and ``checkpoint`` paths added,
     and ``selected_by``: the sweep's rule)."""
@@ -24,7 +45,7 @@ def best_trial(sweep: str | Path, method: str | None = None) -> dict[str, Any]:
     if not board_file.is_file():
         raise NoTrial(f"--from-sweep {sweep}: no leaderboard.json; write it with unlearn sweep SPEC --out {sweep} "
                       "--leaderboard-only")
-    board = json.loads(board_file.read_text(encoding="utf-8"))
+    board = _read_board(board_file, sweep)
     rows = [r for r in board["leaderboard"] if method is None or r["method"] == method]
     if not rows:
         methods = sorted({r["method"] for r in board["leaderboard"]})
@@ -39,7 +60,10 @@ def best_trial(sweep: str | Path, method: str | None = None) -> dict[str, Any]:
     if not runs:
         raise NoTrial(f"--from-sweep {sweep}: the selected setting {row['setting']} has no results file")
     if board.get("select"):
-        rule = parse_select(board["select"], [])
+        try:
+            rule = parse_select(str(board["select"]), [])
+        except ValueError as e:
+            raise NoTrial(f"--from-sweep {sweep}: leaderboard.json's select {board['select']!r}: {e}") from None
 
         def score(record: dict[str, Any]) -> float:
             try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import statistics
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from harness_ext import provenance
 from harness_ext.results import json_safe
 from unlearn_app.ci.checks import MissingValue, evaluate, lookup_in
 from unlearn_app.selection import Selection
-from unlearn_app.sweep.engine import read_records
+from unlearn_app.sweep.engine import TRIALS_FILE, SweepError, check_folder, hold, read_records
 from unlearn_app.sweep.spec import Spec
 
 RECOVERY = "relearn recovery"  # held-out forget probability after relearning minus before
@@ -56,21 +57,50 @@ def _score(rule: Selection | None, metrics: dict[str, dict[str, float]]) -> floa
         return math.nan
 
 
-def _spread(values: list[float]) -> dict[str, Any]:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
-    return {"mean": statistics.fmean(finite) if finite else None,
-            "sd": statistics.stdev(finite) if len(finite) > 1 else (0.0 if finite else None), "n": len(finite)}
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _mean_metrics(records: list[dict[str, Any]]) -> tuple[dict, dict]:
+def _spread(values: list[float | None], seeds: list[int] | None = None) -> dict[str, Any]:
+    """Mean, sample sd and ``n`` of the finite ``values`` (one per seed); ``missing_seeds``: the seeds whose value
+    is missing, NaN or infinite (the mean is over the others, and says so). One value has no sd (None)."""
+    finite = [v for v in values if _finite(v)]
+    out = {"mean": statistics.fmean(finite) if finite else None,
+           "sd": statistics.stdev(finite) if len(finite) > 1 else None, "n": len(finite)}
+    if seeds is not None and len(finite) < len(values):
+        out["missing_seeds"] = [s for s, v in zip(seeds, values) if not _finite(v)]
+    return out
+
+
+def _mean_metrics(records: list[dict[str, Any]]) -> tuple[dict, dict, dict]:
+    """Mean and sd over ``records`` of every metric, and ``{task: {metric: seeds without a value}}``."""
     means: dict[str, dict[str, float]] = {}
     sds: dict[str, dict[str, float]] = {}
+    missing: dict[str, dict[str, list[int]]] = {}
+    seeds = [r["seed"] for r in records]
     for task in dict.fromkeys(t for r in records for t in r.get("metrics") or {}):
         for metric in dict.fromkeys(m for r in records for m in (r.get("metrics") or {}).get(task, {})):
-            s = _spread([(r.get("metrics") or {}).get(task, {}).get(metric) for r in records])
+            s = _spread([(r.get("metrics") or {}).get(task, {}).get(metric) for r in records], seeds)
             means.setdefault(task, {})[metric] = math.nan if s["mean"] is None else s["mean"]
             sds.setdefault(task, {})[metric] = math.nan if s["sd"] is None else s["sd"]
-    return means, sds
+            if s.get("missing_seeds"):
+                missing.setdefault(task, {})[metric] = s["missing_seeds"]
+    return means, sds, missing
+
+
+def recheck(spec: Spec, records: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The records with ``checks`` and ``passed`` evaluated again from their metrics by the checks of ``spec``
+    (the current spec: a ``--resume`` after the checks changed shows the current verdicts, not the old ones)."""
+    from unlearn_app.sweep.trial import check_results
+
+    texts = [c.text for c in spec.evaluation.checks]
+    out = {}
+    for key, record in records.items():
+        if record.get("status") == "ok":
+            checks = check_results(texts, record.get("metrics") or {}, spec.evaluation.baseline)
+            record = {**record, "checks": checks, "passed": all(c["passed"] for c in checks)}
+        out[key] = record
+    return out
 
 
 def _better(mode: str, a: float, b: float) -> bool:
@@ -88,7 +118,8 @@ def pareto_front(points: dict[str, tuple[float, float]], modes: tuple[str, str])
 def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | None = None) -> dict[str, Any]:
     """The leaderboard as data (what ``leaderboard.json`` holds); ``out``: the sweep folder (results files are
     relative to it; needed for KLoM)."""
-    trials = [records[t.id] for t in spec.trials if t.id in records]
+    records = recheck(spec, records)
+    trials = [{**t.as_dict(), **records[t.id]} for t in spec.trials if t.id in records]  # the spec's fields kept
     oracles = {t.id for t in spec.trials if t.oracle}
     ok = [r for r in trials if r["status"] == "ok" and r["id"] not in oracles]
     baseline = None
@@ -103,23 +134,24 @@ def summarize(spec: Spec, records: dict[str, dict[str, Any]], out: str | Path | 
             continue
         if trial.setting in settings or not runs:
             continue
-        means, sds = _mean_metrics(runs)
+        means, sds, missing = _mean_metrics(runs)
+        seeds = [r["seed"] for r in runs]
         row = {"method": trial.method, "setting": trial.setting, "values": trial.values, "model": trial.model,
                "forget_split": trial.forget, "stage": trial.stage, "seeds": [r["seed"] for r in runs],
                "trials": [r["id"] for r in runs],
-               "metrics": means, "metrics_sd": sds,
+               "metrics": means, "metrics_sd": sds, **({"metrics_missing_seeds": missing} if missing else {}),
                "checks_passed": all(r.get("passed", True) for r in runs)}
         if spec.select:
-            row["score"] = _spread([_score(spec.select, r["metrics"]) for r in runs])
+            row["score"] = _spread([_score(spec.select, r["metrics"]) for r in runs], seeds)
             row["ineligible"] = _ineligible(spec.select, means, baseline)
         for axis, rule in spec.pareto.items():
-            row[axis] = _spread([_score(rule, r["metrics"]) for r in runs])
+            row[axis] = _spread([_score(rule, r["metrics"]) for r in runs], seeds)
         rule = spec.pareto.get("forget") or spec.select
         for name in spec.attacks:  # the forget measure after the attack, beside the one before
             row[f"forget after {name}"] = _spread([_score(rule, (r.get("attacks") or {}).get(name, {}).get("metrics", {}))
-                                                   for r in runs])
+                                                   for r in runs], seeds)
         if "relearn" in spec.attacks:  # the held-out forget probability the relearning attack brought back
-            row[RECOVERY] = _spread([(r.get("attacks") or {}).get("relearn", {}).get("recovery") for r in runs])
+            row[RECOVERY] = _spread([(r.get("attacks") or {}).get("relearn", {}).get("recovery") for r in runs], seeds)
         if spec.klom:
             row.update(_ensembles(spec, [r for r in trials if r["id"] in oracles and r["status"] == "ok"
                                          and r["forget"] == trial.forget], runs, Path(out or ".")))
@@ -200,9 +232,15 @@ def _ineligible(rule: Selection, means: dict, baseline) -> str | None:
 
 # --------------------------------------------------------------------------- the files
 def _fmt(spread: dict[str, Any] | None) -> str:
+    """``mean ± sd``; with seeds that have no value, ``mean (n=1 of 2; no value: seed 1)``."""
     if not spread or spread.get("mean") is None:
         return "n/a"
-    return f"{spread['mean']:.4g} ± {spread['sd']:.2g}" if spread["n"] > 1 else f"{spread['mean']:.4g}"
+    text = f"{spread['mean']:.4g} ± {spread['sd']:.2g}" if spread["n"] > 1 else f"{spread['mean']:.4g}"
+    missing = spread.get("missing_seeds")
+    if missing:
+        seeds = ", ".join(str(s) for s in missing)
+        text += f" (n={spread['n']} of {spread['n'] + len(missing)}; no value: seed{'s' if len(missing) > 1 else ''} {seeds})"
+    return text
 
 
 def _values(values: dict[str, Any]) -> str:
@@ -285,33 +323,57 @@ def _stop_text(stopped: dict[str, Any] | None) -> str:
 
 
 def write_leaderboard(spec: Spec, out: str | Path) -> list[Path]:
-    """Write ``out/leaderboard.{json,md,html}`` (and ``.png`` with a ``pareto`` spec); returns their paths."""
+    """Write ``out/leaderboard.{json,md,html}`` (and ``.png`` with a ``pareto`` spec); returns their paths. The
+    folder must hold this sweep (:func:`~unlearn_app.sweep.engine.check_folder`) and every finished trial's
+    results file; the files are written together (each complete under a temporary name, then all renamed) or,
+    on any error, not at all."""
+    out = Path(out)
+    check_folder(spec, out, resume=True, existing=True)
+    with hold(out):
+        return _write_held(spec, out)
+
+
+def _write_held(spec: Spec, out: Path) -> list[Path]:
     from harness_ext.provenance import file_sha256
     from unlearn_app.reports import plots
     from unlearn_app.reports.evaluated_run import load_run
     from unlearn_app.reports.html_page import _png, render_html
 
-    out = Path(out)
     board = summarize(spec, read_records(out), out)
+    for r in board["trials"]:
+        if r.get("results_file") and not (out / r["results_file"]).is_file():
+            raise SweepError(f"--out {out}: the results file of trial {r['id']} ({r['results_file']}) is missing "
+                             "(was its folder removed?); restore it, or delete the trial's line from "
+                             f"{TRIALS_FILE} and run the sweep with --resume to rerun it")
     board["provenance"]["results_files"] = {
         r["id"]: {"path": r["results_file"], "sha256": file_sha256(out / r["results_file"])}
-        for r in board["trials"] if r.get("results_file") and (out / r["results_file"]).is_file()}
-    paths = []
-    png = None
-    if board["pareto_points"]:
-        methods = {r["id"]: r["method"] for r in board["trials"]}
-        points = {k: (v[0], v[1], methods[k]) for k, v in board["pareto_points"].items()}
-        utility, forget = spec.pareto["utility"], spec.pareto["forget"]
-        png = plots.pareto_scatter(points, board["pareto_front"], out / "leaderboard.png",
-                                   utility.text.rsplit(":", 1)[0], forget.text.rsplit(":", 1)[0],
-                                   (utility.mode, forget.mode))
-        paths.append(png)
-    (out / "leaderboard.json").write_text(json.dumps(json_safe(board), indent=2, default=str))
-    (out / "leaderboard.md").write_text(markdown(board, png.name if png else None), encoding="utf-8")
-    runs = [load_run(out / r["results_file"], f"{r['method']} seed {r['seed']} ({r['id']})")
-            for row in board["leaderboard"] for r in board["trials"]
-            if r["id"] in row["trials"] and r.get("results_file")]
-    uri = _png(lambda p: p.write_bytes(png.read_bytes())) if png else None
-    html = render_html(runs, f"Sweep leaderboard: {spec.path}", sections=_html_sections(board, uri))
-    (out / "leaderboard.html").write_text(html, encoding="utf-8")
-    return [out / "leaderboard.md", out / "leaderboard.json", out / "leaderboard.html", *paths]
+        for r in board["trials"] if r.get("results_file")}
+    staged: dict[Path, Path] = {}  # final path -> its complete temporary
+    tag = f".tmp-{os.getpid()}"
+    try:
+        png = None
+        if board["pareto_points"]:
+            methods = {r["id"]: r["method"] for r in board["trials"]}
+            points = {k: (v[0], v[1], methods[k]) for k, v in board["pareto_points"].items()}
+            utility, forget = spec.pareto["utility"], spec.pareto["forget"]
+            png = out / "leaderboard.png"
+            staged[png] = plots.pareto_scatter(points, board["pareto_front"], out / f".leaderboard{tag}.png",
+                                               utility.text.rsplit(":", 1)[0], forget.text.rsplit(":", 1)[0],
+                                               (utility.mode, forget.mode))
+        texts = {out / "leaderboard.json": json.dumps(json_safe(board), indent=2, default=str),
+                 out / "leaderboard.md": markdown(board, png.name if png else None)}
+        runs = [load_run(out / r["results_file"], f"{r['method']} seed {r['seed']} ({r['id']})")
+                for row in board["leaderboard"] for r in board["trials"]
+                if r["id"] in row["trials"] and r.get("results_file")]
+        uri = _png(lambda p: p.write_bytes(staged[png].read_bytes())) if png else None
+        texts[out / "leaderboard.html"] = render_html(runs, f"Sweep leaderboard: {spec.path}",
+                                                      sections=_html_sections(board, uri))
+        for path, text in texts.items():
+            staged[path] = out / f".{path.stem}{tag}{path.suffix}"
+            staged[path].write_text(text, encoding="utf-8")
+        for path, tmp in staged.items():
+            os.replace(tmp, path)
+    finally:
+        for tmp in staged.values():
+            tmp.unlink(missing_ok=True)
+    return [out / "leaderboard.md", out / "leaderboard.json", out / "leaderboard.html", *([png] if png else [])]

@@ -87,6 +87,10 @@ METHOD_KEYS = {"grid": "mapping of parameter to a list of values",
                "random": "mapping {trials: N, seed: S, space: {parameter: [values] or {low, high, log}}}"}
 RESOURCE_KEYS = {"cpus": "CPU cores per trial (also its torch threads)", "gpus": "GPUs per trial",
                  "max_retries": "times the Ray engine reruns a trial whose worker died"}
+#: The most of each resource one trial may ask for (more is a typo: no machine has it).
+RESOURCE_MAX = {"cpus": 1024, "gpus": 64, "max_retries": 100}
+#: The most trials one spec may expand to (a larger grid or random search is refused before it is built).
+MAX_TRIALS = 10_000
 #: RunConfig fields a spec may not set in ``run`` (the sweep sets them per trial).
 SWEEP_OWNED = {"method", "model", "out", "data", "data_dir", "forget", "retain", "seed", "method_params",
                "eval_tasks", "eval_limit", "eval_metadata", "push_to_hub", "resume", "overwrite", "progress"}
@@ -244,15 +248,22 @@ def parse_spec(text: str, where: str = "<spec>") -> Spec:
         raise err("methods", "give a mapping of method names, e.g. methods: {graddiff: {}, npo: {grid: {beta: [0.1, 0.5]}}}")
     resources = {"cpus": 1, "gpus": 0, "max_retries": 2, **mapping(raw.get("resources"), "resources", RESOURCE_KEYS)}
     for key, value in resources.items():
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 or (
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value) or value < 0 or (
                 key != "gpus" and not float(value).is_integer()):
-            raise err(f"resources.{key}", f"expected a non-negative number ({RESOURCE_KEYS[key]})")
+            raise err(f"resources.{key}", f"expected a non-negative number ({RESOURCE_KEYS[key]}), got {value!r}")
+        if value > RESOURCE_MAX[key]:
+            raise err(f"resources.{key}", f"{value:g} is more than {RESOURCE_MAX[key]} ({RESOURCE_KEYS[key]})")
     if resources["cpus"] < 1:
         raise err("resources.cpus", "a trial needs at least 1 CPU")
 
+    settings = {method: _settings(str(method), mapping(body, f"methods.{method}", METHOD_KEYS), run_fields, err)
+                for method, body in methods.items()}
+    per_setting = len(models) * len(sequence or forgets) * len(seeds)
+    _cap(sum(map(len, settings.values())) * per_setting, "methods", err,
+         f"trials ({sum(map(len, settings.values()))} settings x {per_setting} models, forget splits and seeds)")
     trials: list[Trial] = []
-    for method, body in methods.items():
-        for values in _settings(str(method), mapping(body, f"methods.{method}", METHOD_KEYS), run_fields, err):
+    for method in methods:
+        for values in settings[method]:
             params = {k: v for k, v in values.items() if k not in run_fields}
             run = {**shared, **{k: v for k, v in values.items() if k in run_fields}}
             if sequence:
@@ -558,6 +569,7 @@ def _raw_settings(method: str, body: dict[str, Any], types: dict[str, Any], run_
             if not isinstance(values, list) or not values:
                 raise err(f"{key}.{name}", f"give a list of values, e.g. {name}: [0.1, 0.5]")
         names = list(grid)
+        _cap(math.prod(len(grid[n]) for n in names), key, err)
         return [dict(zip(names, combo)) for combo in itertools.product(*(grid[n] for n in names))]
     if "random" in body:
         key = f"methods.{method}.random"
@@ -567,6 +579,7 @@ def _raw_settings(method: str, body: dict[str, Any], types: dict[str, Any], run_
         n, space = rnd.get("trials"), rnd.get("space")
         if not isinstance(n, int) or isinstance(n, bool) or n <= 0:
             raise err(f"{key}.trials", "expected a positive number of settings to draw")
+        _cap(n, f"{key}.trials", err)
         if not isinstance(space, dict) or not space:
             raise err(f"{key}.space", "give a mapping of parameter to [values] or {low, high, log}")
         hints = dict(types)
@@ -579,6 +592,13 @@ def _raw_settings(method: str, body: dict[str, Any], types: dict[str, Any], run_
         rng = random.Random(f"{method}:{rnd.get('seed', 0)}")  # a string seed: the same draws on every platform
         return [{name: _draw(rng, dist, hints[name]) for name, dist in space.items()} for _ in range(n)]
     return [{}]
+
+
+def _cap(count: int, key: str, err, what: str = "settings") -> None:
+    """Refuse more than :data:`MAX_TRIALS` settings or trials, before they are built."""
+    if count > MAX_TRIALS:
+        raise err(key, f"{count} {what}; a sweep runs at most {MAX_TRIALS} trials: make the grid or the random "
+                  "search smaller (or split it into several sweeps)")
 
 
 def _is_int(tp: Any) -> bool:
