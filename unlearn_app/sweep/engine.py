@@ -201,8 +201,8 @@ def check_folder(spec: Spec, out: str | Path, resume: bool, existing: bool = Fal
     ids = {t.id for t in spec.trials}
     ran = set(read_records(out)) | ({p.name for p in (out / "trials").iterdir()} if (out / "trials").is_dir() else set())
     if ran and not ran & ids:
-        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path}; "
-                         "give that sweep's spec, or another --out")
+        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path} "
+                         "(a spec whose every trial changed is a new sweep); give that sweep's spec, or another --out")
 
 
 def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: bool = False) -> list[Trial]:
