@@ -386,3 +386,13 @@ def test_ci_from_sweep_with_a_broken_leaderboard_is_exit_2(tmp_path, content, ca
 def test_append_record_on_disk(tmp_path):
     append_record(tmp_path, {"id": "a", "status": "ok"})
     assert read_records(tmp_path) == {"a": {"id": "a", "status": "ok"}}
+
+
+def test_a_metric_no_check_could_know_up_front_stops_the_sweep_after_its_first_trial(tmp_path):
+    spec = _spec(tmp_path, seeds=[0, 1, 2], select=f"{TASK}/forget_pbor:min", select_if=[])
+    out = tmp_path / "out"
+    fake = FakeTrial()
+    with pytest.raises(SpecError, match=f"select .*: {TASK} has no metric 'forget_pbor'; its metrics are "
+                                        "forget_prob, retain_prob .*first trial"):
+        run_sweep(spec, out, trial_fn=fake, log=_quiet)
+    assert fake.calls == [spec.trials[0].id] and list(read_records(out)) == [spec.trials[0].id]  # kept for --resume

@@ -28,6 +28,7 @@ import yaml
 from harness_ext.results import json_safe
 from unlearn_app.sweep.spec import Spec, Trial
 from unlearn_app.sweep.trial import CHECKPOINT, run_trial
+from unlearn_app.sweep.validate import check_results_names
 
 TRIALS_FILE = "trials.jsonl"
 LOCK_FILE = ".sweep.lock"
@@ -201,8 +202,8 @@ def check_folder(spec: Spec, out: str | Path, resume: bool, existing: bool = Fal
     ids = {t.id for t in spec.trials}
     ran = set(read_records(out)) | ({p.name for p in (out / "trials").iterdir()} if (out / "trials").is_dir() else set())
     if ran and not ran & ids:
-        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path}; "
-                         "give that sweep's spec, or another --out")
+        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path} "
+                         "(a spec whose every trial changed is a new sweep); give that sweep's spec, or another --out")
 
 
 def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: bool = False) -> list[Trial]:
@@ -390,6 +391,7 @@ def _run_held(spec: Spec, out: str | Path, engine: str, address: str | None, res
     skipped = len(spec.trials) - len(pending)
     log(f"unlearn sweep: {len(spec.trials)} trials, {skipped} already finished, {len(pending)} to run ({engine})")
     written: list[dict[str, Any]] = []
+    checked: list[str] = []
 
     def on_record(record: dict[str, Any]) -> None:
         if ctrl_c["hit"]:  # the trial ran under Ctrl-C: not finished, whatever it returned
@@ -398,6 +400,9 @@ def _run_held(spec: Spec, out: str | Path, engine: str, address: str | None, res
         written.append(record)
         what = "ok" if record["status"] == "ok" else f"FAILED ({record.get('error')})"
         log(f"[{len(written)}/{len(pending)}] {record['id']} {what} in {record.get('wall_s')} s")
+        if record["status"] == "ok" and not checked:  # names only a trial's results can tell, after the first
+            checked.append(record["id"])
+            check_results_names(spec, record.get("metrics") or {})
 
     if engine == "local":
         run_local(spec, out, pending, on_record, trial_fn)

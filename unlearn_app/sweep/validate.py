@@ -2,7 +2,8 @@
 the evaluation's tasks are tasks lm-eval knows, its metadata keys are keys some benchmark reads, the reference and
 baseline exist (the baseline is read), and every ``TASK/METRIC`` in ``checks``, ``select``, ``select_if``,
 ``pareto`` and ``early_stop`` is a metric its task reports where that is known without running it (the baseline's
-results, an lm-eval task's ``metric_list``). The spec's own syntax is :mod:`unlearn_app.sweep.spec`'s."""
+results, an lm-eval task's ``metric_list``); the rest is checked against the first finished trial's results
+(:func:`check_results_names`). The spec's own syntax is :mod:`unlearn_app.sweep.spec`'s."""
 
 from __future__ import annotations
 
@@ -46,6 +47,19 @@ def validate_spec(spec: Spec) -> None:
             if known is not None and ref.metric not in known:
                 raise SpecError(f"{where}: {key}: {ref.task} has no metric {ref.metric!r}; its metrics are "
                                 f"{', '.join(sorted(known))}")
+
+
+def check_results_names(spec: Spec, metrics: dict[str, dict[str, Any]]) -> None:
+    """Every ``TASK/METRIC`` the spec names whose task is in ``metrics`` (the first finished trial's results) is a
+    metric there: what :func:`validate_spec` could not know before any trial ran (our benchmarks' metrics depend
+    on their options) stops the sweep after one trial, not after all of them."""
+    for key, found, _ in _named(spec):
+        for ref in found:
+            known = metrics.get(ref.task)
+            if isinstance(known, dict) and ref.metric not in known:
+                raise SpecError(f"{spec.path}: {key}: {ref.task} has no metric {ref.metric!r}; its metrics are "
+                                f"{', '.join(sorted(known))} (found when the first trial ended; fix the spec and "
+                                "continue with --resume: the finished trial is kept)")
 
 
 def _known_tasks(spec: Spec) -> None:
