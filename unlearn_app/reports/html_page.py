@@ -15,7 +15,8 @@ from pathlib import Path
 
 from unlearn_app.reports import plots
 from unlearn_app.reports.evaluated_run import Run, provenance_differences, provenance_rows
-from unlearn_app.reports.tables import _fmt, task_tables
+from unlearn_app.reports.numbers import format_number
+from unlearn_app.reports.tables import task_tables
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -98,7 +99,7 @@ def metric_tables(runs: list[Run]) -> list[str]:
     for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
         rows = []
         for key, label in table_rows:
-            cells = "".join(f'<td class="num">{_e(_fmt(m.get(key)))}</td>' for m in models.values())
+            cells = "".join(f'<td class="num">{_e(format_number(m.get(key)))}</td>' for m in models.values())
             rows.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
         parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3>'
                      + table(["metric", *models], rows, f' class="metrics" data-task="{_e(task)}"'))
@@ -113,7 +114,7 @@ def checks_tables(runs: list[Run]) -> list[str]:
         rows = []
         for c in run.checks:
             verdict = "pass" if c.get("passed") else "FAIL"
-            value, bound = _fmt(c.get("value")), _fmt(c.get("bound"))
+            value, bound = format_number(c.get("value")), format_number(c.get("bound"))
             rows.append(f'<tr class="{"pass" if c.get("passed") else "fail"}"><td class="verdict">{verdict}</td>'
                         f'<td><code>{_e(c.get("check"))}</code></td><td class="num">{_e(value)}</td>'
                         f'<td class="num">{_e(bound)}</td></tr>')
