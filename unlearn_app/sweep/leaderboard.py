@@ -259,7 +259,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
 
 
 def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
-    from unlearn_app.reports.html_page import _e, row, table
+    from unlearn_app.reports.html_page import _escape, row, table
 
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
@@ -267,7 +267,7 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
                  *(_spread(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"])
             for r in board["leaderboard"]]
     parts = ['<h2 id="leaderboard">Leaderboard</h2>',
-             f"<p>Selection: <code>{_e(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
+             f"<p>Selection: <code>{_escape(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
              table(["method", "setting", *place, "seeds", "score", *axes, "checks"], rows, ' class="leaderboard"')]
     if png_uri:
         parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '
