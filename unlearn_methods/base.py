@@ -27,17 +27,22 @@ class NonFiniteLossError(RuntimeError):
     """The loss became NaN or infinite; raised before the optimiser step, so the weights are still the last good ones."""
 
 
+#: ``MethodContext.reference`` of a LoRA model: the reference is the model itself with its adapter switched off
+#: (``model.disable_adapter()``), so the base weights are not copied.
+ADAPTER_DISABLED = "disable_adapter"
+
+
 @dataclass
 class MethodContext:
     """What a method's loss may use besides the model: the frozen reference and run-wide state."""
 
     trainer: Trainer
-    reference: Any = None  # a callable model, or None
+    reference: Any = None  # a callable model, ADAPTER_DISABLED, or None
 
     def reference_outputs(self, batch: dict, **kwargs):
         """Outputs of the frozen reference model (the model before unlearning) on ``batch``."""
         with torch.no_grad():
-            if self.reference == "disable_adapter":
+            if self.reference == ADAPTER_DISABLED:
                 with self.trainer.model.disable_adapter():
                     return forward(self.trainer.model, batch, **kwargs)
             return forward(self.reference, batch, **kwargs)
@@ -103,7 +108,7 @@ class UnlearnTrainer(Trainer):
 
     def _make_reference(self):
         if hasattr(self.model, "disable_adapter"):  # LoRA: the base weights are the reference, no copy needed
-            return "disable_adapter"
+            return ADAPTER_DISABLED
         ref = copy.deepcopy(self.model).eval()
         for p in ref.parameters():
             p.requires_grad_(False)

@@ -26,7 +26,7 @@ from unlearn_methods.params import MethodParams, param
 from unlearn_methods.registry import register
 
 
-def _v(t: torch.Tensor) -> float:
+def _logged(t: torch.Tensor) -> float:
     """A loss term as a plain number for logging."""
     return float(t.detach())
 
@@ -58,7 +58,7 @@ class GradientAscent(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         forget = _nll(model, inputs["forget"])
-        return -forget, {"forget_nll": _v(forget)}
+        return -forget, {"forget_nll": _logged(forget)}
 
 
 @register
@@ -71,7 +71,7 @@ class GradientDifference(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         forget, retain = _nll(model, inputs["forget"]), _nll(model, inputs["retain"])
-        return -p.gamma * forget + p.alpha * retain, {"forget_nll": _v(forget), "retain_nll": _v(retain)}
+        return -p.gamma * forget + p.alpha * retain, {"forget_nll": _logged(forget), "retain_nll": _logged(retain)}
 
 
 @register
@@ -87,7 +87,7 @@ class KLMinimisation(UnlearnMethod):
         forget = _nll(model, inputs["forget"])
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
-        return -p.gamma * forget + p.alpha * kl, {"forget_nll": _v(forget), "retain_kl": _v(kl)}
+        return -p.gamma * forget + p.alpha * kl, {"forget_nll": _logged(forget), "retain_kl": _logged(kl)}
 
 
 @register
@@ -102,7 +102,7 @@ class IDKFinetune(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         idk, retain = _nll(model, inputs["forget_idk"]), _nll(model, inputs["retain"])
-        return p.gamma * idk + p.alpha * retain, {"idk_nll": _v(idk), "retain_nll": _v(retain)}
+        return p.gamma * idk + p.alpha * retain, {"idk_nll": _logged(idk), "retain_nll": _logged(retain)}
 
 
 def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Tensor]:
@@ -128,7 +128,7 @@ class DPO(UnlearnMethod):
         lose, _ = _log_ratio(ctx, model, inputs["forget"])
         dpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
         retain = _nll(model, inputs["retain"])
-        return p.gamma * dpo + p.alpha * retain, {"dpo": _v(dpo), "retain_nll": _v(retain)}
+        return p.gamma * dpo + p.alpha * retain, {"dpo": _logged(dpo), "retain_nll": _logged(retain)}
 
 
 @register
@@ -144,7 +144,7 @@ class NPO(UnlearnMethod):
         log_ratio, nll = _log_ratio(ctx, model, inputs["forget"])
         npo = (-2.0 / p.beta * F.logsigmoid(-p.beta * log_ratio)).mean()
         retain = _nll(model, inputs["retain"])
-        return p.gamma * npo + p.alpha * retain, {"npo": _v(npo), "forget_seq_nll": _v(nll.mean()), "retain_nll": _v(retain)}
+        return p.gamma * npo + p.alpha * retain, {"npo": _logged(npo), "forget_seq_nll": _logged(nll.mean()), "retain_nll": _logged(retain)}
 
 
 @register
@@ -165,7 +165,7 @@ class SimNPO(UnlearnMethod):
         nll, n = sequence_nll(forward(model, f).logits, f["labels"])
         simnpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (nll / n - p.delta))).mean()
         retain = _nll(model, inputs["retain"])
-        return p.gamma * simnpo + p.alpha * retain, {"simnpo": _v(simnpo), "retain_nll": _v(retain)}
+        return p.gamma * simnpo + p.alpha * retain, {"simnpo": _logged(simnpo), "retain_nll": _logged(retain)}
 
 
 @register
@@ -189,12 +189,12 @@ class SCRUB(UnlearnMethod):
         if self.is_max_step(ctx):
             f = inputs["forget"]
             kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"])
-            return -self.params.gamma * kl, {"forget_kl": _v(kl)}
+            return -self.params.gamma * kl, {"forget_kl": _logged(kl)}
         r = inputs["retain"]
         logits = forward(model, r).logits
         kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"])
         nll = mean_nll(logits, r["labels"])
-        return kl + self.params.alpha * nll, {"retain_kl": _v(kl), "retain_nll": _v(nll)}
+        return kl + self.params.alpha * nll, {"retain_kl": _logged(kl), "retain_nll": _logged(nll)}
 
 
 @register
@@ -219,7 +219,7 @@ class LLMU(UnlearnMethod):
         r = inputs["retain"]
         kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
         total = -p.eps_forget * forget + p.eps_random * mismatch + p.eps_retain * kl
-        return total, {"forget_nll": _v(forget), "random_nll": _v(mismatch), "retain_kl": _v(kl)}
+        return total, {"forget_nll": _logged(forget), "random_nll": _logged(mismatch), "retain_kl": _logged(kl)}
 
 
 @register
@@ -261,7 +261,7 @@ class RMU(UnlearnMethod):
         h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True), n_layers)
         mask_r = r["attention_mask"].unsqueeze(-1).to(h_r.dtype)
         retain = (((h_r - h_ref) ** 2) * mask_r).sum() / (mask_r.sum() * h_r.shape[-1])
-        return forget + self.params.alpha * retain, {"forget_mse": _v(forget), "retain_mse": _v(retain)}
+        return forget + self.params.alpha * retain, {"forget_mse": _logged(forget), "retain_mse": _logged(retain)}
 
 
 @register
@@ -272,7 +272,7 @@ class RetainFinetune(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         retain = _nll(model, inputs["retain"])
-        return retain, {"retain_nll": _v(retain)}
+        return retain, {"retain_nll": _logged(retain)}
 
 
 @register
@@ -346,10 +346,10 @@ class WhosHarryPotter(UnlearnMethod):
         logp = F.log_softmax(forward(model, f).logits[:, :-1].float(), -1)
         mask = (f["labels"][:, 1:] != -100).float()
         distill = -((generic * logp).sum(-1) * mask).sum() / mask.sum().clamp_min(1)
-        terms = {"generic_ce": _v(distill)}
+        terms = {"generic_ce": _logged(distill)}
         if self.params.retain_weight:
             retain = _nll(model, inputs["retain"])
-            terms["retain_nll"] = _v(retain)
+            terms["retain_nll"] = _logged(retain)
             distill = distill + self.params.retain_weight * retain
         return distill, terms
 
@@ -394,11 +394,11 @@ class UNDIAL(UnlearnMethod):
         answer = f["labels"][:, 1:].clamp_min(0).unsqueeze(-1)
         target = F.softmax(teacher.scatter_add(-1, answer, torch.full_like(answer, -p.beta, dtype=teacher.dtype)), -1)
         undial = masked_mean(soft_cross_entropy(logits[:, :-1], target), mask)
-        terms = {"undial_ce": _v(undial), "forget_nll": _v(masked_mean(nll, mask))}
+        terms = {"undial_ce": _logged(undial), "forget_nll": _logged(masked_mean(nll, mask))}
         loss = p.gamma * undial
         if p.alpha:
             retain = _nll(model, inputs["retain"])
-            terms["retain_nll"] = _v(retain)
+            terms["retain_nll"] = _logged(retain)
             loss = loss + p.alpha * retain
         return loss, terms
 
@@ -427,7 +427,7 @@ class WGA(UnlearnMethod):
         p = self.params
         wga, forget_nll = _weighted_ascent(model, inputs["forget"], lambda prob: prob ** p.beta)
         retain = _nll(model, inputs["retain"])
-        return p.gamma * wga + p.alpha * retain, {"wga": _v(wga), "forget_nll": _v(forget_nll), "retain_nll": _v(retain)}
+        return p.gamma * wga + p.alpha * retain, {"wga": _logged(wga), "forget_nll": _logged(forget_nll), "retain_nll": _logged(retain)}
 
 
 @register
@@ -452,7 +452,7 @@ class SatImp(UnlearnMethod):
                                               lambda prob: prob ** p.beta1 * (1 - prob) ** p.beta2)
         retain = _nll(model, inputs["retain"])
         return (p.gamma * satimp + p.alpha * retain,
-                {"satimp": _v(satimp), "forget_nll": _v(forget_nll), "retain_nll": _v(retain)})
+                {"satimp": _logged(satimp), "forget_nll": _logged(forget_nll), "retain_nll": _logged(retain)})
 
 
 @register
@@ -477,7 +477,7 @@ class CEU(UnlearnMethod):
         keep = mask & (mask.cumsum(-1) > self.params.ignore_first_n)
         excluded = logits.detach().scatter(-1, f["labels"][:, 1:].clamp_min(0).unsqueeze(-1), float("-inf"))
         ceu = masked_mean(soft_cross_entropy(logits, F.softmax(excluded, -1)), keep)
-        return ceu, {"ceu": _v(ceu), "forget_nll": _v(masked_mean(nll, mask))}
+        return ceu, {"ceu": _logged(ceu), "forget_nll": _logged(masked_mean(nll, mask))}
 
 
 @register
@@ -521,9 +521,9 @@ class PDU(UnlearnMethod):
             margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]))
         retain = _nll(model, inputs["retain"])
         loss = p.gamma * margin + self.dual * (retain - p.retain_eps)
-        terms = {"forget_margin": _v(margin), "retain_nll": _v(retain), "dual": self.dual}
+        terms = {"forget_margin": _logged(margin), "retain_nll": _logged(retain), "dual": self.dual}
         if (ctx.trainer.state.epoch or 0.0) >= p.dual_warmup_epochs:
-            self.dual = max(0.0, self.dual + p.dual_step_size * (_v(retain) - p.retain_eps))
+            self.dual = max(0.0, self.dual + p.dual_step_size * (_logged(retain) - p.retain_eps))
         return loss, terms
 
 
@@ -576,5 +576,5 @@ class AltPO(UnlearnMethod):
         altpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
         retain = _nll(model, inputs["retain"])
         return p.gamma * altpo + p.alpha * retain, {
-            "altpo": _v(altpo), "alternate_seq_nll": _v(alternate_nll.mean()), "forget_seq_nll": _v(forget_nll.mean()),
-            "retain_nll": _v(retain)}
+            "altpo": _logged(altpo), "alternate_seq_nll": _logged(alternate_nll.mean()), "forget_seq_nll": _logged(forget_nll.mean()),
+            "retain_nll": _logged(retain)}

@@ -49,7 +49,7 @@ def test_recovery_ratio_by_hand():
 def test_rows_and_missing_metric_message():
     rows = recovery_rows({"t/p": 0.1}, {"quant4": {"t/p": 0.4}, "relearn": {"t/p": 0.7}}, ["t/p"], {"t/p": 0.9}, {"t/p": 0.2})
     assert [(r.attack, r.recovery) for r in rows] == [("quant4", pytest.approx(0.375)), ("relearn", pytest.approx(0.75))]
-    assert "| quant4 | t/p | 0.1 | 0.4 | 0.9 | 0.2 | 0.375 |" in to_markdown(rows)
+    assert "| quant4 | t/p | 0.1000 | 0.4000 | 0.9000 | 0.2000 | 0.3750 |" in to_markdown(rows)
     with pytest.raises(ValueError, match="the unlearned model's results has no metric 't/q'; it has: t/p"):
         recovery_rows({"t/p": 0.1}, {"a": {"t/p": 0.4}}, ["t/q"])
 
@@ -71,7 +71,7 @@ def test_attack_report_command(tmp_path):
     assert got["tofu_forget10/model_utility"]["recovery"] == pytest.approx(-2.5)  # (0.55 - 0.6) / (0.62 - 0.6)
     assert got["tofu_forget10/forget_prob"]["retain"] == 0.25
     md = (tmp_path / "report.md").read_text()
-    assert "| int4 | tofu_forget10/forget_prob | 0.2 | 0.35 | 0.8 | 0.25 | 0.25 |" in md
+    assert "| int4 | tofu_forget10/forget_prob | 0.2000 | 0.3500 | 0.8000 | 0.2500 | 0.2500 |" in md
     # the plot draws the report's numbers (read back from the PNG's data chunk, written from the drawn markers)
     drawn = _png_data(tmp_path / "report.png")
     for row in data["rows"]:

@@ -190,7 +190,7 @@ def test_model_card_names_the_selected_step():
               "select": cfg.select, "selected_step": 10, "selected_epoch": 2.5, "selected_value": 0.125}
     card = model_card.render(cfg, {"beta": 0.1}, "NPO", {}, None, True, record)
     assert "## Evaluation during unlearning" in card
-    assert f"**Selected checkpoint: step 10** (epoch 2.5), by `{TASK}/forget_prob:min` (value 0.125)" in card
+    assert f"**Selected checkpoint: step 10** (epoch 2.5000), by `{TASK}/forget_prob:min` (value 0.1250)" in card
     assert "not the last step's (20)" in card and f"`{ROWS_FILE}`" in card
 
 

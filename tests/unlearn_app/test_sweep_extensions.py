@@ -10,6 +10,7 @@ import pytest
 from test_sweep import TASK, _spec_text
 
 from harness_ext.results import load_results
+from unlearn_app.reports.numbers import format_number
 from unlearn_app.sweep.engine import run_sweep
 from unlearn_app.sweep.leaderboard import write_leaderboard
 from unlearn_app.sweep.spec import SpecError, parse_spec
@@ -62,7 +63,7 @@ def test_a_relearned_copy_of_each_trial_is_measured_and_shown_beside_its_row(tmp
     assert row["forget after relearn"]["mean"] == pytest.approx(statistics.fmean(forget_after), abs=0)
     md = (out / "leaderboard.md").read_text()
     assert "| forget after relearn | relearn recovery |" in md
-    assert f"{statistics.fmean(recoveries):.4g} ± {statistics.stdev(recoveries):.2g}" in md
+    assert f"{format_number(statistics.fmean(recoveries))} ± {format_number(statistics.stdev(recoveries))}" in md
     assert "relearn recovery" in (out / "leaderboard.html").read_text()
 
 

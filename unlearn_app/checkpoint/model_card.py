@@ -8,6 +8,7 @@ import platform
 from importlib import metadata
 from typing import Any
 
+from unlearn_app.reports.numbers import format_number
 from unlearn_methods.config import RunConfig
 
 LIBRARIES = ("lm-eval-unlearning", "torch", "transformers", "peft", "lm-eval", "datasets")
@@ -21,12 +22,6 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             out[name] = "not installed"
     return out
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        return "n/a" if math.isnan(v) else f"{v:.4g}"
-    return str(v)
 
 
 def model_label(model: str) -> tuple[str | None, str]:
@@ -72,13 +67,13 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         "",
         "| setting | value |",
         "|---|---|",
-        *[f"| {k} | {_fmt(v)} |" for k, v in hp.items()],
+        *[f"| {k} | {format_number(v)} |" for k, v in hp.items()],
         "",
         "## Training",
         "",
         "| metric | value |",
         "|---|---|",
-        *[f"| {k} | {_fmt(v)} |" for k, v in train_metrics.items() if isinstance(v, (int, float))],
+        *[f"| {k} | {format_number(v)} |" for k, v in train_metrics.items() if isinstance(v, (int, float))],
         "",
     ]
     if eval_during_training:
@@ -87,7 +82,7 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         body += ["## Evaluation", ""]
         for task, metrics in eval_results.items():
             body += [f"### {task}", "", "| metric | value |", "|---|---|"]
-            body += [f"| {k} | {_fmt(v)} |" for k, v in metrics.items()] + [""]
+            body += [f"| {k} | {format_number(v)} |" for k, v in metrics.items()] + [""]
     body += ["## Library versions", "", "| library | version |", "|---|---|"]
     body += [f"| {k} | {v} |" for k, v in library_versions().items()] + [""]
     return "\n".join(front + body)
@@ -110,8 +105,8 @@ def _selection_section(record: dict[str, Any]) -> list[str]:
         else:
             which = ("the last step's" if step == record.get("final_step")
                      else f"that step's, not the last step's ({record.get('final_step')})")
-            lines += [f"**Selected checkpoint: step {step}** (epoch {_fmt(record.get('selected_epoch'))}), by "
-                      f"`{record['select']}` (value {_fmt(value)}). These weights are {which}.", ""]
+            lines += [f"**Selected checkpoint: step {step}** (epoch {format_number(record.get('selected_epoch'))}), by "
+                      f"`{record['select']}` (value {format_number(value)}). These weights are {which}.", ""]
     return lines
 
 

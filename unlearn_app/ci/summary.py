@@ -4,18 +4,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from unlearn_app.reports.tables import _fmt, compare_runs
-
-
-def _num(x: float | None) -> str:
-    return "n/a" if x is None else _fmt(x)
+from unlearn_app.reports.numbers import MISSING, format_number
+from unlearn_app.reports.tables import compare_runs
 
 
 def checks_table(checks: list[dict[str, Any]]) -> str:
     lines = ["| | check | value | bound |", "|---|---|---:|---:|"]
     for c in checks:
         mark = "✅ pass" if c["passed"] else "❌ FAIL"
-        lines.append(f"| {mark} | `{c['check']}` | {_num(c['value'])} | {_num(c['bound'])} |")
+        lines.append(f"| {mark} | `{c['check']}` | {format_number(c['value'])} | {format_number(c['bound'])} |")
     return "\n".join(lines)
 
 
@@ -42,7 +39,7 @@ def markdown_summary(record: dict[str, Any]) -> str:
               + (f" (key `{cache['key'][:12]}`)" if cache.get("key") else "")
               + (f", read from `{record['from_results']}`" if record.get("from_results") else ""),
               f"- lm-eval-unlearning {prov.get('software', {}).get('version')}, git "
-              f"`{prov.get('software', {}).get('git_commit') or 'n/a'}`", ""]
+              f"`{prov.get('software', {}).get('git_commit') or MISSING}`", ""]
     if checks:
         lines += ["### Checks", "", checks_table(checks), ""]
     results = record.get("results") or {}

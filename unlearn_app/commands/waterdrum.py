@@ -12,6 +12,7 @@ from typing import Any
 from unlearn_app import output_guard
 from unlearn_app.argtypes import float_range, int_range, positive_float, positive_int, seed_int
 from unlearn_app.commands import InputError, error
+from unlearn_app.reports.numbers import MISSING, format_number
 
 ORDER = 60
 
@@ -207,23 +208,20 @@ def _cmd_report(args: argparse.Namespace) -> int:
     report["baselines"] = baselines
     report["tasks"] = {n: r.get("task") for n, r in records.items()}
 
-    def fmt(v: Any) -> str:
-        return "-" if v is None else f"{v:.4f}" if isinstance(v, float) else str(v)
-
     print("| run | role | fraction trained | forget | retain | forget (scaled) | retain (scaled) | AUROC |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in report["runs"]:
-        print(f"| {row['name']} | {row['role'] or ''} | {fmt(row['fraction_trained'])} | {fmt(row['forget'])} | "
-              f"{fmt(row['retain'])} | {fmt(row['forget_scaled'])} | {fmt(row['retain_scaled'])} | {fmt(row['auroc'])} |")
+        print(f"| {row['name']} | {row['role'] or ''} | {format_number(row['fraction_trained'])} | {format_number(row['forget'])} | "
+              f"{format_number(row['retain'])} | {format_number(row['forget_scaled'])} | {format_number(row['retain_scaled'])} | {format_number(row['auroc'])} |")
     cal = report["calibration"]
-    print(f"\nWaterDrum D1 separability (AUROC of the retrained model): {fmt(report['separability_auroc'])}")
-    print(f"WaterDrum D2 calibration R^2: {fmt(cal['r2']) if cal else '- (give --fraction for two or more runs)'}")
+    print(f"\nWaterDrum D1 separability (AUROC of the retrained model): {format_number(report['separability_auroc'])}")
+    print(f"WaterDrum D2 calibration R^2: {format_number(cal['r2']) if cal else MISSING + ' (give --fraction for two or more runs)'}")
     for metric, rep in baselines.items():
         if "error" in rep:
             print(f"{metric}: {rep['error']}")
         else:
             c = rep["calibration"]
-            print(f"{metric}: D1 AUROC {fmt(rep['separability_auroc'])}, D2 R^2 {fmt(c['r2']) if c else '-'}")
+            print(f"{metric}: D1 AUROC {format_number(rep['separability_auroc'])}, D2 R^2 {format_number(c['r2']) if c else '-'}")
     if args.out:
         paths = write_report(report, args.out)
         print(f"\nreport: {paths['json']}\nplot: {paths['png']}")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness_ext.results import json_safe, task_metrics
+from unlearn_app.reports.numbers import format_number
 from unlearn_app.reports.tables import markdown_table, relu_table
 from unlearn_tasks.tofu.splits import retain_split
 
@@ -214,7 +215,6 @@ def _relearn_attack(cfg: DemoConfig, wd: Path, data_dir: Path, models: dict[str,
 
 
 def _attack_section(a: dict, cfg: DemoConfig) -> str:
-    recovery = "-" if a["recovery"] is None else f"{a['recovery']:.2f}"
     return (
         f"## Does the forgetting last? Relearning attack on {a['model']} (Hu et al.)\n\n"
         f"{a['model']} was fine-tuned for {a['steps']} steps (lr {a['lr']:g}, seed {a['seed']}) on a seeded half of "
@@ -222,8 +222,8 @@ def _attack_section(a: dict, cfg: DemoConfig) -> str:
         f"{a['held_out']} items, which the attack never showed (`unlearn attack relearn`).\n\n"
         f"| held-out forget items | target | {a['model']} | {a['model']} after relearning | retain | recovery |\n"
         f"|---|---:|---:|---:|---:|---:|\n"
-        f"| Forget probability | {a['target']:.4f} | {a['before']:.4f} | {a['after']:.4f} | {a['retain']:.4f} | "
-        f"{recovery} |\n\n"
+        f"| Forget probability | {format_number(a['target'])} | {format_number(a['before'])} | "
+        f"{format_number(a['after'])} | {format_number(a['retain'])} | {format_number(a['recovery'])} |\n\n"
         f"recovery = (after - before) / (target - before): 0 = nothing came back, 1 = back to the target.\n\n"
     )
 

@@ -9,6 +9,8 @@ import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from unlearn_app.reports.numbers import format_number
+
 
 @dataclass
 class RecoveryRow:
@@ -55,15 +57,11 @@ def recovery_rows(unlearned: dict[str, float], attacked: dict[str, dict[str, flo
     return rows
 
 
-def _fmt(v: float | None) -> str:
-    return "-" if v is None else f"{v:.4g}"
-
-
 def to_markdown(rows: list[RecoveryRow]) -> str:
     lines = ["| attack | metric | unlearned | after attack | target | retain | recovery |",
              "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r.attack} | {r.metric} | {_fmt(r.unlearned)} | {_fmt(r.after)} | {_fmt(r.target)} | "
-              f"{_fmt(r.retain)} | {_fmt(r.recovery)} |" for r in rows]
+    lines += [f"| {r.attack} | {r.metric} | {format_number(r.unlearned)} | {format_number(r.after)} | {format_number(r.target)} | "
+              f"{format_number(r.retain)} | {format_number(r.recovery)} |" for r in rows]
     return "\n".join(lines) + "\n\nrecovery = (after - unlearned) / (target - unlearned): 0 = nothing came back, " \
         "1 = back to the target model.\n"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_ext.results import latest_results_file, read_results_file, task_metrics
+from unlearn_app.reports.numbers import MISSING
 
 #: Provenance fields compared across runs, with the words a warning uses.
 COMPARED = {
@@ -118,8 +119,8 @@ def provenance_rows(run: Run) -> list[tuple[str, str, str]]:
             f"{d.get('source')}/{d.get('config', '')} "
             + (f"sha256:{str(d.get('sha256'))[:12]}" if d.get("sha256") else f"rev:{d.get('revision')}")
             for d in data)
-        rows += [(task, "package", f"{p.get('package')} {p.get('version')} (git {p.get('git_commit') or 'n/a'})"),
-                 (task, "data", sources or "n/a"),
+        rows += [(task, "package", f"{p.get('package')} {p.get('version')} (git {p.get('git_commit') or MISSING})"),
+                 (task, "data", sources or MISSING),
                  (task, "metric modes", _short(p.get("metric_modes") or {}) or "defaults"),
                  (task, "reference", _short(p.get("reference")) if p.get("reference") else "none")]
     return rows

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from unlearn_app.reports import plots
 from unlearn_app.reports.evaluated_run import Run, provenance_differences, provenance_rows
-from unlearn_app.reports.tables import _fmt, task_tables
+from unlearn_app.reports.numbers import format_number
+from unlearn_app.reports.tables import task_tables
 
 STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
@@ -30,18 +31,19 @@ code { font-size: 0.9em; }
 """
 
 
-def _e(x: object) -> str:
+def _escape(x: object) -> str:
+    """``x`` as text safe inside HTML."""
     return html.escape(str(x))
 
 
 def table(head: Iterable[object], rows: Iterable[str], attrs: str = "") -> str:
     """``<table ATTRS>`` with a header row of ``head`` (escaped) and the ``<tr>`` rows given."""
-    return f"<table{attrs}><tr>{''.join(f'<th>{_e(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
+    return f"<table{attrs}><tr>{''.join(f'<th>{_escape(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
 
 
 def row(cells: Iterable[object]) -> str:
     """A ``<tr>`` of plain cells (escaped)."""
-    return "<tr>" + "".join(f"<td>{_e(c)}</td>" for c in cells) + "</tr>"
+    return "<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>"
 
 
 def _png(draw: Callable[[Path], object]) -> str:
@@ -53,7 +55,7 @@ def _png(draw: Callable[[Path], object]) -> str:
 
 
 def _figure(title: str, uri: str) -> str:
-    return f'<figure><img alt="{_e(title)}" src="{uri}"><figcaption>{_e(title)}</figcaption></figure>'
+    return f'<figure><img alt="{_escape(title)}" src="{uri}"><figcaption>{_escape(title)}</figcaption></figure>'
 
 
 def _nan(x: float | None) -> float:
@@ -98,10 +100,10 @@ def metric_tables(runs: list[Run]) -> list[str]:
     for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
         rows = []
         for key, label in table_rows:
-            cells = "".join(f'<td class="num">{_e(_fmt(m.get(key)))}</td>' for m in models.values())
-            rows.append(f"<tr><td>{_e(label)}</td>{cells}</tr>")
-        parts.append(f'<h3 id="task-{_e(task)}">{_e(task)}</h3>'
-                     + table(["metric", *models], rows, f' class="metrics" data-task="{_e(task)}"'))
+            cells = "".join(f'<td class="num">{_escape(format_number(m.get(key)))}</td>' for m in models.values())
+            rows.append(f"<tr><td>{_escape(label)}</td>{cells}</tr>")
+        parts.append(f'<h3 id="task-{_escape(task)}">{_escape(task)}</h3>'
+                     + table(["metric", *models], rows, f' class="metrics" data-task="{_escape(task)}"'))
     return parts
 
 
@@ -113,13 +115,13 @@ def checks_tables(runs: list[Run]) -> list[str]:
         rows = []
         for c in run.checks:
             verdict = "pass" if c.get("passed") else "FAIL"
-            value, bound = _fmt(c.get("value")), _fmt(c.get("bound"))
+            value, bound = format_number(c.get("value")), format_number(c.get("bound"))
             rows.append(f'<tr class="{"pass" if c.get("passed") else "fail"}"><td class="verdict">{verdict}</td>'
-                        f'<td><code>{_e(c.get("check"))}</code></td><td class="num">{_e(value)}</td>'
-                        f'<td class="num">{_e(bound)}</td></tr>')
+                        f'<td><code>{_escape(c.get("check"))}</code></td><td class="num">{_escape(value)}</td>'
+                        f'<td class="num">{_escape(bound)}</td></tr>')
         failed = sum(not c.get("passed") for c in run.checks)
         summary = f"{failed} of {len(run.checks)} checks failed" if failed else f"all {len(run.checks)} checks passed"
-        parts.append(f"<h3>{_e(run.name)}: {summary}</h3>"
+        parts.append(f"<h3>{_escape(run.name)}: {summary}</h3>"
                      + table(["result", "check", "value", "bound"], rows, ' class="checks"'))
     return parts
 
@@ -130,7 +132,7 @@ def provenance_tables(runs: list[Run]) -> list[str]:
         rows = [row(r) for r in provenance_rows(run)]
         body = (table(["task", "field", "value"], rows, ' class="provenance"') if rows
                 else "<p>No provenance recorded in this results file.</p>")
-        parts.append(f"<h3>{_e(run.name)}</h3><p><code>{_e(run.results_file)}</code></p>{body}")
+        parts.append(f"<h3>{_escape(run.name)}</h3><p><code>{_escape(run.results_file)}</code></p>{body}")
     return parts
 
 
@@ -138,17 +140,17 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
     """The whole page as one string; ``sections`` (HTML, e.g. a sweep's leaderboard) come first."""
     warnings = provenance_differences(runs)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_e(title)}</title>"
+    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_escape(title)}</title>"
            f"<style>{STYLE}</style></head><body>",
-           f"<h1>{_e(title)}</h1><p>{len(runs)} run(s): {', '.join(_e(r.name) for r in runs)}. Generated {stamp} "
+           f"<h1>{_escape(title)}</h1><p>{len(runs)} run(s): {', '.join(_escape(r.name) for r in runs)}. Generated {stamp} "
            "by lm-eval-unlearning.</p>"]
     if warnings:
-        items = "".join(f"<li>{_e(w)}</li>" for w in warnings)
+        items = "".join(f"<li>{_escape(w)}</li>" for w in warnings)
         out.append(f'<div class="warnings" id="warnings"><strong>The runs are not strictly comparable:</strong>'
                    f"<ul>{items}</ul></div>")
     notes = [n for r in runs for n in r.notes]
     if notes:
-        items = "".join(f"<li>{_e(n)}</li>" for n in notes)
+        items = "".join(f"<li>{_escape(n)}</li>" for n in notes)
         out.append(f'<div class="warnings" id="notes"><strong>Values in open-unlearning\'s files that disagree with '
                    f"their recomputation (the tables show the recomputed values):</strong><ul>{items}</ul></div>")
     out += list(sections)

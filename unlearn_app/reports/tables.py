@@ -3,8 +3,9 @@ and JSON."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
+
+from unlearn_app.reports.numbers import format_number
 
 #: The benchmark whose rows a task of no benchmark with rows gets.
 DEFAULT_BENCHMARK = "tofu"
@@ -19,14 +20,6 @@ def rows_for_task(task: str) -> list[tuple[str, str]]:
     return list(found.rows if found is not None and found.rows else benchmark(DEFAULT_BENCHMARK).rows)
 
 
-def _fmt(value: float | None) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "n/a"
-    if value != 0 and (abs(value) < 1e-3 or abs(value) >= 1e4):
-        return f"{value:.2e}"
-    return f"{value:.4f}"
-
-
 def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, str]] | None = None) -> str:
     """One column per model, one row per metric present in at least one model (``rows``: TOFU's by default)."""
     rows = rows_for_task(DEFAULT_BENCHMARK) if rows is None else rows
@@ -34,7 +27,7 @@ def markdown_table(models: dict[str, dict[str, float]], rows: list[tuple[str, st
     lines = ["| metric | " + " | ".join(names) + " |", "|---|" + "---:|" * len(names)]
     for key, label in rows:
         if any(key in m for m in models.values()):
-            lines.append(f"| {label} | " + " | ".join(_fmt(models[n].get(key)) for n in names) + " |")
+            lines.append(f"| {label} | " + " | ".join(format_number(models[n].get(key)) for n in names) + " |")
     return "\n".join(lines)
 
 
@@ -159,5 +152,5 @@ def relu_table(models: dict[str, dict[str, float]]) -> str:
         block = rows[i : i + 3]
         if any(key in m for key, _, _ in block for m in models.values()):
             for key, fmt_label, score in block:
-                lines.append(f"| {fmt_label} | {score} | " + " | ".join(_fmt(models[n].get(key)) for n in names) + " |")
+                lines.append(f"| {fmt_label} | {score} | " + " | ".join(format_number(models[n].get(key)) for n in names) + " |")
     return "\n".join(lines)

@@ -18,6 +18,7 @@ from typing import Any
 from harness_ext import provenance
 from harness_ext.results import json_safe
 from unlearn_app.ci.checks import MissingValue, evaluate, lookup_in
+from unlearn_app.reports.numbers import MISSING, format_number
 from unlearn_app.selection import Selection
 from unlearn_app.sweep.engine import TRIALS_FILE, SweepError, check_folder, hold, read_records
 from unlearn_app.sweep.spec import Spec
@@ -231,11 +232,12 @@ def _ineligible(rule: Selection, means: dict, baseline) -> str | None:
 
 
 # --------------------------------------------------------------------------- the files
-def _fmt(spread: dict[str, Any] | None) -> str:
+def _spread_text(spread: dict[str, Any] | None) -> str:
     """``mean ± sd``; with seeds that have no value, ``mean (n=1 of 2; no value: seed 1)``."""
     if not spread or spread.get("mean") is None:
-        return "n/a"
-    text = f"{spread['mean']:.4g} ± {spread['sd']:.2g}" if spread["n"] > 1 else f"{spread['mean']:.4g}"
+        return MISSING
+    mean = format_number(spread["mean"])
+    text = f"{mean} ± {format_number(spread['sd'])}" if spread["n"] > 1 else mean
     missing = spread.get("missing_seeds")
     if missing:
         seeds = ", ".join(str(s) for s in missing)
@@ -264,8 +266,8 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in board["leaderboard"]:
         cells = [row["method"], _values(row["values"]), *_place(place, row), str(len(row["seeds"])),
-                 _fmt(row.get("score")),
-                 *(_fmt(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL",
+                 _spread_text(row.get("score")),
+                 *(_spread_text(row.get(a)) for a in axes), "pass" if row["checks_passed"] else "FAIL",
                  " ".join(row["trials"])]
         lines.append("| " + " | ".join(cells) + " |")
     if png:
@@ -277,7 +279,7 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
               "|" + "---|" * (7 + len(place) + len(axes))]
     for r in board["trials"]:
         point = board["pareto_points"].get(r["id"])
-        axis_cells = [f"{v:.4g}" if point and v is not None and math.isfinite(v) else "n/a"
+        axis_cells = [format_number(v) if point and v is not None and math.isfinite(v) else MISSING
                       for v in (point or [None] * len(axes))]
         status = r["status"] if r["status"] == "ok" else f"failed: {str(r.get('error', ''))[:80]}"
         if r["status"] == "stopped":
@@ -288,22 +290,22 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
                                         str(r.get("wall_s", ""))]) + " |")
     sw = board["provenance"]["software"]
     lines += ["", "## Provenance", "", f"- spec sha256 `{board['spec_sha256']}`",
-              f"- {sw.get('package')} {sw.get('version')} (git {sw.get('git_commit') or 'n/a'})",
+              f"- {sw.get('package')} {sw.get('version')} (git {sw.get('git_commit') or MISSING})",
               "- every number above is read from the trial's lm-eval results file listed in the table; "
               "leaderboard.json lists each file's SHA-256"]
     return "\n".join(lines) + "\n"
 
 
 def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
-    from unlearn_app.reports.html_page import _e, row, table
+    from unlearn_app.reports.html_page import _escape, row, table
 
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
-    rows = [row([r["method"], _values(r["values"]), *_place(place, r), len(r["seeds"]), _fmt(r.get("score")),
-                 *(_fmt(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"])
+    rows = [row([r["method"], _values(r["values"]), *_place(place, r), len(r["seeds"]), _spread_text(r.get("score")),
+                 *(_spread_text(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"])
             for r in board["leaderboard"]]
     parts = ['<h2 id="leaderboard">Leaderboard</h2>',
-             f"<p>Selection: <code>{_e(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
+             f"<p>Selection: <code>{_escape(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
              table(["method", "setting", *place, "seeds", "score", *axes, "checks"], rows, ' class="leaderboard"')]
     if png_uri:
         parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '

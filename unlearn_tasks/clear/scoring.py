@@ -68,7 +68,7 @@ def score_document(doc: dict, generation: str | None, responses: list[dict], ans
     return record
 
 
-def _of(records: list[dict], split: str, key: str) -> list:
+def _split_values(records: list[dict], split: str, key: str) -> list:
     rows = sorted((r for r in records if r["split"] == split and key in r), key=lambda r: r["index"])
     return [r[key] for r in rows]
 
@@ -76,9 +76,9 @@ def _of(records: list[dict], split: str, key: str) -> list:
 def set_truth_ratios(records: list[dict], split: str, mode: str) -> list[float]:
     """Per-item truth ratios of a set in item order: each item's own (default) or the release's pooled form."""
     if mode == "parity":
-        return release_truth_ratios(_of(records, split, "paraphrased_mean_logprob"),
-                                    _of(records, split, "perturbed_mean_logprobs"))
-    return _of(records, split, "truth_ratio")
+        return release_truth_ratios(_split_values(records, split, "paraphrased_mean_logprob"),
+                                    _split_values(records, split, "perturbed_mean_logprobs"))
+    return _split_values(records, split, "truth_ratio")
 
 
 def metric_names(parts: list[str], sets: list[str]) -> list[str]:
@@ -99,9 +99,9 @@ def compute_metrics(records: list[dict], mode: str, reference: ReferenceData | N
     """Every CLEAR metric the records allow; NaN where a set or the reference is missing."""
     out: dict[str, float] = {}
     for s in SETS:
-        rouge = _of(records, s, "rougeL_recall")
+        rouge = _split_values(records, s, "rougeL_recall")
         out[f"{s}_rougeL_recall"] = float(np.mean(rouge)) if rouge else NAN
-        probs = _of(records, s, "prob")
+        probs = _split_values(records, s, "prob")
         out[f"{s}_prob"] = float(np.mean(probs)) if probs else NAN
         ratios = set_truth_ratios(records, s, mode)
         stat = truth_ratio_forget_stat if s in FORGET_SETS else truth_ratio_retain_stat
