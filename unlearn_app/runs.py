@@ -35,14 +35,14 @@ def load_run(path: str | Path, name: str | None = None, reference: str | None = 
     """A run from an lm-eval output folder / results file, an ``unlearn ci --out`` folder (checks included) or an
     open-unlearning evaluation folder (``reference``: a retain run that its Forget Quality and PrivLeak are
     recomputed against; see :mod:`unlearn_app.open_unlearning`)."""
-    from unlearn_app.open_unlearning import NOTES_KEY, is_ou_folder, provenance, read_ou_folder
+    from unlearn_app.open_unlearning import NOTES_KEY, is_ou_folder, provenance, read_ou_folder, task_notes
 
     path = Path(path)
     if is_ou_folder(path):
         tasks = read_ou_folder(path, reference)
         return Run(name or path.name, str(path), {t.task: t.metrics for t in tasks},
                    {t.task: provenance(t) for t in tasks}, [], ", ".join(f for t in tasks for f in t.files),
-                   [n for t in tasks for n in t.notes])
+                   [f"{path}: {n}" if n.startswith(t.task + "/") else n for t in tasks for n in task_notes(t)])
     checks: list[dict[str, Any]] = []
     # an `unlearn ci --out` folder holds results.json beside lm_eval/<model>/results_*.json
     homes = [path] if path.is_dir() else list(path.parents)[:3]

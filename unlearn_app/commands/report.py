@@ -40,7 +40,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if warnings:
         text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
     if notes:
-        text += "\n**Values in open-unlearning's files that disagree with their recomputation:**\n\n" + "\n".join(
+        text += ("\n**open-unlearning values that disagree with their recomputation, or were not recomputed from "
+                 "their per-item values:**\n\n") + "\n".join(
             f"- {n}" for n in notes) + "\n"
     text += f"\nRuns read:\n\n{listing}\n"
     print(text)
