@@ -92,6 +92,7 @@ def add_parsers(sub) -> None:
                    help="Write the results as model-index evaluation results into --model's model card "
                    "(README.md of a folder, or the Hub repo's card).")
     p.set_defaults(func=_cmd_ci)
-    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",),
+    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": output_guard.RUN_FILES,
                                                                          "from_sweep": ("*.json", "*.jsonl", "trials", "spec.yaml")},
-                         folders=["out"])
+                         folders=["out"], contents={"out": ("results.json", "summary.md", "junit.xml",
+                                                           "lm_eval/results_*.json")})

@@ -87,5 +87,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
-    output_guard.declare(p, outputs=["out", "json", "plot", "html"], inputs=["reference"], scanned={"runs": ("results*.json",)},
+    output_guard.declare(p, outputs=["out", "json", "plot", "html"], inputs=["reference"], scanned={"runs": output_guard.RUN_FILES},
                          suffixes={"plot": output_guard.IMAGE_SUFFIXES})
