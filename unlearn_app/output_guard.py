@@ -185,8 +185,9 @@ def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLi
             elif _inside(out, inp) and any(fnmatch.fnmatch(out.name, p) for p in patterns or ()):
                 why = f"would be read as an input from {in_opt} {in_given} (it matches {' or '.join(patterns or ())})"
             elif _inside(out, inp) and out_opt in folder_dests and _read_back(decl, folder_dests[out_opt], patterns):
-                why = (f"lies inside the input {in_opt} {in_given}, which is searched for {' and '.join(patterns or ())}: "
-                       "what it writes there would be read as input next time")
+                raise OutputClash(f"{out_opt} {out_given} lies inside the input {in_opt} {in_given}, which is searched "
+                                  f"for {' and '.join(patterns or ())}: what it writes there would be read as input "
+                                  f"next time. Choose an {out_opt} outside {in_given}.")
             else:
                 continue
             raise OutputClash(f"{out_opt} {out_given} {why}; writing it would destroy that input. "

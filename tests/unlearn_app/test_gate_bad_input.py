@@ -185,7 +185,8 @@ def test_an_internal_error_in_ci_is_exit_2_never_1(tmp_path, monkeypatch, capsys
         raise RecursionError("deep")
 
     monkeypatch.setattr(runner, "load_suite", boom)
-    code, record = _ci(tmp_path, _suite(tmp_path, ["tofu_forget01/forget_quality >= 0.05"]), tmp_path)
+    (tmp_path / "run").mkdir()
+    code, record = _ci(tmp_path, _suite(tmp_path, ["tofu_forget01/forget_quality >= 0.05"]), tmp_path / "run")
     assert code == 2 and "internal error" in record["error"]
 
 
@@ -282,3 +283,44 @@ def test_a_forget_quality_check_with_a_good_reference_still_passes(tmp_path):
 def test_report_of_a_missing_run_is_one_line(tmp_path):
     proc = run_command(["unlearn", "report", str(tmp_path / "nothing")])
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- RWKU targets
+def test_rwku_targets_given_by_position_are_saved_by_name(tmp_path):
+    from fixtures.rwku import TARGETS, write_rwku_corpus
+    from unlearn_methods.config import load_run_config
+
+    data = write_rwku_corpus(tmp_path / "rwku", "hub")
+    cfg = load_run_config(None, model="m", out=str(tmp_path / "o"), data="rwku", data_dir=str(data),
+                          rwku_target=["1", "2-3"])
+    cfg.source.resolve_splits(cfg)
+    assert cfg.rwku_target == TARGETS  # before: ["1", "2-3"], never the names
+    assert cfg.source.eval_metadata(cfg) == {"rwku_targets": TARGETS}
+
+
+def test_a_requested_rwku_target_without_probes_in_a_set_is_an_error(tmp_path):
+    from fixtures.rwku import TARGETS, write_rwku_corpus
+    from unlearn_tasks.data import DataError
+    from unlearn_tasks.rwku.data import build_docs
+    from unlearn_tasks.rwku.options import RwkuOptions
+
+    data = write_rwku_corpus(tmp_path / "rwku", "hub")
+    level2 = data / "All" / "forget_level2.json"
+    level2.write_text(json.dumps([r for r in json.loads(level2.read_text()) if r["subject"] != TARGETS[1]]))
+    assert len(build_docs(RwkuOptions(rwku_set="forget_level1", data_dir=str(data), rwku_targets=TARGETS))) > 0
+    with pytest.raises(DataError, match=f"forget_level2.*{TARGETS[1]}"):  # before: left out of the set's mean
+        build_docs(RwkuOptions(rwku_set="forget_level2", data_dir=str(data), rwku_targets=TARGETS))
+
+
+def test_any_error_outside_the_checks_is_exit_2_in_unlearn_ci(tmp_path, monkeypatch, capsys):
+    """Exit 1 means "a check failed"; before, an exception raised before the checks ran was a traceback (exit 1)."""
+    from unlearn_app.ci import runner
+
+    def boom(opts):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(runner, "run_ci", boom)
+    suite = _suite(tmp_path, ["tofu_forget01/forget_quality >= 0.05"])
+    (tmp_path / "run").mkdir()
+    assert main(["ci", "--suite", suite, "--from-results", str(tmp_path / "run"), "--out", str(tmp_path / "ci")]) == 2
+    assert "internal error (RecursionError" in _one_line_error(capsys)
