@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import latest_results_file, read_results_file, task_metrics
+from harness_ext.results import ResultsFileError, latest_results_file, read_results_file, task_metrics
 
 #: Provenance fields compared across runs, with the words a warning uses.
 COMPARED = {
@@ -54,6 +54,9 @@ def load_run(path: str | Path, name: str | None = None, reference: str | None = 
             checks = []
     file = latest_results_file(path)
     raw = read_results_file(file)
+    if not raw.get("results"):
+        raise ResultsFileError(f"{file} holds no results (its 'results' object is empty or missing); pass the results "
+                               "of a finished lm_eval run, or leave it out.")
     configs = raw.get("configs") or {}
     prov = {t: c["provenance"] for t, c in configs.items() if isinstance(c, dict) and isinstance(c.get("provenance"), dict)}
     notes = [n for c in configs.values() if isinstance(c, dict) and isinstance(c.get(NOTES_KEY), dict)

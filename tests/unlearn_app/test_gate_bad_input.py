@@ -176,6 +176,9 @@ def test_results_files_that_cannot_be_read_are_named(tmp_path, capsys):
     path.write_text('{"results": {}}')
     code, record = _ci(tmp_path, suite, tmp_path / "run", out="ci2")
     assert code == 2 and str(path) in record["error"] and "holds no results" in record["error"], record
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "run")]) == 2  # before: an empty table, exit 0
+    assert str(path) in (err := _one_line_error(capsys)) and "holds no results" in err
 
 
 def test_an_internal_error_in_ci_is_exit_2_never_1(tmp_path, monkeypatch, capsys):
