@@ -7,6 +7,11 @@ the metrics asked for), with ``BENCH`` = ``TOFU`` or ``MUSE``. This module reads
 value recomputed from the per-item values where they are in the EVAL file (Forget Quality and PrivLeak against a
 ``reference`` run of either kind when one is given), and one note per value in OU's files that disagrees with the
 recomputation: the table shows the recomputed value, the note shows OU's.
+
+A value is never silently OU's: per-item values that are there but unusable (:class:`Unusable`: NaN, not a number,
+out of range, an item without its value, an MIA without its holdout) give NaN with the reason
+(:attr:`OuTask.invalid`), and a value with no per-item values at all is OU's stored one, marked
+(:attr:`OuTask.not_recomputed`). The run itself is never its own reference.
 """
 
 from __future__ import annotations

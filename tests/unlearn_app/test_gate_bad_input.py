@@ -71,7 +71,12 @@ def test_a_reference_that_does_not_exist_is_named(tmp_path, capsys):
     missing = tmp_path / "no_such_retain_run"
     assert main(["report", str(ou), "--reference", str(missing)]) == 2
     err = _one_line_error(capsys)
-    assert f"the reference {missing} does not exist" in err
+    assert f"--reference {missing} does not exist" in err
+    ours = write_results(tmp_path / "ours", {"tofu_forget01": {"forget_quality": 0.2}})
+    assert main(["report", str(ours), "--reference", str(missing)]) == 2  # before: ignored without a word
+    assert f"--reference {missing} does not exist" in _one_line_error(capsys)
+    code, record = _ci(tmp_path, _suite(tmp_path, ["tofu_forget01/forget_quality >= 0.05"], reference=str(missing)), ou)
+    assert code == 2 and f"the reference {missing} does not exist" in record["error"]
 
 
 # --------------------------------------------------------------------------- unusable per-item values

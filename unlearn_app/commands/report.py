@@ -20,6 +20,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from unlearn_app.report import collect_runs, compare_runs
     from unlearn_app.runs import load_run, provenance_differences, provenance_markdown
 
+    if args.reference and not Path(args.reference).expanduser().exists():
+        return error(f"--reference {args.reference} does not exist; give the retain run's open-unlearning folder or "
+                     "lm-eval output folder.")
     try:
         sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
         loaded = [load_run(file, name, args.reference) for name, file in sources]
