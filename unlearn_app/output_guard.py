@@ -6,8 +6,11 @@ every input path, after resolving ``~`` and symbolic links, either way round:
 
 * an output that *is* an input, lies *inside* an input folder (a model folder, say), or *holds* an input (a folder
   that would be replaced) is refused;
-* inputs that are folders *scanned* for some files (lm-eval output folders, read for ``results*.json``) may hold
-  outputs, except ones whose name matches what is read there;
+* inputs that are folders *scanned* for some files (run folders, read for ``results*.json`` and open-unlearning's
+  ``*_EVAL.json`` / ``*_SUMMARY.json``) may hold file outputs, except ones whose name matches what is read there,
+  and folder outputs only when the command declares the folder's ``contents`` and none of them is read there;
+* no output is the working folder, the home folder, or a folder holding either (``--out .``, ``--out ~``), with or
+  without ``--overwrite``;
 * an output that already exists (a non-empty file, or a folder with anything in it) needs ``--overwrite``
   (commands with their own rule for an existing output, such as ``unlearn run --resume``, opt out);
 * two outputs of one command may not be the same path.
@@ -17,6 +20,8 @@ A command whose output option names further files known only once its inputs are
 plot per task) passes them to :func:`check` before writing anything.
 :func:`atomic_path` is how a command writes a file: to a temporary name beside it, renamed into place when
 complete, so a crash or Ctrl-C never leaves a half-written file where a good one was.
+:func:`replaced_folder` is how a command replaces a folder as a whole (``--overwrite``): written beside it, then
+renamed into place, so no file of the earlier folder survives.
 """
 
 from __future__ import annotations
@@ -216,7 +221,11 @@ def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLi
 
 def _protected(path: Path) -> str | None:
     """Why ``path`` may never be an output: the working folder, the home folder, or a folder holding either."""
-    for name, folder in (("working folder", Path.cwd().resolve()), ("home folder", Path.home().resolve())):
+    for name, where in (("working folder", Path.cwd), ("home folder", Path.home)):
+        try:
+            folder = where().resolve()
+        except (OSError, RuntimeError):  # a working folder that was deleted, no home folder
+            continue
         if path == folder:
             return f"is the {name}"
         if _inside(folder, path):
