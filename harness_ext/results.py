@@ -17,7 +17,7 @@ def task_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
             if "," not in key or "_stderr," in key:
                 continue
             name = key.split(",", 1)[0]
-            if isinstance(value, (int, float)):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):  # true is no metric value
                 metrics[name] = float(value)
         out[task] = metrics
     return out
@@ -68,6 +68,9 @@ def read_results_file(path: str | Path) -> dict[str, Any]:
         raise ResultsFileError(f"Cannot read the results file {path}: {e}") from None
     except json.JSONDecodeError as e:
         raise ResultsFileError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run lm_eval to "
+                               "rewrite it, or leave it out.") from None
+    except RecursionError:
+        raise ResultsFileError(f"{path} is nested too deeply to be an lm-eval results file; re-run lm_eval to "
                                "rewrite it, or leave it out.") from None
     if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
         raise ResultsFileError(f"{path} is not an lm-eval results file (no 'results' mapping).")

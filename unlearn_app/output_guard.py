@@ -6,8 +6,11 @@ every input path, after resolving ``~`` and symbolic links, either way round:
 
 * an output that *is* an input, lies *inside* an input folder (a model folder, say), or *holds* an input (a folder
   that would be replaced) is refused;
-* inputs that are folders *scanned* for some files (lm-eval output folders, read for ``results*.json``) may hold
-  outputs, except ones whose name matches what is read there;
+* inputs that are folders *scanned* for some files (run folders, read for ``results*.json`` and open-unlearning's
+  ``*_EVAL.json`` / ``*_SUMMARY.json``) may hold file outputs, except ones whose name matches what is read there,
+  and folder outputs only when the command declares the folder's ``contents`` and none of them is read there;
+* no output is the working folder, the home folder, or a folder holding either (``--out .``, ``--out ~``), with or
+  without ``--overwrite``;
 * an output that already exists (a non-empty file, or a folder with anything in it) needs ``--overwrite``
   (commands with their own rule for an existing output, such as ``unlearn run --resume``, opt out);
 * two outputs of one command may not be the same path.
@@ -17,6 +20,8 @@ A command whose output option names further files known only once its inputs are
 plot per task) passes them to :func:`check` before writing anything.
 :func:`atomic_path` is how a command writes a file: to a temporary name beside it, renamed into place when
 complete, so a crash or Ctrl-C never leaves a half-written file where a good one was.
+:func:`replaced_folder` is how a command replaces a folder as a whole (``--overwrite``): written beside it, then
+renamed into place, so no file of the earlier folder survives.
 """
 
 from __future__ import annotations
@@ -32,6 +37,8 @@ from typing import Any
 
 #: File suffixes matplotlib writes (for plot outputs).
 IMAGE_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+#: What is read from a run folder (scanned): lm-eval results files and open-unlearning evaluation files.
+RUN_FILES = ("results*.json", "*_EVAL.json", "*_SUMMARY.json")
 #: Where a parser's declaration is kept (``set_defaults``), so the walking test and :func:`check` can read it.
 KEY = "_output_guard"
 
@@ -63,6 +70,9 @@ class Declaration:
     siblings: dict[str, str] = field(default_factory=dict)
     #: dest -> how messages name the option (``--out``, or the metavar of a positional argument).
     names: dict[str, str] = field(default_factory=dict)
+    #: dest -> what a folder output holds once written (paths relative to it, ``*`` for any name): a folder output
+    #: inside a scanned input is allowed only when none of these is what is read there.
+    contents: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def name(self, dest: str) -> str:
         return self.names.get(dest, "--" + dest.replace("_", "-"))
@@ -72,18 +82,18 @@ def declare(parser: argparse.ArgumentParser, outputs: Sequence[str], inputs: Seq
             scanned: dict[str, Sequence[str]] | None = None, prefixes: dict[str, Sequence[str]] | None = None,
             folder_names: dict[str, str] | None = None, folders: Sequence[str] = (),
             suffixes: dict[str, Sequence[str]] | None = None, existing_needs_overwrite: bool = True,
-            siblings: dict[str, str] | None = None) -> None:
+            siblings: dict[str, str] | None = None, contents: dict[str, Sequence[str]] | None = None) -> None:
     """Declare a command's outputs and inputs (``dest`` names); adds ``--overwrite`` if the parser has none."""
     names = {a.dest: (next((o for o in a.option_strings if o.startswith("--")), None) or str(a.metavar or a.dest))
              for a in parser._actions}
-    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {}), *(siblings or {})]
+    declared = [*outputs, *inputs, *(scanned or {}), *folders, *(suffixes or {}), *(siblings or {}), *(contents or {})]
     unknown = [d for d in declared if d not in names]
     if unknown:
         raise ValueError(f"output guard: the parser has no option with dest {unknown}")
     decl = Declaration(tuple(outputs), tuple(inputs), {k: tuple(v) for k, v in (scanned or {}).items()},
                        {k: tuple(v) for k, v in (prefixes or {}).items()}, dict(folder_names or {}), tuple(folders),
                        {k: tuple(v) for k, v in (suffixes or {}).items()}, existing_needs_overwrite,
-                       dict(siblings or {}), names)
+                       dict(siblings or {}), names, {k: tuple(v) for k, v in (contents or {}).items()})
     parser.set_defaults(**{KEY: decl})
     if existing_needs_overwrite and not any("--overwrite" in a.option_strings for a in parser._actions):
         parser.add_argument("--overwrite", action="store_true",
@@ -163,6 +173,12 @@ def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLi
         return
     outputs = _output_paths(decl, args) + [(decl.name(dest), str(path), _resolved(str(path)), True)
                                            for dest, path in derived]
+    for out_opt, out_given, out, written in outputs:
+        why = _protected(out) if written else None
+        if why:
+            raise OutputClash(f"{out_opt} {out_given} {why}; an output there would be written among (or replace) "
+                              f"everything else in it. Choose a folder of its own, e.g. {out_opt} results/run1.")
+    folder_dests = {decl.name(d): d for d in decl.folders}
     declared = [(decl.name(d), decl.scanned.get(d), given, _resolved(given)) for d in (*decl.inputs, *decl.scanned)
                 for given in _paths(getattr(args, d, None)) if Path(given).expanduser().exists()]
     named = [(what, None, str(given), _resolved(str(given))) for what, given in inputs
@@ -177,6 +193,10 @@ def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLi
                 why = f"lies inside the input {in_opt} {in_given}"
             elif _inside(out, inp) and any(fnmatch.fnmatch(out.name, p) for p in patterns or ()):
                 why = f"would be read as an input from {in_opt} {in_given} (it matches {' or '.join(patterns or ())})"
+            elif _inside(out, inp) and out_opt in folder_dests and _read_back(decl, folder_dests[out_opt], patterns):
+                raise OutputClash(f"{out_opt} {out_given} lies inside the input {in_opt} {in_given}, which is searched "
+                                  f"for {' and '.join(patterns or ())}: what it writes there would be read as input "
+                                  f"next time. Choose an {out_opt} outside {in_given}.")
             else:
                 continue
             raise OutputClash(f"{out_opt} {out_given} {why}; writing it would destroy that input. "
@@ -201,6 +221,53 @@ def check(args: argparse.Namespace, derived: Sequence[tuple[str, str | os.PathLi
                 kind = "a non-empty folder" if out.is_dir() else "an existing file"
                 raise OutputClash(f"{out_opt} {out_given} is {kind}; pass --overwrite to replace it, or choose "
                                   f"another {out_opt}.")
+
+
+def _protected(path: Path) -> str | None:
+    """Why ``path`` may never be an output: the working folder, the home folder, or a folder holding either."""
+    for name, where in (("working folder", Path.cwd), ("home folder", Path.home)):
+        try:
+            folder = where().resolve()
+        except (OSError, RuntimeError):  # a working folder that was deleted, no home folder
+            continue
+        if path == folder:
+            return f"is the {name}"
+        if _inside(folder, path):
+            return f"holds the {name} {folder}"
+    return None
+
+
+def _read_back(decl: Declaration, dest: str, patterns: tuple[str, ...] | None) -> bool:
+    """Whether a folder output ``dest`` placed inside a scanned input would hold a file read from it: always, unless
+    the command declares the folder's ``contents`` and none of them matches ``patterns``."""
+    contents = decl.contents.get(dest)
+    if contents is None:
+        return True
+    return any(fnmatch.fnmatch(Path(c).name, p) or fnmatch.fnmatch(p, Path(c).name)
+               for c in contents for p in patterns or ())
+
+
+@contextlib.contextmanager
+def replaced_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """A new empty folder beside ``path`` to write into; when the block ends without error it replaces ``path`` as
+    a whole (nothing of an earlier folder there is kept), and otherwise it is removed and ``path`` is left as it
+    was."""
+    import shutil
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = path.with_name(f".{path.name}.new-{os.getpid()}")
+    old = path.with_name(f".{path.name}.old-{os.getpid()}")
+    shutil.rmtree(new, ignore_errors=True)
+    new.mkdir()
+    try:
+        yield new
+        if path.exists():
+            os.replace(path, old)
+        os.replace(new, path)
+    finally:
+        shutil.rmtree(new, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
 
 
 @contextlib.contextmanager

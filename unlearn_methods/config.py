@@ -20,6 +20,8 @@ from unlearn_methods.data_sources import DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, param
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
+#: The most epochs a run may ask for (more is a typo, and overflows the trainer's step count long before).
+MAX_EPOCHS = 10_000
 
 
 def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[str, str] | None = None,
@@ -93,7 +95,7 @@ class RunConfig:
     lora_target_modules: str | list[str] = option("all-linear", "Modules that get LoRA adapters.", flag=None,
                                                   resume=True)
     l1_lora: float = option(0.0, "L1 penalty weight on LoRA weights (CLEAR's regulariser).", ge=0, resume=True)
-    epochs: float = option(5.0, "Training epochs over the forget set.", gt=0)
+    epochs: float = option(5.0, "Training epochs over the forget set.", gt=0, le=MAX_EPOCHS)
     lr: float = option(1e-4, "Learning rate.", gt=0, resume=True)
     batch_size: int = option(8, "Per-device batch size.", gt=0, resume=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", gt=0, resume=True)
@@ -164,6 +166,12 @@ class RunConfig:
         if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
             raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
         self.source.check(self)
+        for f in fields:  # options of one data source (rwku_*, evaldu_*) given with another are refused, not ignored
+            owner = f.name.split("_", 1)[0]
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            if owner in ("rwku", "evaldu") and self.source.name != owner and getattr(self, f.name) != default:
+                raise ValueError(f"{option_name(f)} applies to --data {owner} only (this run has --data {self.data}); "
+                                 f"drop it, or pass --data {owner}.")
         for f in fields:
             value = getattr(self, f.name)
             if value is not None and not in_range(f, value):

@@ -253,6 +253,8 @@ class Rwku(DataSource):
         from unlearn_methods.rwku import corpus_config, resolve_targets
 
         resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, cfg.data_dir)  # unknown names fail before the model loads
+        if cfg.rwku_target:  # positions and ranges saved (and evaluated) as the names they select
+            cfg.rwku_target = resolve_targets(cfg.rwku_target, None, cfg.data_dir)
         cfg.forget = corpus_config(self.kind(cfg), cfg.rwku_corpus)
         cfg.retain = cfg.retain or "forget_target_intro"
 

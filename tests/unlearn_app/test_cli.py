@@ -100,4 +100,7 @@ def test_unlearn_report_compares_runs_with_table_json_and_plot(tmp_path):
     assert json.loads((tmp_path / "r.json").read_text())["NPO"]["tofu_forget10"]["forget_quality"] == 0.5
     assert (tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
     proc = _run(["unlearn", "report", str(tmp_path / "missing")])
+    assert proc.returncode == 2 and f"{tmp_path / 'missing'} does not exist" in proc.stderr
+    (tmp_path / "empty").mkdir()
+    proc = _run(["unlearn", "report", str(tmp_path / "empty")])
     assert proc.returncode == 2 and "No lm-eval results" in proc.stderr

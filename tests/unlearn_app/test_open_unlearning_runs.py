@@ -49,7 +49,10 @@ def test_ou_folder_is_a_run_with_our_metric_names(tmp_path, capsys):
     out = capsys.readouterr()
     assert "| Model Utility | 0.4500 | 0.5000 |" in out.out
     assert "open-unlearning" in out.out  # provenance row names the evaluator
-    assert "disagree" not in out.out  # every value in OU's files agrees with its recomputation
+    assert " in TOFU_" not in out.out  # every value in OU's files agrees with its recomputation
+    # ... and the two values that cannot be recomputed without a reference are marked as OU's own
+    assert "tofu_forget01/forget_quality: not recomputed (no reference given" in out.out
+    assert "tofu_forget01/privleak: not recomputed (no reference given" in out.out
 
 
 def test_reference_of_either_kind_recomputes_forget_quality_and_privleak(tmp_path, capsys):

@@ -310,3 +310,32 @@ def test_klom_default_plot_is_guarded_like_a_declared_output(tmp_path, capsys):
     assert png.read_bytes() == b"an earlier plot" and not out.exists()
     assert main([*base, "--overwrite"]) == 0
     assert png.read_bytes()[:4] == b"\x89PNG" and out.exists()
+
+
+PROTECTED_CASES = [(name, out) for name, _, decl in WRITING for out in decl.outputs if out not in decl.prefixes]
+
+
+@pytest.mark.parametrize("command,output", PROTECTED_CASES, ids=[f"{c}:{o}" for c, o in PROTECTED_CASES])
+def test_the_working_folder_its_parents_and_home_are_never_outputs(command, output, tmp_path, monkeypatch, capsys):
+    """`unlearn run --out . --overwrite` deleted the working folder's other files: every output of every writing
+    command refuses the working folder, a folder holding it and the home folder, with or without --overwrite."""
+    parser, decl = next((p, d) for n, p, d in WRITING if n == command)
+    home = tmp_path / "home"
+    work = home / "work"
+    work.mkdir(parents=True)
+    (work / "precious.txt").write_text("mine")
+    filler = tmp_path / "other_input.json"
+    filler.write_text('{"other": true}\n')
+    free = tmp_path / "free"
+    free.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("HOME", str(home))
+    overwrite = any("--overwrite" in a.option_strings for a in parser._actions)
+    for given in (".", "..", "~", str(work), "/"):
+        for extra in (["--overwrite"] if overwrite else []), []:
+            argv = _argv(command, parser, {output: given}, str(filler), str(free)) + extra
+            assert main(argv) == 2, argv
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and err.count("\n") == 1, err
+            assert "working folder" in err or "home folder" in err, err
+    assert os.listdir(work) == ["precious.txt"] and os.listdir(free) == []

@@ -263,10 +263,15 @@ class Outcome:
     value: float
     bound: float
     message: str
+    #: ``TASK/METRIC`` the check read that are a run's stored values, not recomputed (open-unlearning folders).
+    not_recomputed: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict:
-        return {"check": self.check.text, "passed": self.passed, "value": _finite(self.value),
-                "bound": _finite(self.bound), "op": self.check.op, "message": self.message, "line": self.check.line}
+        out = {"check": self.check.text, "passed": self.passed, "value": _finite(self.value),
+               "bound": _finite(self.bound), "op": self.check.op, "message": self.message, "line": self.check.line}
+        if self.not_recomputed:
+            out["not_recomputed"] = self.not_recomputed
+        return out
 
 
 def _finite(x: float) -> float | None:
@@ -275,6 +280,11 @@ def _finite(x: float) -> float | None:
 
 class MissingValue(LookupError):
     """A metric a check needs is not in the results (or the baseline)."""
+
+
+class UnusableValue(LookupError):
+    """A metric a check needs is in the results but is no finite number (``true``, a string, null, infinity, or a
+    value that could not be recomputed); the check fails, saying why."""
 
 
 Lookup = Callable[[str, str], float]
@@ -333,7 +343,7 @@ def evaluate(check: Check, current: Lookup, baseline: Lookup | None = None) -> O
     try:
         value = _value(check.left, current, baseline, check.subject)
         bound = _value(check.right, current, baseline, check.subject)
-    except DivisionByZero as e:
+    except (DivisionByZero, UnusableValue) as e:
         return Outcome(check, False, math.nan, math.nan, f"FAIL {check.text}: {e}")
     if math.isnan(value) or math.isnan(bound):
         side = "value" if math.isnan(value) else "bound"
@@ -345,10 +355,14 @@ def evaluate(check: Check, current: Lookup, baseline: Lookup | None = None) -> O
                    + ("" if passed else " is false"))
 
 
-def lookup_in(results: dict[str, dict[str, float]], what: str = "results") -> Lookup:
-    """A :data:`Lookup` over ``{task: {metric: value}}`` that raises :class:`MissingValue` naming what is absent."""
+def lookup_in(results: dict[str, dict[str, float]], what: str = "results",
+              unusable: dict[tuple[str, str], str] | None = None) -> Lookup:
+    """A :data:`Lookup` over ``{task: {metric: value}}`` that raises :class:`MissingValue` naming what is absent, and
+    :class:`UnusableValue` with the reason for the ``(task, metric)`` keys of ``unusable``."""
 
     def get(task: str, metric: str) -> float:
+        if unusable and (task, metric) in unusable:
+            raise UnusableValue(unusable[task, metric])
         if task not in results:
             raise MissingValue(f"{what} hold no task {task!r} (tasks: {sorted(results)})")
         value = results[task].get(metric)

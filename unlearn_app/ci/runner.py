@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import shutil
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_ext import provenance
-from harness_ext.results import json_safe, latest_results_file, task_metrics
+from harness_ext.results import json_safe, latest_results_file, read_results_file, task_metrics
 from unlearn_app.checkpoint.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
 from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
@@ -169,51 +170,123 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
     return json.loads(file.read_text()), info
 
 
-def copy_results(path: str, lm_out: Path, reference: str | dict[str, str] | None) -> dict[str, Any]:
+def copy_results(path: str, lm_out: Path, reference: str | dict[str, str] | None) -> tuple[dict[str, Any], str]:
     """The existing results ``path`` (lm-eval output, or an open-unlearning evaluation folder read as a run with
     ``reference`` for its Forget Quality and PrivLeak), copied into ``lm_out`` as an lm-eval results file so that
-    `unlearn report OUT` reads this run."""
     from unlearn_app.open_unlearning.reader import as_results, is_ou_folder, read_ou_folder
+    `unlearn report OUT` reads this run; returns the results and the file (or folder) they were read from."""
+    from unlearn_app.open_unlearning.reader import as_results, check_one_kind, is_ou_folder, read_ou_folder
 
-    shutil.rmtree(lm_out, ignore_errors=True)
+    check_one_kind(path, "--from-results")
     if is_ou_folder(path):
         raw = json_safe(as_results(read_ou_folder(path, reference)))
+        shutil.rmtree(lm_out, ignore_errors=True)
         lm_out.mkdir(parents=True)
         (lm_out / f"results_{time.strftime('%Y-%m-%dT%H-%M-%S')}.json").write_text(json.dumps(raw, indent=2))
-        return raw
+        return raw, str(path)
     source = latest_results_file(path)
-    raw = json.loads(source.read_text())
+    raw = read_results_file(source)
+    if not raw.get("results"):
+        raise CiError(f"{source} holds no results (its 'results' object is empty or missing); pass the results of a "
+                      "finished lm_eval run")
+    shutil.rmtree(lm_out, ignore_errors=True)
     lm_out.mkdir(parents=True)
     shutil.copyfile(source, lm_out / source.name)
-    return raw
+    return raw, str(source)
+
+
+def value_problems(raw: dict[str, Any], source: str) -> tuple[dict[tuple[str, str], str], dict[tuple[str, str], str]]:
+    """Which metric values of a results dict cannot be checked, and which were not recomputed, ``(task, metric) ->
+    why``: only finite numbers are values (a NaN is left to :func:`~unlearn_app.ci.checks.evaluate`, "not
+    computed"); an open-unlearning run's ``invalid`` and ``not_recomputed`` values (see
+    :func:`unlearn_app.open_unlearning.as_results`) say why in their own words."""
+    from unlearn_app.open_unlearning.reader import NOTES_KEY
+
+    unusable: dict[tuple[str, str], str] = {}
+    for task, entries in (raw.get("results") or {}).items():
+        for key, value in (entries.items() if isinstance(entries, dict) else ()):
+            if "," not in key or "_stderr," in key:
+                continue
+            metric = key.split(",", 1)[0]
+            if isinstance(value, bool) or value is None:
+                why = f"is stored as {json.dumps(value)}, not a number"
+            elif isinstance(value, (int, float)):
+                if math.isfinite(value) or math.isnan(value):
+                    continue
+                why = f"is {value} (infinite), not a finite number"
+            elif isinstance(value, str):
+                why = f"is stored as the string {value[:40]!r}, not a number"
+            else:
+                why = f"is stored as {'a list' if isinstance(value, list) else 'an object'}, not a number"
+            unusable[task, metric] = f"{task}/{metric} {why} in {source}; fix or re-create that file"
+    unverified: dict[tuple[str, str], str] = {}
+    for task, config in (raw.get("configs") or {}).items():
+        notes = config.get(NOTES_KEY) if isinstance(config, dict) else None
+        if not isinstance(notes, dict):
+            continue
+        for metric, why in (notes.get("invalid") or {}).items():
+            unusable[task, metric] = f"{task}/{metric} was not recomputed: {why}"
+        for metric, why in (notes.get("not_recomputed") or {}).items():
+            unverified[task, metric] = f"{task}/{metric}: open-unlearning's stored value, not recomputed ({why})"
+    return unusable, unverified
+
+
+def _with_unusable(metrics: dict[str, dict[str, float]], unusable: dict[tuple[str, str], str]) -> dict[str, dict[str, float]]:
+    """``metrics`` with a NaN for every unusable value, so the checks naming one find it (and fail, saying why)."""
+    out = {t: dict(m) for t, m in metrics.items()}
+    for task, metric in unusable:
+        out.setdefault(task, {}).setdefault(metric, float("nan"))
+    return out
 
 
 def load_baseline(path: str) -> dict[str, dict[str, float]]:
-    """Metrics of a baseline run: an ``unlearn ci`` folder/results.json or an lm-eval output folder/file."""
+    """Metrics of a baseline run (see :func:`read_baseline`), a value that cannot be checked as NaN."""
+    return read_baseline(path)[0]
+
+
+def read_baseline(path: str) -> tuple[dict[str, dict[str, float]], dict[tuple[str, str], str]]:
+    """Metrics of a baseline run (an ``unlearn ci`` folder/results.json, an lm-eval output folder/file or an
+    open-unlearning folder) and its values that cannot be checked (see :func:`value_problems`)."""
     p = Path(path).expanduser()
     ci_file = p / "results.json" if p.is_dir() else p
-    if ci_file.is_file():
-        data = json.loads(ci_file.read_text())
+    if ci_file.is_file() and not ci_file.name.startswith("results_"):
+        data = read_results_file(ci_file)
         if isinstance(data.get("results"), dict) and "checks" in data:
-            return {t: {m: (float("nan") if v is None else v) for m, v in ms.items()} for t, ms in data["results"].items()}
+            return {t: {m: (float("nan") if v is None else v) for m, v in ms.items()}
+                    for t, ms in data["results"].items()}, {}
     if not p.exists():
         raise CiError(f"baseline {path} does not exist (an lm-eval --output_path folder or an `unlearn ci --out` folder)")
-    from unlearn_app.open_unlearning.reader import is_ou_folder, read_ou_folder
+    from unlearn_app.open_unlearning.reader import as_results, check_one_kind, is_ou_folder, read_ou_folder
 
+    check_one_kind(p, "the baseline")
     if is_ou_folder(p):
-        return {t.task: t.metrics for t in read_ou_folder(p)}
-    return task_metrics(json.loads(latest_results_file(p).read_text()))
+        raw, source = json_safe(as_results(read_ou_folder(p))), str(p)
+    else:
+        file = latest_results_file(p)
+        raw, source = read_results_file(file), str(file)
+    unusable, _ = value_problems(raw, source)
+    return _with_unusable(task_metrics(raw), unusable), unusable
 
 
-def check_all(suite: Suite, metrics: dict[str, dict[str, float]], baseline: dict | None) -> list[Outcome]:
-    current = lookup_in(metrics, "the results")
-    base = lookup_in(baseline, f"the baseline {suite.baseline}") if baseline is not None else None
+def check_all(suite: Suite, metrics: dict[str, dict[str, float]], baseline: dict | None,
+              unusable: dict[tuple[str, str], str] | None = None,
+              unverified: dict[tuple[str, str], str] | None = None,
+              baseline_unusable: dict[tuple[str, str], str] | None = None) -> list[Outcome]:
+    """Every check of the suite; a value in ``unusable`` fails its check with the reason, and a check that read a
+    value in ``unverified`` says so in its message."""
+    current = lookup_in(metrics, "the results", unusable)
+    base = lookup_in(baseline, f"the baseline {suite.baseline}", baseline_unusable) if baseline is not None else None
     outcomes = []
     for check in suite.checks:
         try:
-            outcomes.append(evaluate(check, current, base))
+            outcome = evaluate(check, current, base)
         except MissingValue as e:
             raise CiError(f"check {check.text!r}: {e}") from None
+        marked = [f"{r.task}/{r.metric}" for r in check.refs if (r.task, r.metric) in (unverified or {})]
+        if marked and outcome.message:
+            outcome.not_recomputed = marked
+            outcome.message += " (" + "; ".join(unverified[tuple(m.split("/", 1))] for m in marked) + ")"
+        outcomes.append(outcome)
     return outcomes
 
 
@@ -240,18 +313,20 @@ def run_ci(opts: CiOptions) -> int:
         suite = load_suite(opts.suite)
         out.mkdir(parents=True, exist_ok=True)
         if opts.from_results:
-            raw = copy_results(opts.from_results, out / "lm_eval", suite.reference)
+            raw, source = copy_results(opts.from_results, out / "lm_eval", suite.reference)
             record["from_results"] = str(opts.from_results)
             cache_info = {"hit": False, "enabled": False}
         elif opts.model:
             raw, cache_info = evaluate_model(opts, suite, out)
+            source = str(out / "lm_eval")
         else:
             raise CiError("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing results")
-        metrics = task_metrics(raw)
+        unusable, unverified = value_problems(raw, source)
+        metrics = _with_unusable(task_metrics(raw), unusable)
         if opts.from_results:
             validate_checks(suite, {t: list(m) for t, m in metrics.items()}, what=f"{opts.from_results} holds")
-        baseline = load_baseline(suite.baseline) if suite.baseline else None
-        outcomes = check_all(suite, metrics, baseline)
+        baseline, baseline_unusable = read_baseline(suite.baseline) if suite.baseline else (None, {})
+        outcomes = check_all(suite, metrics, baseline, unusable, unverified, baseline_unusable)
         configs = raw.get("configs") or {}
         record.update({
             "model": {"name": opts.model or raw.get("config", {}).get("model_args") or opts.from_results,

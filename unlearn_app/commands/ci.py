@@ -13,7 +13,18 @@ ORDER = 90
 
 
 def _cmd_ci(args: argparse.Namespace) -> int:
-    from unlearn_app.ci.runner import CiOptions, run_ci
+    """The command; any error is exit 2, since exit 1 means "a check failed" to a CI system."""
+    try:
+        return _ci(args)
+    except Exception as e:  # noqa: BLE001 - an error here must never read as a failed check (exit 1)
+        from unlearn_app.ci.runner import _bounded
+
+        return error(_bounded(f"internal error ({type(e).__name__}: {e}); please report it"))
+
+
+def _ci(args: argparse.Namespace) -> int:
+    from unlearn_app.ci import runner
+    from unlearn_app.ci.runner import CiOptions
 
     try:
         model_args = json.loads(args.model_args) if args.model_args else {}
@@ -51,7 +62,7 @@ def _cmd_ci(args: argparse.Namespace) -> int:
                      "or add --update-card to write the results into --model's card")
     if not args.model and not args.from_results:
         return error("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
-    return run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
+    return runner.run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
                             from_results=args.from_results, no_cache=args.no_cache, cache_dir=args.cache_dir,
                             update_card=args.update_card, limit=args.limit, model_args=model_args, sweep=sweep))
 
@@ -94,6 +105,7 @@ def add_parsers(sub) -> None:
                    help="Write the results as model-index evaluation results into --model's model card "
                    "(README.md of a folder, or the Hub repo's card).")
     p.set_defaults(func=_cmd_ci)
-    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": ("results*.json",),
+    output_guard.declare(p, outputs=["out"], inputs=["suite", "model"], scanned={"from_results": output_guard.RUN_FILES,
                                                                          "from_sweep": ("*.json", "*.jsonl", "trials", "spec.yaml")},
-                         folders=["out"])
+                         folders=["out"], contents={"out": ("results.json", "summary.md", "junit.xml",
+                                                           "lm_eval/results_*.json")})

@@ -14,6 +14,7 @@ ORDER = 35
 
 def _cmd_export_ou(args: argparse.Namespace) -> int:
     from harness_ext.results import ResultsFileError
+    from unlearn_app.open_unlearning.reader import ou_folders_under
     from unlearn_app.open_unlearning.writer import ExportError, export_run
     from unlearn_app.reports.tables import collect_runs
 
@@ -21,11 +22,18 @@ def _cmd_export_ou(args: argparse.Namespace) -> int:
         runs = collect_runs([args.run])
     except (FileNotFoundError, ResultsFileError, ValueError) as e:
         return error(str(e))
-    if len(runs) != 1 or not runs[0][1].is_file():
+    ours = [f for _, f in runs if f.is_file()]
+    if not ours and ou_folders_under(args.run):
+        return error(f"{args.run} is already an open-unlearning evaluation folder; export-ou writes one from an "
+                     "lm-eval run of ours: give its results_*.json file or the output folder of one model.")
+    if len(ours) != 1:
         found = ", ".join(str(f) for _, f in runs) or "none"
-        return error(f"{args.run}: give one lm-eval results file or the output folder of one model (runs found: {found}).")
+        return error(f"{args.run}: give one lm-eval results_*.json file or the output folder of one model (runs "
+                     f"found: {found}).")
+    out = Path(args.out).expanduser()
     try:
-        written = export_run(runs[0][1], Path(args.out))
+        with output_guard.replaced_folder(out) as folder:  # --overwrite replaces the folder as a whole
+            written = [out / p.relative_to(folder) for p in export_run(ours[0], folder)]
     except (ExportError, OSError, ValueError) as e:
         return error(str(e))
     for path in written:
@@ -40,6 +48,7 @@ def add_parsers(sub) -> None:
                        "MUSE likewise), for open-unlearning's plotting scripts. Per-item values come from lm-eval's "
                        "samples files (--log_samples) and the run's reference record; see docs/open-unlearning.md.")
     p.add_argument("run", metavar="RUN", help="An lm-eval results_*.json file or the output folder of one model.")
-    p.add_argument("--out", required=True, help="The folder to write (one sub-folder per task when RUN has several).")
+    p.add_argument("--out", required=True, help="The folder to write (one sub-folder per task when RUN has several); "
+                   "with --overwrite an existing folder is replaced as a whole.")
     p.set_defaults(func=_cmd_export_ou)
-    output_guard.declare(p, outputs=["out"], scanned={"run": ("results*.json", "samples_*.jsonl")}, folders=["out"])
+    output_guard.declare(p, outputs=["out"], scanned={"run": (*output_guard.RUN_FILES, "samples_*.jsonl")}, folders=["out"])

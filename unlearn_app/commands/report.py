@@ -20,6 +20,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from unlearn_app.reports.plots import forget_quality_vs_utility
     from unlearn_app.reports.tables import collect_runs, compare_runs
 
+    if args.reference and not Path(args.reference).expanduser().exists():
+        return error(f"--reference {args.reference} does not exist; give the retain run's open-unlearning folder or "
+                     "lm-eval output folder.")
     try:
         sources = collect_runs(args.runs, args.names.split(",") if args.names else None)
         loaded = [load_run(file, name, args.reference) for name, file in sources]
@@ -40,7 +43,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
     if warnings:
         text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
     if notes:
-        text += "\n**Values in open-unlearning's files that disagree with their recomputation:**\n\n" + "\n".join(
+        text += ("\n**open-unlearning values that disagree with their recomputation, or were not recomputed from "
+                 "their per-item values:**\n\n") + "\n".join(
             f"- {n}" for n in notes) + "\n"
     text += f"\nRuns read:\n\n{listing}\n"
     print(text)
@@ -86,5 +90,5 @@ def add_parsers(sub) -> None:
     p.add_argument("--html", help="Write one self-contained HTML report (tables, plots, checks of `unlearn ci` "
                    "folders, provenance) to this path.")
     p.set_defaults(func=_cmd_report)
-    output_guard.declare(p, outputs=["out", "json", "plot", "html"], inputs=["reference"], scanned={"runs": ("results*.json",)},
+    output_guard.declare(p, outputs=["out", "json", "plot", "html"], inputs=["reference"], scanned={"runs": output_guard.RUN_FILES},
                          suffixes={"plot": output_guard.IMAGE_SUFFIXES})

@@ -291,5 +291,6 @@ def add_parsers(sub: Any) -> None:
     r.add_argument("--task", help="The WaterDrum task to read when a run holds several.")
     r.add_argument("--out", help="Folder for waterdrum_report.json and waterdrum_report.png.")
     r.set_defaults(func=_cmd_report)
-    output_guard.declare(r, outputs=["out"], scanned={"runs": ("results*.json",)}, folders=["out"])
+    output_guard.declare(r, outputs=["out"], scanned={"runs": ("results*.json",)}, folders=["out"],
+                         contents={"out": ("waterdrum_report.json", "waterdrum_report.png")})
 

@@ -7,12 +7,18 @@ the metrics asked for), with ``BENCH`` = ``TOFU`` or ``MUSE``. This module reads
 value recomputed from the per-item values where they are in the EVAL file (Forget Quality and PrivLeak against a
 ``reference`` run of either kind when one is given), and one note per value in OU's files that disagrees with the
 recomputation: the table shows the recomputed value, the note shows OU's.
+
+A value is never silently OU's: per-item values that are there but unusable (:class:`Unusable`: NaN, not a number,
+out of range, an item without its value, an MIA without its holdout) give NaN with the reason
+(:attr:`OuTask.invalid`), and a value with no per-item values at all is OU's stored one, marked
+(:attr:`OuTask.not_recomputed`). The run itself is never its own reference.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -99,6 +105,9 @@ def read_json(path: Path) -> Any:
     except json.JSONDecodeError as e:
         raise OuFolderError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run open-unlearning's "
                             "evaluation to rewrite it, or leave it out.") from None
+    except RecursionError:
+        raise OuFolderError(f"{path} is nested too deeply to be an open-unlearning log; re-run open-unlearning's "
+                            "evaluation to rewrite it, or leave it out.") from None
 
 
 # --------------------------------------------------------------------------- finding OU folders
@@ -128,8 +137,8 @@ def is_ou_folder(path: str | Path) -> bool:
 def ou_folders_under(path: str | Path) -> list[Path]:
     """Every OU evaluation folder at or below ``path``, sorted."""
     path = Path(path)
-    if is_ou_folder(path):
-        return [path.parent if path.is_file() else path]
+    if path.is_file():
+        return [path.parent] if is_ou_folder(path) else []
     if not path.is_dir():
         return []
     folders = {p.parent for pattern in ("*_EVAL.json", "*_SUMMARY.json") for p in path.rglob(pattern)}
@@ -137,6 +146,20 @@ def ou_folders_under(path: str | Path) -> list[Path]:
 
 
 # --------------------------------------------------------------------------- per-item values
+class Unusable(ValueError):
+    """Per-item values that are in the file but cannot be recomputed from (NaN, not a number, out of range, an
+    item without its value, an MIA without its holdout); the message says which and why."""
+
+
+#: The range of each per-item key (inclusive): probabilities, ROUGE and memorization scores in [0, 1], truth
+#: ratios >= 0 (infinity allowed: a correct answer of probability 0), MIA scores and losses any finite number.
+UNIT = (0.0, 1.0)
+RATIO = (0.0, math.inf)
+ANY = (-sys.float_info.max, sys.float_info.max)  # finite
+KIND_RANGES = {"prob": UNIT, "rougeL_recall": UNIT, "rougeL_f1": UNIT, "score": UNIT, "true_better": RATIO,
+               "forget_truth_ratio": RATIO, "auc": ANY}
+
+
 def _items(entry: Any) -> dict[str, Any]:
     if not isinstance(entry, dict):
         return {}
@@ -148,50 +171,114 @@ def _sorted_items(items: dict[str, Any]) -> list[Any]:
     return [items[k] for k in sorted(items, key=lambda k: (len(str(k)), str(k)))]
 
 
-def item_values(entry: Any, key: str) -> list[float]:
-    """Per-item ``key`` values of an OU metric entry, in index order, Nones left out; a list per item (several
-    answers) is averaged, as OU's ``aggregate_to_1D`` does."""
+def _kind_of(x: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}.get(type(x), type(x).__name__)
+
+
+def _number(x: Any, where: str, low: float, high: float) -> float:
+    """``x`` as a float in [low, high] (NaN never), else :class:`Unusable` naming ``where``."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise Unusable(f"{where} is {x!r}, not a number")
+    x = float(x)
+    if math.isnan(x):
+        raise Unusable(f"{where} is NaN")
+    if math.isinf(x) and not low <= x <= high:
+        raise Unusable(f"{where} is {x:g}, not a finite number")
+    if not low <= x <= high:
+        raise Unusable(f"{where} = {x:g} is outside [{low:g}, {high:g}]")
+    return x
+
+
+def item_values(entry: Any, key: str, name: str = "the entry", bounds: tuple[float, float] = ANY) -> list[float] | None:
+    """Per-item ``key`` values of an OU metric entry ``name``, in index order; None when the entry holds no
+    ``value_by_index`` (nothing to recompute from). An item that is None, or whose value is None, is left out (OU
+    leaves them out); a list per item (several answers) is averaged, as OU's ``aggregate_to_1D`` does. Anything
+    else that is not a number in ``bounds`` raises :class:`Unusable`."""
+    if not isinstance(entry, dict) or "value_by_index" not in entry:
+        return None
+    items = entry["value_by_index"]
+    if not isinstance(items, dict):
+        raise Unusable(f"{name}.value_by_index is {_kind_of(items)}, not an object of items")
+    if not items:
+        raise Unusable(f"{name}.value_by_index holds no items")
     out = []
-    for v in _sorted_items(_items(entry)):
-        x = v.get(key) if isinstance(v, dict) else None
+    for index in sorted(items, key=lambda k: (len(str(k)), str(k))):
+        item, where = items[index], f"{name} item {index}"
+        if item is None:
+            continue
+        if not isinstance(item, dict):
+            raise Unusable(f"{where} is {_kind_of(item)}, not an object")
+        if key not in item:
+            raise Unusable(f"{where} has no {key!r}")
+        x = item[key]
         if x is None:
             continue
-        out.append(float(np.mean(np.asarray(x, dtype=np.float64))))
+        if isinstance(x, list):
+            if not x:
+                raise Unusable(f"{where}: {key} is an empty list")
+            out.append(float(np.mean([_number(v, f"{where}: {key}", *bounds) for v in x])))
+        else:
+            out.append(_number(x, f"{where}: {key}", *bounds))
+    if not out:
+        raise Unusable(f"{name}: no item holds a {key!r} value")
     return out
 
 
-def _mean(values: list[float]) -> float:
-    return float(np.mean(values)) if values else NAN
+def _mean(values: list[float] | None) -> float | None:
+    return None if values is None else float(np.mean(values))
 
 
-def _auc(entry: Any) -> float:
-    """AUROC of an OU MIA entry from its forget / holdout per-item scores (NaN if it holds none)."""
+def _auc(entry: Any, name: str = "the MIA entry") -> float | None:
+    """AUROC of an OU MIA entry from its forget / holdout per-item scores; None if it holds neither,
+    :class:`Unusable` if it holds one without the other (or unusable scores)."""
+    if entry is None:
+        return None
     if not isinstance(entry, dict):
-        return NAN
-    forget, holdout = item_values(entry.get("forget"), "score"), item_values(entry.get("holdout"), "score")
-    return mia.mia_auroc(forget, holdout) if forget and holdout else NAN
+        raise Unusable(f"{name} is {_kind_of(entry)}, not an object")
+    forget = item_values(entry.get("forget"), "score", f"{name}.forget")
+    holdout = item_values(entry.get("holdout"), "score", f"{name}.holdout")
+    if forget is None and holdout is None:
+        return None
+    if forget is None or holdout is None:
+        missing = "forget" if forget is None else "holdout"
+        raise Unusable(f"{name} has no {missing} per-item scores (value_by_index) beside the "
+                       f"{'holdout' if missing == 'forget' else 'forget'} ones")
+    return mia.mia_auroc(forget, holdout)
 
 
 def _probability_ratios(logs: dict[str, Any]) -> list[tuple[float, float]] | None:
     """Per-item ``(p_correct, p_wrong)`` of the forget truth ratio from the ``pre_compute`` entries OU caches in its
     EVAL file (``forget_Q_A_PARA_Prob``, ``forget_Q_A_PERT_Prob``: ``p = exp(-avg_loss)``, the wrong answers'
-    losses averaged first, as OU does); None when they are not there."""
+    losses averaged first, as OU does); None when they are not there (or not usable)."""
     para, pert = _items(logs.get("forget_Q_A_PARA_Prob")), _items(logs.get("forget_Q_A_PERT_Prob"))
     keys = sorted(set(para) & set(pert), key=lambda k: (len(str(k)), str(k)))
     out = []
-    for k in keys:
-        c, w = (para[k] or {}).get("avg_loss"), (pert[k] or {}).get("avg_loss")
-        if c is None or w is None:
-            continue
-        out.append((math.exp(-float(np.mean(c))), math.exp(-float(np.mean(w)))))
+    try:
+        for k in keys:
+            c = (para[k] or {}).get("avg_loss") if isinstance(para[k] or {}, dict) else None
+            w = (pert[k] or {}).get("avg_loss") if isinstance(pert[k] or {}, dict) else None
+            if c is None or w is None:
+                continue
+            c_loss = float(np.mean([_number(v, "avg_loss", *ANY) for v in (c if isinstance(c, list) else [c])]))
+            w_loss = float(np.mean([_number(v, "avg_loss", *ANY) for v in (w if isinstance(w, list) else [w])]))
+            out.append((math.exp(-c_loss), math.exp(-w_loss)))
+    except (Unusable, OverflowError):
+        return None
     return out or None
+
+
+def _scores(logs: dict[str, Any], key: str = "forget_truth_ratio") -> list[float] | None:
+    return item_values(logs.get(key), "score", key, RATIO)
 
 
 def forget_truth_ratio_mode(logs: dict[str, Any]) -> str:
     """Which of OU's aggregations wrote ``forget_truth_ratio``: its per-item scores are ``p_w / p_c`` for
     ``closer_to_1_better`` and ``p_c / (p_c + p_w)`` for ``prob_mean``, told apart with the per-item probabilities
     OU caches beside them; ``closer_to_1_better`` (OU's default config) when those are not there."""
-    scores = item_values(logs.get("forget_truth_ratio"), "score")
+    try:
+        scores = _scores(logs)
+    except Unusable:
+        scores = None
     probs = _probability_ratios(logs)
     if not scores or not probs or len(probs) != len(scores):
         return "closer_to_1_better"
@@ -201,10 +288,11 @@ def forget_truth_ratio_mode(logs: dict[str, Any]) -> str:
     return "prob_mean" if miss(as_prob_mean) < miss(as_ratio) else "closer_to_1_better"
 
 
-def forget_truth_ratios(logs: dict[str, Any]) -> list[float]:
-    """OU's per-item forget truth ratios as ``R = p_wrong / p_correct`` whatever aggregation wrote them."""
-    scores = item_values(logs.get("forget_truth_ratio"), "score")
-    if forget_truth_ratio_mode(logs) == "prob_mean":
+def forget_truth_ratios(logs: dict[str, Any]) -> list[float] | None:
+    """OU's per-item forget truth ratios as ``R = p_wrong / p_correct`` whatever aggregation wrote them; None when
+    the file holds none, :class:`Unusable` when they cannot be used."""
+    scores = _scores(logs)
+    if scores is not None and forget_truth_ratio_mode(logs) == "prob_mean":
         return [w / (c + 1e-10) for c, w in _probability_ratios(logs) or []]
     return scores
 
@@ -212,7 +300,7 @@ def forget_truth_ratios(logs: dict[str, Any]) -> list[float]:
 # --------------------------------------------------------------------------- the reference
 @dataclass
 class OuReference:
-    """What Forget Quality and PrivLeak need from a retain run of either kind."""
+    """What Forget Quality and PrivLeak need from a retain run of either kind (None / NaN: the run lacks it)."""
 
     forget_truth_ratios: list[float] | None
     min_k_auc: float
@@ -220,18 +308,47 @@ class OuReference:
     path: str
 
 
-def _reference(path: str, bench: str, task: str, n_forget: int | None) -> OuReference:
-    """The reference run at ``path``: an OU folder, or an lm-eval output of ours (or a legacy TOFU log)."""
+def _digest(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _reference(path: str, bench: str, task: str, n_forget: int | None, run_eval: Path | None = None,
+               run_ratios: list[float] | None = None) -> OuReference:
+    """The reference run at ``path``: an OU folder, or an lm-eval output of ours (or a legacy TOFU log). The run
+    itself (the same file, a copy of it, or the same per-item truth ratios) is refused as its own reference, and so
+    is a reference that serves no metric."""
     from unlearn_tasks.reference_logs import ReferenceLogError
 
-    files = ou_files(path)
+    if not Path(path).expanduser().exists():
+        raise OuFolderError(f"the reference {path} does not exist; give the retain run's open-unlearning folder or "
+                            "lm-eval output folder")
+    check_one_kind(path, "the reference")
+    files = ou_files(Path(path).expanduser())
     if bench in files and files[bench][0] is not None:
-        logs = read_json(files[bench][0])
-        ratios = forget_truth_ratios(logs) if bench == "TOFU" else None
-        auc = _auc(logs.get("mia_min_k"))
-        if math.isnan(auc) and isinstance((logs.get("mia_min_k") or {}).get("agg_value"), (int, float)):
-            auc = float(logs["mia_min_k"]["agg_value"])
-        return OuReference(ratios or None, auc, f"open-unlearning log {files[bench][0]}", str(files[bench][0]))
+        file = files[bench][0]
+        if run_eval is not None and (file.resolve() == run_eval.resolve() or _digest(file) == _digest(run_eval)):
+            raise OuFolderError(f"the reference {file} is the open-unlearning run's own {file.name}: it would be its own "
+                                "reference (Forget Quality 1.0). Pass the evaluation of the retain (retrained) model.")
+        logs = read_json(file)
+        if not isinstance(logs, dict):
+            raise OuFolderError(f"the reference {file} is not an open-unlearning {bench} log (a JSON object)")
+        try:
+            ratios = forget_truth_ratios(logs) if bench == "TOFU" else None
+            auc = _auc(logs.get("mia_min_k"), "mia_min_k")
+        except Unusable as e:
+            raise OuFolderError(f"the reference {file}: {e}; it cannot serve as a reference") from None
+        if auc is None and _ou_value(logs.get("mia_min_k")) is not None:
+            auc = _ou_value(logs["mia_min_k"])  # the reference's own AUC, as OU stored it
+        if run_ratios and ratios == run_ratios:
+            raise OuFolderError(f"the reference {file} holds the same per-item forget truth ratios as the run: it would "
+                                "be its own reference. Pass the evaluation of the retain (retrained) model.")
+        if not ratios and auc is None:
+            needs = "per-item forget truth ratios (forget_truth_ratio.value_by_index) nor " if bench == "TOFU" else ""
+            raise OuFolderError(f"the reference {file} holds neither {needs}a Min-K% AUC (mia_min_k), so nothing can be "
+                                "recomputed against it; pass the retain run's complete open-unlearning folder")
+        return OuReference(ratios or None, NAN if auc is None else auc, f"open-unlearning log {file}", str(file))
     try:
         if bench == "TOFU":
             from unlearn_tasks.tofu.reference import load_reference as load_tofu
@@ -258,7 +375,9 @@ def _reference(path: str, bench: str, task: str, n_forget: int | None) -> OuRefe
 # --------------------------------------------------------------------------- one benchmark's metrics
 @dataclass
 class OuTask:
-    """One benchmark of an OU folder as our task: metrics, the disagreements found, the files read."""
+    """One benchmark of an OU folder as our task: metrics, the disagreements found, the files read, and the values
+    not recomputed: ``invalid`` (NaN: per-item values there but unusable, or a reference that cannot serve) and
+    ``not_recomputed`` (OU's stored value shown: no per-item values to recompute it from), metric -> why."""
 
     task: str
     metrics: dict[str, float]
@@ -266,6 +385,8 @@ class OuTask:
     modes: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
     reference: OuReference | None = None
+    invalid: dict[str, str] = field(default_factory=dict)
+    not_recomputed: dict[str, str] = field(default_factory=dict)
 
 
 def task_name(bench: str, logs: dict[str, Any], folder: Path) -> str:
@@ -291,21 +412,32 @@ def _n_forget(logs: dict[str, Any]) -> int | None:
     return n or None
 
 
-def _recompute(kind: str, entry: Any, logs: dict[str, Any]) -> float:
+def _recompute(kind: str, entry: Any, logs: dict[str, Any], key: str) -> float | None:
+    """The value of OU's metric ``key`` recomputed from its per-item values; None when there are none (the value is
+    OU's alone), :class:`Unusable` when they are there but cannot be used."""
+    bounds = KIND_RANGES.get(kind, ANY)
     if kind in ("prob", "rougeL_recall", "rougeL_f1", "score"):
-        return _mean(item_values(entry, kind))
+        return _mean(item_values(entry, kind, key, bounds))
     if kind == "true_better":
-        return truth_ratio_aggregate(item_values(entry, "score"), "true_better")
+        scores = item_values(entry, "score", key, bounds)
+        return None if scores is None else truth_ratio_aggregate(scores, "true_better")
     if kind == "forget_truth_ratio":
         mode = forget_truth_ratio_mode(logs)
-        scores = item_values(entry, "score")
+        scores = item_values(entry, "score", key, bounds)
+        if scores is None:
+            return None
         return _mean(scores) if mode == "prob_mean" else truth_ratio_aggregate(scores, mode, eps=1e-10)
     if kind == "auc":
-        return _auc(entry)
+        return _auc(entry, key)
     if kind == "model_utility":
-        parts = [_recompute(TOFU_NAMES[p][1], logs.get(p), logs) for p in UTILITY_PARTS]
-        return model_utility(parts) if not any(math.isnan(p) for p in parts) else NAN
-    return NAN
+        parts = []
+        for part in UTILITY_PARTS:
+            try:
+                parts.append(_recompute(TOFU_NAMES[part][1], logs.get(part), logs, part))
+            except Unusable as e:
+                raise Unusable(f"its part {e}") from None
+        return None if any(p is None for p in parts) else model_utility(parts)
+    return None  # forget_quality, privleak: from a reference (see read_benchmark), else OU's value
 
 
 def _ou_value(entry: Any) -> float | None:
@@ -317,6 +449,29 @@ def _agree(a: float, b: float) -> bool:
     if math.isnan(a) or math.isnan(b):
         return math.isnan(a) and math.isnan(b)
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
+
+
+def _against_reference(kind: str, logs: dict[str, Any], ref: OuReference, eval_file: Path | None,
+                       folder: Path) -> float:
+    """Forget Quality or PrivLeak of the run recomputed against ``ref``."""
+    if kind == "forget_quality":
+        if not ref.forget_truth_ratios:
+            raise Unusable(f"the reference {ref.path} holds no per-item forget truth ratios")
+        mine = forget_truth_ratios(logs)
+        if not mine:
+            raise OuFolderError(f"{eval_file}: no forget_truth_ratio.value_by_index to recompute Forget Quality "
+                                f"against {ref.path}")
+        if len(mine) != len(ref.forget_truth_ratios):
+            raise OuFolderError(f"reference {ref.path} covers {len(ref.forget_truth_ratios)} forget items, the "
+                                f"open-unlearning run {folder} {len(mine)}; pass the retain run of the same forget split")
+        return forget_quality(mine, ref.forget_truth_ratios)
+    auc = _auc(logs.get("mia_min_k"), "mia_min_k")
+    if auc is None:
+        raise Unusable("the run's mia_min_k has no per-item forget / holdout scores to recompute it against "
+                       f"the reference {ref.path}")
+    if math.isnan(ref.min_k_auc):
+        raise Unusable(f"the reference {ref.path} holds no Min-K% AUC (mia_min_k)")
+    return mia.privleak(auc, ref.min_k_auc)
 
 
 def read_benchmark(bench: str, folder: Path, eval_file: Path | None, summary_file: Path | None,
@@ -332,44 +487,72 @@ def read_benchmark(bench: str, folder: Path, eval_file: Path | None, summary_fil
     if isinstance(reference, dict):  # one per split / corpus, as the tasks' ``reference`` option
         reference = reference.get(task.split("_", 1)[-1]) or reference.get(task)
     if reference:
-        out.reference = _reference(str(reference), bench, task, _n_forget(logs))
+        try:
+            run_ratios = forget_truth_ratios(logs) if bench == "TOFU" else None
+        except Unusable:
+            run_ratios = None
+        out.reference = _reference(str(reference), bench, task, _n_forget(logs), eval_file, run_ratios)
+    ref = out.reference
+    where = f"{bench}_EVAL.json" if eval_file else f"{bench}_SUMMARY.json"
     shown = [k for k in names if k in logs or k in summary]
     for key in shown:
         ours, kind = names[key]
         entry = logs.get(key)
-        value = _recompute(kind, entry, logs)
         if kind == "forget_truth_ratio":
             out.modes["forget_truth_ratio"] = forget_truth_ratio_mode(logs)
-        ref = out.reference
-        if kind == "forget_quality" and ref is not None and ref.forget_truth_ratios:
-            mine = forget_truth_ratios(logs)
-            if not mine:
-                raise OuFolderError(f"{eval_file}: no forget_truth_ratio.value_by_index to recompute Forget Quality "
-                                    f"against {reference}")
-            if len(mine) != len(ref.forget_truth_ratios):
-                raise OuFolderError(f"reference {ref.path} covers {len(ref.forget_truth_ratios)} forget items, the "
-                                    f"open-unlearning run {folder} {len(mine)}; pass the retain run of the same forget split")
-            value = forget_quality(mine, ref.forget_truth_ratios)
-        if kind == "privleak" and ref is not None:
-            auc = _auc(logs.get("mia_min_k"))
-            value = mia.privleak(auc, ref.min_k_auc) if not (math.isnan(auc) or math.isnan(ref.min_k_auc)) else NAN
-        recomputed = not math.isnan(value)
-        for source, theirs in (("EVAL", _ou_value(entry)), ("SUMMARY", _ou_value(summary.get(key)))):
-            if theirs is None:
+        stored = [(source, theirs) for source, theirs in (("EVAL", _ou_value(entry)),
+                                                          ("SUMMARY", _ou_value(summary.get(key))))
+                  if theirs is not None]
+        try:
+            if kind in ("forget_quality", "privleak") and ref is not None:
+                value = _against_reference(kind, logs, ref, eval_file, folder)
+            else:
+                value = _recompute(kind, entry, logs, key)
+        except Unusable as e:
+            shown_as = f"; open-unlearning's stored value {stored[0][1]:.6g} is not used" if stored else ""
+            out.invalid[ours] = f"{folder}/{where}: {e}{shown_as}"
+            out.metrics[ours] = NAN
+            continue
+        if value is None:  # nothing to recompute it from: OU's value, marked as such
+            if not stored:
+                out.invalid[ours] = f"{folder}/{where}: {key} holds neither per-item values nor an agg_value"
+                out.metrics[ours] = NAN
                 continue
-            if not recomputed:
-                value = theirs  # nothing to recompute it from (e.g. Forget Quality without a reference)
-                recomputed = True
-                continue
+            value = stored[0][1]
+            if kind in ("forget_quality", "privleak"):
+                why = "no reference given; open-unlearning's value against its own retain_logs_path"
+            else:
+                why = f"{key} has no per-item values (value_by_index) in {bench}_EVAL.json"
+            out.not_recomputed[ours] = why
+            stored = stored[1:]
+            recomputed = False
+        else:
+            recomputed = True
+        for source, theirs in stored:
             if not _agree(value, theirs):
                 against = f" against {ref.source}" if ref is not None and kind in ("forget_quality", "privleak") else ""
+                basis = "recomputed from the per-item values" + against if recomputed else "in the EVAL file"
                 out.notes.append(f"{folder}: {key} = {theirs:.6g} in {bench}_{source}.json, but {value:.6g} "
-                                 f"recomputed from the per-item values{against} (the table shows the recomputed value)")
+                                 f"{basis} (the table shows the {'recomputed' if recomputed else 'EVAL'} value)")
         out.metrics[ours] = value
     for key in summary:  # metrics OU was asked for that have no name of ours: kept under OU's name
         if key not in names and _ou_value(summary[key]) is not None:
             out.metrics[key] = _ou_value(summary[key])
+            out.not_recomputed[key] = f"no metric of ours is named {key}; open-unlearning's SUMMARY value"
     return out
+
+
+def check_one_kind(path: str | Path, what: str) -> None:
+    """Refuse a folder that holds both an open-unlearning evaluation and lm-eval results at its top (which one is
+    meant cannot be told), naming both and how to pick one."""
+    path = Path(path).expanduser()
+    if not path.is_dir() or not is_ou_folder(path):
+        return
+    ours = sorted(path.rglob("results_*.json"))
+    if ours:
+        ou = next(f for pair in ou_files(path).values() for f in pair if f is not None)
+        raise OuFolderError(f"{what} {path} holds both an open-unlearning evaluation ({ou.name}) and lm-eval results "
+                            f"({ours[0].relative_to(path)}); pass the one you mean: {ou} or {ours[0]}")
 
 
 def read_ou_folder(path: str | Path, reference: str | dict[str, str] | None = None) -> list[OuTask]:
@@ -392,9 +575,20 @@ def provenance(task: OuTask) -> dict[str, Any]:
             "files": task.files}
 
 
+def task_notes(task: OuTask) -> list[str]:
+    """Every note on an OU task's values, for the reports: disagreements with the recomputation, then the values
+    not recomputed (shown as n/a, or as OU stored them)."""
+    return [*task.notes,
+            *(f"{task.task}/{m}: not recomputed: {why}; shown as n/a" for m, why in task.invalid.items()),
+            *(f"{task.task}/{m}: not recomputed ({why}); open-unlearning's stored value is shown"
+              for m, why in task.not_recomputed.items())]
+
+
 def as_results(tasks: list[OuTask]) -> dict[str, Any]:
     """The OU run in lm-eval's results-file schema (``results.<task>.<metric>,none``, ``configs.<task>.provenance``),
-    so that tools reading lm-eval output read it too."""
+    so that tools reading lm-eval output read it too; ``configs.<task>.<NOTES_KEY>`` keeps the notes and which
+    values were not recomputed (``invalid``, ``not_recomputed``: metric -> why)."""
     return {"results": {t.task: {"alias": t.task, **{f"{m},none": v for m, v in t.metrics.items()}} for t in tasks},
             "configs": {t.task: {"task": t.task, "provenance": provenance(t),
-                                 NOTES_KEY: {"files": t.files, "notes": t.notes}} for t in tasks}}
+                                 NOTES_KEY: {"files": t.files, "notes": task_notes(t), "invalid": t.invalid,
+                                             "not_recomputed": t.not_recomputed}} for t in tasks}}

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import latest_results_file, read_results_file, task_metrics
+from harness_ext.results import ResultsFileError, latest_results_file, read_results_file, task_metrics
 from unlearn_app.reports.numbers import MISSING
 
 #: Provenance fields compared across runs, with the words a warning uses.
@@ -36,14 +36,14 @@ def load_run(path: str | Path, name: str | None = None, reference: str | None = 
     """A run from an lm-eval output folder / results file, an ``unlearn ci --out`` folder (checks included) or an
     open-unlearning evaluation folder (``reference``: a retain run that its Forget Quality and PrivLeak are
     recomputed against; see :mod:`unlearn_app.open_unlearning.reader`)."""
-    from unlearn_app.open_unlearning.reader import NOTES_KEY, is_ou_folder, provenance, read_ou_folder
+    from unlearn_app.open_unlearning.reader import NOTES_KEY, is_ou_folder, provenance, read_ou_folder, task_notes
 
     path = Path(path)
     if is_ou_folder(path):
         tasks = read_ou_folder(path, reference)
         return Run(name or path.name, str(path), {t.task: t.metrics for t in tasks},
                    {t.task: provenance(t) for t in tasks}, [], ", ".join(f for t in tasks for f in t.files),
-                   [n for t in tasks for n in t.notes])
+                   [f"{path}: {n}" if n.startswith(t.task + "/") else n for t in tasks for n in task_notes(t)])
     checks: list[dict[str, Any]] = []
     # an `unlearn ci --out` folder holds results.json beside lm_eval/<model>/results_*.json
     homes = [path] if path.is_dir() else list(path.parents)[:3]
@@ -55,6 +55,9 @@ def load_run(path: str | Path, name: str | None = None, reference: str | None = 
             checks = []
     file = latest_results_file(path)
     raw = read_results_file(file)
+    if not raw.get("results"):
+        raise ResultsFileError(f"{file} holds no results (its 'results' object is empty or missing); pass the results "
+                               "of a finished lm_eval run, or leave it out.")
     configs = raw.get("configs") or {}
     prov = {t: c["provenance"] for t, c in configs.items() if isinstance(c, dict) and isinstance(c.get("provenance"), dict)}
     notes = [n for c in configs.values() if isinstance(c, dict) and isinstance(c.get(NOTES_KEY), dict)

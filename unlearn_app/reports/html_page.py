@@ -151,8 +151,8 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
     notes = [n for r in runs for n in r.notes]
     if notes:
         items = "".join(f"<li>{_escape(n)}</li>" for n in notes)
-        out.append(f'<div class="warnings" id="notes"><strong>Values in open-unlearning\'s files that disagree with '
-                   f"their recomputation (the tables show the recomputed values):</strong><ul>{items}</ul></div>")
+        out.append(f'<div class="warnings" id="notes"><strong>open-unlearning values that disagree with their '
+                   f"recomputation (the tables show the recomputed values), or were not recomputed:</strong><ul>{items}</ul></div>")
     out += list(sections)
     checks = checks_tables(runs)
     if checks:

@@ -68,21 +68,35 @@ def collect_runs(paths: list[str], names: list[str] | None = None) -> list[tuple
         if len(found) == 1:
             runs.append((name, found[0]))
         else:
-            runs += [(f"{name}/{(f if f.is_dir() else f.parent).relative_to(path).as_posix()}", f) for f in found]
+            runs += [(f"{name}/{_part_name(Path(path), f)}", f) for f in found]
     seen = [n for n, _ in runs]
     if len(set(seen)) != len(seen):
         raise ValueError(f"Run names collide ({', '.join(seen)}); pass --names.")
     return runs
 
 
+def _part_name(path: Path, found: Path) -> str:
+    """The column name part of one of several runs found under ``path``: its folder below ``path``, or for a run at
+    ``path`` itself its kind (``open-unlearning``, ``lm-eval``), since one folder may hold one of each."""
+    folder = found if found.is_dir() else found.parent
+    part = folder.relative_to(path).as_posix()
+    if part != ".":
+        return part
+    return "open-unlearning" if found.is_dir() else "lm-eval"
+
+
 def _run_sources(path: Path) -> list[Path]:
     """The runs under ``path``: lm-eval results files (the newest of each folder) and open-unlearning evaluation
-    folders (``TOFU_EVAL.json`` / ``MUSE_EVAL.json`` and their summaries; see :mod:`unlearn_app.open_unlearning.reader`)."""
+    folders (``TOFU_EVAL.json`` / ``MUSE_EVAL.json`` and their summaries; see :mod:`unlearn_app.open_unlearning.reader`),
+    both kinds where a folder holds both."""
     from harness_ext.results import newest_per_folder
     from unlearn_app.open_unlearning.reader import is_ou_folder, ou_folders_under
 
-    if is_ou_folder(path):
-        return [path if path.is_dir() else path.parent]
+    if path.is_file() and is_ou_folder(path):
+        return [path.parent]
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist; give an lm-eval output folder, a results_*.json file or an "
+                                "open-unlearning evaluation folder.")
     ou = ou_folders_under(path)
     try:
         files = newest_per_folder(path)

@@ -178,6 +178,12 @@ def build_docs(options: Any) -> list[dict[str, Any]]:
     per_config = []
     for config in configs:
         rows = [r for r in load_rows(config, options.repo_id, options.local_dir) if str(r["subject"]).strip() in wanted]
+        covered = {str(r["subject"]).strip() for r in rows}
+        missing = [t for t in targets if t not in covered]
+        if options.rwku_targets is not None and rows and missing:  # a requested target is never silently left out
+            raise DataError(f"RWKU {config}: no records for the requested target(s) {missing[:5]}"
+                            f"{' ...' if len(missing) > 5 else ''}, so the set's mean would leave them out; select "
+                            "targets that every evaluated set covers.")
         if options.max_items_per_split:
             rows = rows[: options.max_items_per_split]
         if not rows:
