@@ -275,7 +275,7 @@ def test_a_seed_without_a_value_is_flagged_not_hidden(tmp_path, missing):
     assert row["score"]["mean"] == 0.3 and row["score"]["n"] == 1 and row["score"]["sd"] is None
     assert row["score"]["missing_seeds"] == [1]
     md = (out / "leaderboard.md").read_text()
-    assert "0.3 (n=1 of 2; no value: seed 1)" in md
+    assert "0.3000 (n=1 of 2; no value: seed 1)" in md
     assert "0.3 ± 0" not in md
 
 
