@@ -52,10 +52,13 @@ def _indent(line: str) -> int:
 _MARKER = re.compile(r" *(?:\d{1,9}[.)]|[-*+])")
 
 
-def _content_column(line: str, marker_from: int) -> int:
+def _content_column(line: str, marker_from: int) -> int | None:
     """The column of a list item's text on its marker line (the marker at or after ``marker_from``): after the
     marker and one to four spaces (one when the text is further, or when there is none)."""
-    at = _MARKER.match(line, marker_from).end()
+    marker = _MARKER.match(line, marker_from)
+    if marker is None:  # not where CommonMark put it (a case this reading does not know): leave the item alone
+        return None
+    at = marker.end()
     spaces = len(line[at:]) - len(line[at:].lstrip(" "))
     return at + (spaces if 1 <= spaces <= 4 and line[at:].strip() else 1)
 
@@ -100,7 +103,8 @@ def commonmark_lists(markdown: str) -> str:
             if before is not None and blank_inside(before.first, first):
                 separate(first)  # after an item of several blocks, a new item needs a blank line
             column = _content_column(lines[first], stack[-1].column if stack else 0)
-            item = _Item(first, end, column, _INDENT * (len(stack) + 1))
+            target = _INDENT * (len(stack) + 1)
+            item = _Item(first, end, target if column is None else column, target)
             items.append(item)
             stack.append(item)
             previous[-1] = item
