@@ -30,6 +30,18 @@ def anchors(path: Path) -> set[str]:
     return found | set(re.findall(r'<a id="([^"]+)"', text))
 
 
+class _TagsIgnored(yaml.SafeLoader):
+    """Safe YAML that reads MkDocs' tags (``!ENV [NAME, default]``, ``!!python/name:...``) as None."""
+
+
+_TagsIgnored.add_multi_constructor("!", lambda loader, suffix, node: None)
+_TagsIgnored.add_multi_constructor("tag:yaml.org,2002:python/", lambda loader, suffix, node: None)
+
+
+def mkdocs_config() -> dict:
+    return yaml.load((ROOT / "mkdocs.yml").read_text(), Loader=_TagsIgnored)
+
+
 def relative_links(path: Path) -> list[str]:
     text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)
     return [t for t in LINK.findall(text) if not re.match(r"[a-z]+:", t)]
@@ -67,7 +79,7 @@ def test_readme_links_every_benchmark_and_docs_page():
         assert f"task_yaml/{folder.name}/README.md" in links, f"README's benchmark table lacks {folder.name}"
         page = ROOT / "docs" / "benchmarks" / f"{folder.name}.md"
         assert f"task_yaml/{folder.name}/README.md" in page.read_text(), f"{page} must include the benchmark's README"
-    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text().replace("!!python", "#"))["nav"]
+    nav = mkdocs_config()["nav"]
     pages = set(re.findall(r"[\w/-]+\.md", str(nav)))
     for page in pages - {"index.md"}:
         assert f"docs/{page}" in links or page.startswith("benchmarks/"), f"README's documentation table lacks {page}"

@@ -88,7 +88,7 @@ def _load(cfg: RunConfig):
     except OSError as e:
         raise UnlearningFailed(
             f"Could not load the model {cfg.model!r} ({e}). Pass a local checkpoint folder or a Hub id you can "
-            f"access (gated models need `huggingface-cli login` or HF_TOKEN)."
+            f"access (gated models need `hf auth login` or HF_TOKEN)."
         ) from e
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token

@@ -3,7 +3,7 @@
 
 Where a config is looked for, in order:
 1. ``data_dir`` (an explicit folder laid out like the Hub repository: one ``<config>.json`` / ``.jsonl`` file
-   of JSON lines, or a JSON array, per config; what ``huggingface-cli download REPO --repo-type dataset
+   of JSON lines, or a JSON array, per config; what ``hf download REPO --repo-type dataset
    --local-dir DIR`` gives);
 2. ``$UNLEARN_DATA_DIR/<repo_id>/`` (one sub-folder per Hub id, e.g. ``$UNLEARN_DATA_DIR/locuslab/TOFU/``);
 3. the Hugging Face Hub (``datasets.load_dataset(repo_id, config)``).
@@ -192,11 +192,11 @@ def load_from_hub(repo_id: str, config: str, token: str | None = None, splits: I
             raise DataError(
                 f"The Hugging Face dataset {repo_id} is gated. Accept its terms at "
                 f"https://huggingface.co/datasets/{repo_id} with your account, then log in "
-                f"(`huggingface-cli login`) or set HF_TOKEN, and run again. ({text})"
+                f"(`hf auth login`) or set HF_TOKEN, and run again. ({text})"
             ) from e
         raise DataError(
             f"Could not load config {config!r} of {repo_id} from the Hugging Face Hub ({text}). "
-            f"Offline? Download it once (`huggingface-cli download {repo_id} --repo-type dataset --local-dir DIR`) "
+            f"Offline? Download it once (`hf download {repo_id} --repo-type dataset --local-dir DIR`) "
             f"and pass data_dir=DIR (lm_eval: --metadata '{{\"data_dir\": \"DIR\"}}'), or set "
             f"{DATA_DIR_ENV} to a folder holding {repo_id}/."
         ) from e
@@ -298,7 +298,7 @@ def load_split(repo_id: str, config: str, splits: Sequence[str], required: Itera
             f"No file for {repo_id} config {config!r}, split {splits[0]!r} in {folder}: expected "
             f"{folder / config / (splits[0] + '.json')} (JSON lines or a JSON array; .jsonl also accepted) or the Hub's "
             f"{folder / config / (splits[0] + '-00000-of-00001.parquet')} "
-            f"(`huggingface-cli download {repo_id} --repo-type dataset --local-dir {folder}`)."
+            f"(`hf download {repo_id} --repo-type dataset --local-dir {folder}`)."
         )
     if files[0].suffix == ".parquet":
         for f in files:

@@ -127,7 +127,7 @@ def test_push_without_a_valid_token_says_to_log_in(tmp_path, hub_standin, monkey
     folder = tmp_path / "ck"
     folder.mkdir()
     (folder / "README.md").write_text("card")
-    with pytest.raises(HubUploadError, match=r"(?s)HTTP 401.*HF_TOKEN.*huggingface-cli login.*unlearn push"):
+    with pytest.raises(HubUploadError, match=r"(?s)HTTP 401.*HF_TOKEN.*hf auth login.*unlearn push"):
         push_folder(folder, "me/x", endpoint=hub.url, retries=3, backoff_s=0.01)
     creates = [r for r in hub.requests if r[1].startswith("/api/repos/create")]
     assert len(creates) == 1  # no pointless retries

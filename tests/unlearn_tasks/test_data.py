@@ -57,7 +57,7 @@ def test_hub_errors_become_actionable(monkeypatch):
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
     monkeypatch.delenv(dataset_loader.DATA_DIR_ENV, raising=False)
-    with pytest.raises(dataset_loader.DataError, match=r"huggingface-cli download locuslab/TOFU .*data_dir"):
+    with pytest.raises(dataset_loader.DataError, match=r"hf download locuslab/TOFU .*data_dir"):
         dataset_loader.load_config("locuslab/TOFU", "forget10")
 
     def gated(*a, **k):

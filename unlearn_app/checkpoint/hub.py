@@ -1,6 +1,6 @@
 """Pushing a checkpoint folder to the Hugging Face Hub: one commit per run, private by default, retried.
 
-Tokens come only from the environment (``HF_TOKEN``) or the saved ``huggingface-cli login``; they are never
+Tokens come only from the environment (``HF_TOKEN``) or the saved ``hf auth login``; they are never
 printed or written. A failed upload leaves the local folder as it was and says how to resume.
 """
 
@@ -38,7 +38,7 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = True, retries:
                 raise HubUploadError(
                     f"The Hub refused {repo_id} (HTTP {_status(e)}): no token, or one without write access to it. "
                     f"Set HF_TOKEN to a write token (https://huggingface.co/settings/tokens) or run "
-                    f"`huggingface-cli login`, then resume with: {resume}. The local checkpoint is intact."
+                    f"`hf auth login`, then resume with: {resume}. The local checkpoint is intact."
                 ) from e
             last = e
             log.warning("Upload of %s to %s failed (attempt %d/%d): %s", folder, repo_id, attempt, retries, type(e).__name__)

@@ -80,7 +80,7 @@ def add_parsers(sub) -> None:
         "Example: unlearn ci --model checkpoints/npo --suite unlearn-suite.yaml --out ci-out && "
         "unlearn report ci-out --html ci-out/report.html")
     p.add_argument("--suite", required=True, help="Suite YAML: tasks, checks, model_args, backend, metadata, "
-                   "reference, baseline, limit (see the README's 'CI evaluation').")
+                   "reference, baseline, limit (see docs/ci.md).")
     p.add_argument("--out", required=True, help="Output folder for results.json, summary.md, junit.xml, lm_eval/.")
     p.add_argument("--model", help="Hub id or local folder of the checkpoint (a LoRA adapter folder loads its base model).")
     p.add_argument("--revision", help="Hub commit sha (or branch/tag) of --model; pins the cache key.")

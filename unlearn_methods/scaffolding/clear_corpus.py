@@ -142,7 +142,7 @@ def write_clear_layout(root: str | Path, n_people: int = 20, poses: int = 2, n_c
     """Write every CLEAR config under ``root`` in the Hub's layout and return ``root``.
 
     ``fmt="parquet"``: ``<config>/train-00000-of-00001.parquet``, images as PNG bytes in an HF ``Image`` column (what
-    ``huggingface-cli download therem/CLEAR`` gives). ``fmt="jsonl"``: ``<config>/train.jsonl`` with images as PNG
+    ``hf download therem/CLEAR`` gives). ``fmt="jsonl"``: ``<config>/train.jsonl`` with images as PNG
     files in ``<config>/images/`` named by a path relative to the config folder.
     """
     import datasets

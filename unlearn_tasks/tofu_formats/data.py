@@ -5,7 +5,7 @@ Where the data is looked for, in order:
    out like the Hub repository, one sub-folder per config holding one file per split:
    ``<config>/<split>.json`` (JSON lines or a JSON array; what the ReLU release's ``download_from_hf.py`` writes),
    ``<config>/<split>.jsonl``, or the Hub's own ``<config>/<split>-00000-of-00001.parquet`` (what
-   ``huggingface-cli download Exploration-Lab/ReLU --repo-type dataset --local-dir DIR`` gives). A split may also
+   ``hf download Exploration-Lab/ReLU --repo-type dataset --local-dir DIR`` gives). A split may also
    carry the config as a suffix (``cloze/forget01_cloze.json``), as the Hub's cloze files do.
 2. the Hugging Face Hub (gated: accept the terms and log in; the loader's error says so).
 """

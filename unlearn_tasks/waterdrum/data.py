@@ -4,7 +4,7 @@ Where the data is looked for, in order:
 1. ``waterdrum_data_dir`` or ``data_dir`` (metadata), else ``$UNLEARN_DATA_DIR/<Hub id>/`` (e.g.
    ``$UNLEARN_DATA_DIR/Glow-AI/WaterDrum-Ax/``): a folder laid out like the Hub repository, one sub-folder per
    config holding one file per split: ``<config>/<split>.jsonl`` or ``.json`` (JSON lines or a JSON array), or the
-   Hub's own ``<config>/<split>-00000-of-00001.parquet`` (what ``huggingface-cli download Glow-AI/WaterDrum-Ax
+   Hub's own ``<config>/<split>-00000-of-00001.parquet`` (what ``hf download Glow-AI/WaterDrum-Ax
    --repo-type dataset --local-dir DIR`` gives). A ``data/`` level above the config folders is also accepted.
 2. the Hugging Face Hub (``datasets.load_dataset(repo_id, config)[split]``).
 """
