@@ -20,7 +20,10 @@ argument); training builds the same tokens with :func:`encode_chat_qa`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
 
@@ -76,9 +79,33 @@ def template_kwargs(lm: Any) -> dict[str, Any]:
 def encode_conversation(lm: Any, prompt_text: str, conversation: Messages) -> tuple[list[int], list[int]]:
     """(context ids, scored ids) of a request whose ``prompt_text`` lm-eval rendered from ``conversation[:-1]``
     (the prompt it also generates from) and whose answer is ``conversation[-1]``: the conversation rendered with the
-    backend's template arguments, split by :func:`split_conversation`."""
+    backend's template arguments, split by :func:`split_conversation`. The first time per backend, a warning if the
+    backend's generation adds a token to the prompt that open-unlearning's does not (:func:`check_generation_prompt`)."""
+    if id(lm) not in _CHECKED:
+        _CHECKED.add(id(lm))
+        check_generation_prompt(lm, prompt_text)
     text = render_chat(lm.tokenizer, conversation, False, **template_kwargs(lm))
     return split_conversation(lm.tokenizer, prompt_text, text)
 
 
-__all__ = ["encode_chat_qa", "encode_conversation", "render_chat", "split_conversation", "template_kwargs"]
+_CHECKED: set[int] = set()
+
+
+def check_generation_prompt(lm: Any, prompt_text: str) -> bool:
+    """Whether the backend tokenises a chat prompt for generation as open-unlearning does (no special token added:
+    lm-eval adds the tokenizer's BOS when the template does not start with it, e.g. a Llama-2-style tokenizer under
+    a template without ``<s>``); logs a warning naming the fix (``add_bos_token=False``) when not."""
+    encode = getattr(lm, "tok_batch_encode", None)
+    ours = encode([prompt_text])[0][0].tolist() if encode else list(lm.tok_encode(prompt_text))
+    theirs = lm.tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
+    if ours == theirs:
+        return True
+    log.warning(
+        "lm-eval tokenises the chat prompt for generation as %d tokens, open-unlearning as %d (the template does not "
+        "write the special tokens the tokenizer adds, e.g. its BOS), so ROUGE may differ from its numbers; pass "
+        "add_bos_token=False in --model_args to generate from open-unlearning's prompt tokens.", len(ours), len(theirs))
+    return False
+
+
+__all__ = ["check_generation_prompt", "encode_chat_qa", "encode_conversation", "render_chat", "split_conversation",
+           "template_kwargs"]

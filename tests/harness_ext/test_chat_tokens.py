@@ -142,6 +142,23 @@ def test_tofu_chat_generation_prompt_and_stop(llama3_lm, demo_data_dir):
         assert kwargs["until"] == [] and kwargs["do_sample"] is False and kwargs["max_gen_toks"] == 200
 
 
+def test_a_generation_prompt_with_an_added_bos_is_reported(llama3_lm, caplog):
+    """A backend that would add a BOS the template does not write (a Llama-2-style tokenizer under a template
+    without ``<s>``) generates from other tokens than open-unlearning: a warning names add_bos_token=False."""
+    from types import SimpleNamespace
+
+    from harness_ext.chat_tokens import check_generation_prompt
+
+    tok = llama3_lm.tokenizer
+    prompt = "<|start_header_id|>user<|end_header_id|>\n\nWhere was Soren born?<|eot_id|>"
+    assert check_generation_prompt(llama3_lm, llama3_prompt("Where was Soren born?"))
+    adds_bos = SimpleNamespace(tokenizer=tok, tok_batch_encode=lambda texts: (
+        torch.tensor([[tok.bos_token_id, *tok(texts[0], add_special_tokens=False)["input_ids"]]]), None))
+    with caplog.at_level("WARNING"):
+        assert not check_generation_prompt(adds_bos, prompt)
+    assert "add_bos_token=False" in caplog.text
+
+
 def test_gradnorm_request_in_chat_scores_ou_tokens_without_the_eos(llama3_lm, demo_data_dir):
     """GradNorm in the chat setting: the same tokens, no first token hidden, the EOS dropped (OU's token-wise
     statistics drop the last labelled token)."""
