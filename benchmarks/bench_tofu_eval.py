@@ -434,8 +434,8 @@ def _print_parts(pairs: list[dict]) -> dict:
         + f" {'ours min':>9} {'median':>8}" + (f" {'OU min':>8} {'median':>8}" if has_ou else ""))
     summary: dict = {}
     for name in names:
-        ours = [p["ours"][name] for p in pairs]
-        theirs = [p["ou"][name] for p in pairs] if has_ou else []
+        ours = [p["ours"].get(name, 0.0) for p in pairs]  # a part a run did not have (--likelihood-only): 0 s
+        theirs = [p["ou"].get(name, 0.0) for p in pairs] if has_ou else []
         cells = " ".join(f"{a:>13.2f}" + (f" {theirs[i]:>8.2f}" if has_ou else "") for i, a in enumerate(ours))
         line = f"{name:<14} {cells} {min(ours):>9.2f} {statistics.median(ours):>8.2f}"
         if has_ou:
