@@ -107,5 +107,14 @@ def check_generation_prompt(lm: Any, prompt_text: str) -> bool:
     return False
 
 
-__all__ = ["check_generation_prompt", "encode_chat_qa", "encode_conversation", "render_chat", "split_conversation",
+def ou_attention_mask(tokenizer: Any, ids: list[int]) -> list[int]:
+    """open-unlearning's attention mask for a row of its chat tokens: its collator masks every position whose id is
+    the pad token (the tokenizer's, EOS when it has none), padding or not. Chat templates whose end of turn is that
+    token (SmolLM2's ``<|im_end|>``; Llama-3's ``<|eot_id|>``, the EOS open-unlearning pads with) therefore hide
+    every end of turn from the positions after it; its numbers are computed so, and reproduced here."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return [0 if t == pad else 1 for t in ids]
+
+
+__all__ = ["check_generation_prompt", "ou_attention_mask", "encode_chat_qa", "encode_conversation", "render_chat", "split_conversation",
            "template_kwargs"]
