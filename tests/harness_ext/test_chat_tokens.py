@@ -263,3 +263,34 @@ def test_lm_eval_command_with_chat_flags_and_date(llama3_chat_dir, demo_data_dir
             assert options["conversation"][-1] == {"role": "assistant", "content": answer}
             logprobs = re.search(r"'logprobs': \[([^\]]*)\]", s["resps"][i][0]).group(1)
             assert logprobs.count(",") + 1 == len(tok(answer, add_special_tokens=False)["input_ids"]) + 1
+
+
+def test_ou_attention_mask_hides_pad_token_positions(llama3_lm, demo_data_dir):
+    """open-unlearning's collator masks every position holding the pad token; Llama-3 has no pad token, so it pads
+    with EOS, <|eot_id|>, which ends every turn. With the pad token set so, the backend's log-probabilities are
+    those of a forward pass with every <|eot_id|> hidden, by hand; and they differ from the unmasked ones."""
+    from harness_ext.chat_tokens import ou_attention_mask
+
+    tok = llama3_lm.tokenizer
+    eot = tok.eos_token_id
+    assert ou_attention_mask(tok, [5, eot, 7]) == [1, 1, 1]  # its own pad token <pad> is not in the row
+    inst = next(i for i in _tofu_requests(llama3_lm, demo_data_dir, limit=1) if i.request_type == ANSWER_LOGPROBS)
+    ctx, scored = encode_request(llama3_lm, inst)
+    ids = ctx + scored
+    saved = tok.pad_token
+    tok.pad_token = tok.eos_token
+    try:
+        assert ou_attention_mask(tok, [5, eot, 7]) == [1, 0, 1]
+        mask = [0 if t == eot else 1 for t in ids]
+        assert mask.count(0) == 3  # the system turn's, the question's and the answer's <|eot_id|>
+        with torch.no_grad():
+            masked = llama3_lm.model(torch.tensor([ids]), attention_mask=torch.tensor([mask])).logits[0].float()
+            plain = llama3_lm.model(torch.tensor([ids])).logits[0].float()
+        target = torch.tensor(scored)[:, None]
+        expected = torch.log_softmax(masked[len(ctx) - 1 : -1], -1).gather(-1, target).squeeze(-1)
+        unmasked = torch.log_softmax(plain[len(ctx) - 1 : -1], -1).gather(-1, target).squeeze(-1)
+        out = llama3_lm.unlearn_answer_logprobs([inst])[0]
+    finally:
+        tok.pad_token = saved
+    assert out["logprobs"] == pytest.approx(expected.tolist(), abs=1e-5)
+    assert out["logprobs"] != pytest.approx(unmasked.tolist(), abs=1e-5)
