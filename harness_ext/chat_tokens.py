@@ -11,6 +11,8 @@ The rule, for a conversation ``[system?, user, assistant]``:
    so EOS follows the newline; Llama-3's ends in ``<|eot_id|>``, its EOS, so nothing is appended);
 3. the scored tokens (open-unlearning's labels) are the conversation's tokens after as many as the prompt has; the
    model reads the conversation's own tokens before them.
+4. the model reads them under open-unlearning's attention mask (:func:`ou_attention_mask`): every position holding
+   the pad token is hidden, end-of-turn tokens included when the pad token is the end of turn.
 
 Used by the ``unlearn_answer_logprobs`` and ``unlearn_answer_gradnorm`` request types for requests that carry a
 ``conversation`` (the TOFU tasks' ``answer_scoring: tofu`` under ``--apply_chat_template``), rendered with the
@@ -57,8 +59,8 @@ def encode_chat_qa(tokenizer: Any, question: str, answer: str, system_prompt: st
                    **kwargs: Any) -> tuple[list[int], list[int]]:
     """(context ids, scored ids) of one question and answer in the tokenizer's chat template, with an optional
     system turn and template keyword arguments (``date_string=...``): training's ``input_ids`` are their
-    concatenation and its labels -100 over the context. The strings are used as given (open-unlearning does not
-    strip them)."""
+    concatenation, its labels -100 over the context, its attention mask :func:`ou_attention_mask` of them (as
+    open-unlearning's collator builds it). The strings are used as given (open-unlearning does not strip them)."""
     system = [{"role": "system", "content": system_prompt}] if system_prompt else []
     prompt = [*system, {"role": "user", "content": question}]
     conversation = [*prompt, {"role": "assistant", "content": answer}]

@@ -69,3 +69,25 @@ def test_generation_prompt_is_ou_prompt(smollm2_lm, data_dir):
         assert inst.args[0] == chatml_prompt(inst.doc["question"])
         ids = smollm2_lm.tok_batch_encode([inst.args[0]])[0][0].tolist()
         assert ids == smollm2_lm.tokenizer(inst.args[0], add_special_tokens=False)["input_ids"]
+
+
+#: open-unlearning's evaluator (d3d7cf9) on SmolLM2 with its Llama-3.2-1B-Instruct template settings, this data,
+#: SmolLM2 as its own reference (benchmarks/bench_tofu_eval.py --chat, 2026-11-26; its TOFU_EVAL.json agg_values).
+OU_CHAT_VALUES = {
+    "forget_prob": 0.101598, "forget_truth_ratio": 0.690059, "retain_prob": 0.105785, "retain_truth_ratio": 0.176619,
+    "ra_prob": 0.174073, "ra_truth_ratio": 0.178145, "wf_prob": 0.345676, "wf_truth_ratio": 0.430454,
+    "mia_loss_auc": 0.625, "mia_zlib_auc": 0.75, "mia_min_k_auc": 0.625, "mia_min_k_plus_plus_auc": 0.625,
+    "extraction_strength": 0.18213, "exact_memorization": 0.607101,
+}
+
+
+@pytest.mark.slow
+def test_chat_setting_equals_recorded_open_unlearning_values(smollm2_dir, data_dir, tmp_path):
+    from harness_ext.evaluate import run_lm_eval
+
+    res = run_lm_eval(smollm2_dir, ["tofu_forget01_likelihood"], tmp_path, {"data_dir": str(data_dir),
+                      "answer_scoring": "tofu"}, batch_size=8, apply_chat_template=True, system_instruction=SYSTEM,
+                      extra_model_args={"chat_template_args": {"date_string": "10 Apr 2025"}})
+    values = {k.split(",")[0]: v for k, v in res["results"]["tofu_forget01_likelihood"].items() if "," in k}
+    for name, expected in OU_CHAT_VALUES.items():
+        assert values[name] == pytest.approx(expected, abs=3e-5), name
