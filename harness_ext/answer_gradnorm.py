@@ -18,6 +18,7 @@ import math
 from typing import Any
 
 from harness_ext.answer_logprobs import encode_request
+from harness_ext.chat_tokens import ou_attention_mask
 from harness_ext.lm_eval_patches import is_backend, request_options
 
 ANSWER_GRADNORM = "unlearn_answer_gradnorm"
@@ -47,7 +48,11 @@ def hf_answer_gradnorm(lm: Any, requests: list) -> list[float]:
             full = (ctx_enc + cont_enc)[-(lm.max_length + 1) :]
             n = min(len(cont_enc), len(full) - 1)
             with torch.enable_grad():
-                logits = model(torch.tensor([full[:-1]], device=lm.device)).logits[0, -n:]
+                inputs = torch.tensor([full[:-1]], device=lm.device)
+                mask = None
+                if "conversation" in options:  # open-unlearning's attention mask on its chat tokens
+                    mask = torch.tensor([ou_attention_mask(lm.tokenizer, full[:-1])], device=lm.device)
+                logits = model(inputs, attention_mask=mask).logits[0, -n:]
                 targets = torch.tensor(full[-n:], device=lm.device)
                 lps = torch.log_softmax(logits.float(), -1).gather(-1, targets[:, None]).squeeze(-1)[_window(n, options)]
                 if lps.numel() == 0:

@@ -8,7 +8,9 @@ TOFU's answer boundary) plus, on the ``hf`` backend, the mean and variance of th
 model's next-token distribution at each position (for Min-K%++), computed a few positions at a time by
 :mod:`harness_ext.token_scoring`. An optional third argument (a dict) lets a task give the token ids itself
 (``context_ids`` / ``continuation_ids``: a release's own tokenisation) and switch the EOS off
-(``append_eos: False``). Implemented for ``hf`` and ``vllm`` (and subclasses); image-conditioned requests on
+(``append_eos: False``), or give the chat conversation whose last turn is the answer (``conversation``: the ids
+open-unlearning scores in a chat template, :mod:`harness_ext.chat_tokens`; the result then says
+``ou_labels: True``). Implemented for ``hf`` and ``vllm`` (and subclasses); image-conditioned requests on
 ``hf-multimodal`` and ``vllm-vlm`` go to :mod:`harness_ext.multimodal`; other backends get a clear error.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from harness_ext.chat_tokens import encode_conversation, ou_attention_mask
 from harness_ext.lm_eval_patches import hf_batch_size, is_backend, request_options
 
 ANSWER_LOGPROBS = "unlearn_answer_logprobs"
@@ -30,8 +33,12 @@ def _encode(lm: Any, context: str, continuation: str) -> tuple[list[int], list[i
 
 def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
     """(context ids, scored ids) of an ``unlearn_answer_logprobs`` request: lm-eval's own split of the two strings,
-    or the ids the task gave (``context_ids`` / ``continuation_ids``); EOS appended unless ``append_eos`` is False."""
+    or the ids the task gave (``context_ids`` / ``continuation_ids``), EOS appended unless ``append_eos`` is False;
+    or, for a ``conversation`` (lm-eval's chat-template prompt as context), open-unlearning's chat tokens with their
+    own EOS rule (:func:`harness_ext.chat_tokens.encode_conversation`)."""
     options = request_options(req)
+    if "conversation" in options:
+        return encode_conversation(lm, req.args[0], options["conversation"])
     if "continuation_ids" in options:
         ctx_enc = list(options.get("context_ids") or []) or [lm.prefix_token_id]
         cont_enc = list(options["continuation_ids"])
@@ -42,10 +49,13 @@ def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
     return list(ctx_enc), list(cont_enc)
 
 
-def _decoded_tail(lm: Any, cont_enc: list[int]) -> str:
-    """The scored ids without the first, decoded with special tokens skipped: the text open-unlearning's zlib attack
-    compresses under TOFU's answer boundary."""
-    return lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)
+def _label_fields(lm: Any, req: Any, cont_enc: list[int]) -> dict[str, Any]:
+    """The fields besides the statistics: ``decoded_tail``, the text open-unlearning's zlib attack compresses (its
+    labels decoded with special tokens skipped: the scored ids without the first, hidden by TOFU's answer boundary;
+    for a ``conversation`` request all of them, which are its labels, flagged ``ou_labels``)."""
+    if "conversation" in request_options(req):
+        return {"decoded_tail": lm.tokenizer.decode(cont_enc, skip_special_tokens=True), "ou_labels": True}
+    return {"decoded_tail": lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)}
 
 
 def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
@@ -77,9 +87,17 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
         # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
         # time, reading the model's logits in place: no [B, T, V] float32 tensor.
-        logits = lm._model_call(batch)
+        ou_rows = ["conversation" in request_options(requests[i]) for i in idx]
+        if any(ou_rows):  # open-unlearning's attention mask on its chat tokens (pad-token positions hidden)
+            mask = torch.zeros_like(batch)
+            for r, (row, ou) in enumerate(zip(rows, ou_rows, strict=True)):
+                mask[r, : len(row)] = torch.tensor(ou_attention_mask(lm.tokenizer, row) if ou else [1] * len(row))
+            with torch.no_grad():
+                logits = lm.model(batch, attention_mask=mask).logits
+        else:
+            logits = lm._model_call(batch)
         for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
-            results[i] = {**scores, "decoded_tail": _decoded_tail(lm, encoded[i][1])}
+            results[i] = {**scores, **_label_fields(lm, requests[i], encoded[i][1])}
         del logits
     return results  # type: ignore[return-value]
 
@@ -106,7 +124,7 @@ def vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         n_conts.append(min(len(cont_enc), len(full) - 1))
     outputs = lm._model_generate(requests=inputs, generate=False)
     results = []
-    for out, full, n in zip(outputs, inputs, n_conts, strict=True):
+    for req, out, full, n in zip(requests, outputs, inputs, n_conts, strict=True):
         lps, matches = [], []
         for tok, dist in zip(full[-n:], out.prompt_logprobs[-n:], strict=True):
             value = dist[tok]
@@ -116,7 +134,7 @@ def vllm_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         # the margin is log p - log(1 - p), the same quantity as z_y - logsumexp of the others.
         margins = [lp - math.log(-math.expm1(lp)) if lp < 0 else math.inf for lp in lps]
         results.append({"logprobs": lps, "vocab_mean": None, "vocab_var": None, "margins": margins,
-                        "argmax_match": matches, "decoded_tail": _decoded_tail(lm, full[-n:])})
+                        "argmax_match": matches, **_label_fields(lm, req, full[-n:])})
     return results
 
 

@@ -42,12 +42,16 @@ def run_lm_eval(
     extra_model_args: dict[str, Any] | None = None,
     gen_kwargs: str | None = None,
     log_samples: bool = False,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
 
     ``tasks``: names, or task / group objects already built (with the metadata lm-eval would give them, see
     :func:`model_arguments`), which lm-eval then evaluates without building them again.
     ``device``: default :func:`default_device` (``cuda`` when a GPU is visible, else ``cpu``).
+    ``apply_chat_template`` / ``system_instruction``: lm-eval's ``--apply_chat_template`` and ``--system_instruction``
+    (the chat template's keyword arguments, e.g. ``date_string``, go in ``extra_model_args["chat_template_args"]``).
     Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's
     tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
@@ -55,7 +59,8 @@ def run_lm_eval(
     metadata = {**model_args, **(metadata or {})}
     return evaluate_lm(backend, tasks, output_dir, metadata, model_args=model_args, batch_size=batch_size,
                        device=device or default_device(backend), limit=limit,
-                       gen_kwargs=gen_kwargs, log_samples=log_samples)
+                       gen_kwargs=gen_kwargs, log_samples=log_samples, apply_chat_template=apply_chat_template,
+                       system_instruction=system_instruction)
 
 
 def evaluate_lm(
@@ -69,6 +74,8 @@ def evaluate_lm(
     limit: int | None = None,
     gen_kwargs: str | None = None,
     log_samples: bool = False,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
 ) -> dict:
     """lm-eval's ``simple_evaluate`` on ``lm``: a backend name (with ``model_args``) or an lm-eval ``LM`` object
     (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results."""
@@ -92,6 +99,8 @@ def evaluate_lm(
         gen_kwargs=gen_kwargs,
         log_samples=log_samples,
         evaluation_tracker=tracker,
+        apply_chat_template=apply_chat_template,
+        system_instruction=system_instruction,
     )
     if tracker is not None:
         tracker.save_results_aggregated(results=results, samples=None)

@@ -3,7 +3,7 @@ open-unlearning's own TOFU evaluator, on the same model folder, data, batch size
 
     PYTHONPATH=. python perf/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
         [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny] [--data-dir DIR]
-        [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--json FILE]
+        [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--chat] [--json FILE]
 
 Each pair runs both sides one after the other (ours first in odd pairs, open-unlearning first in even ones), so
 background load falls on both; the script prints every pair's parts (start-up, generation, likelihoods, metrics,
@@ -27,6 +27,15 @@ local data: the run's working directory holds `locuslab/TOFU/` (the data files a
 each TOFU config). Its start-up, not counted in its timing, first evaluates the retain model for Forget Quality's
 and PrivLeak's reference (forget truth ratios, Min-K% AUROC); that TOFU_EVAL.json is the reference of both sides.
 Our side runs with `answer_scoring: tofu` (open-unlearning's token boundary) so that equal numbers are visible.
+
+`--chat`: open-unlearning's instruct setting instead (its `configs/model/Llama-3.2-1B-Instruct.yaml`: the model's
+chat template, system prompt "You are a helpful assistant.", `date_string` "10 Apr 2025"; run as `model=
+Llama-3.2-1B-Instruct` with the model folder, float32 and default attention overridden), and ours with lm-eval's
+own flags: `--apply_chat_template --system_instruction "You are a helpful assistant."`, the date string as the
+`chat_template_args` model argument. Its evaluator calls `apply_chat_template(tokenize=True)` expecting a list of
+ids (transformers 4.45, its pin); on transformers 5 that returns a dict, so its run starts from a launcher that
+gives it the list back (nothing else changed). Generated texts are matched on the prompt as it decodes it (special
+tokens skipped).
 Without --open-unlearning that side is skipped (our reference then comes from our own run of the retain model).
 
 Besides its default metrics, open-unlearning runs its four likelihood MIAs and exact memorization, GradNorm and the
@@ -85,6 +94,24 @@ OU_NOT_REFERENCE = ["forget_quality", "forget_Q_A_Prob", "forget_Q_A_ROUGE", "mo
 OU_FROM_OTHERS = {"forget_truth_ratio", "forget_quality", "retain_Truth_Ratio", "ra_Truth_Ratio", "wf_Truth_Ratio",
                   "ra_Q_A_Prob_normalised", "wf_Q_A_Prob_normalised", "model_utility", "privleak"}
 OU_REQUIREMENTS = ["hydra-core==1.3.*", "hydra_colorlog==1.2.0", "deepspeed"]
+#: open-unlearning's instruct setting (its configs/model/Llama-3.2-1B-Instruct.yaml template_args), for --chat.
+OU_CHAT_MODEL_CONFIG = "Llama-3.2-1B-Instruct"
+SYSTEM_PROMPT = "You are a helpful assistant."
+DATE_STRING = "10 Apr 2025"
+#: Runs open-unlearning's script with transformers' ``apply_chat_template(tokenize=True)`` returning a list of ids,
+#: as the transformers its requirements pin (4.45) does; transformers 5 returns a dict by default.
+OU_LAUNCHER = """import functools, os, runpy, sys
+from transformers import PreTrainedTokenizerBase
+_apply = PreTrainedTokenizerBase.apply_chat_template
+@functools.wraps(_apply)
+def apply_chat_template(self, *args, return_dict=False, **kwargs):
+    return _apply(self, *args, return_dict=return_dict, **kwargs)
+PreTrainedTokenizerBase.apply_chat_template = apply_chat_template
+script = sys.argv[1]
+sys.argv = sys.argv[1:]
+sys.path.insert(0, os.path.dirname(os.path.abspath(script)))
+runpy.run_path(script, run_name="__main__")
+"""
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[[A-Z]+\] - (.*)$")
 
 
@@ -165,9 +192,14 @@ def _our_child(args: argparse.Namespace) -> None:
                 "gibberish": args.classifier}
     if args.reference:
         metadata["reference"] = args.reference
+    model_args: dict = {"dtype": args.dtype}
+    chat: dict = {}
+    if args.chat:  # lm-eval's own flags, the date string as the chat template's keyword argument
+        model_args["chat_template_args"] = {"date_string": DATE_STRING}
+        chat = {"apply_chat_template": True, "system_instruction": SYSTEM_PROMPT}
     with tempfile.TemporaryDirectory() as tmp:
         res = run_lm_eval(args.model, [args.task], args.output or tmp, metadata, batch_size=args.batch_size,
-                          extra_model_args={"dtype": args.dtype})
+                          extra_model_args=model_args, **chat)
     out = {"timings": timings, "counts": counts, "metrics": task_metrics(res)[args.task],
            "documents": res["n-samples"][args.task]["effective"], "generations": generations}
     Path(args.ours_json).write_text(json.dumps(out))
@@ -177,7 +209,7 @@ def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: st
               out: Path, results_dir: Path | None = None) -> tuple[float, dict]:
     cmd = [sys.executable, __file__, "--ours-json", str(out), "--model", model, "--data-dir", data_dir,
            "--task", task, "--batch-size", str(args.batch_size), "--dtype", args.dtype,
-           "--answer-scoring", args.answer_scoring, "--classifier", args.classifier]
+           "--answer-scoring", args.answer_scoring, "--classifier", args.classifier, *(["--chat"] if args.chat else [])]
     if reference:
         cmd += ["--reference", reference]
     if results_dir:
@@ -224,11 +256,24 @@ def _ou_data(data_dir: Path, cwd: Path) -> None:
     (repo / "README.md").write_text("\n".join(lines + ["---", ""]))
 
 
+def _ou_model(chat: bool, dtype: str) -> list[str]:
+    """The model config of open-unlearning's run: phi-1_5's (TOFU's `Question: ...\\nAnswer: ` template), or with
+    ``chat`` Llama-3.2-1B-Instruct's (chat template, system prompt, date string) on the CPU: float32 (or ``dtype``)
+    and the default attention instead of its bfloat16 flash attention."""
+    if not chat:
+        return ["model=phi-1_5"]
+    return [f"model={OU_CHAT_MODEL_CONFIG}", "~model.model_args.attn_implementation",
+            f"model.model_args.torch_dtype={dtype}"]
+
+
 def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
-            overrides: list[str]) -> float:
+            overrides: list[str], chat: bool = False, dtype: str = "float32") -> float:
     holdout = forget_split.replace("forget", "holdout")
-    cmd = [str(python), str(checkout / "src" / "eval.py"), "--config-name=eval.yaml", "experiment=eval/tofu/default",
-           "model=phi-1_5", f"model.model_args.pretrained_model_name_or_path={model}",
+    launcher = cwd / "ou_launcher.py"
+    launcher.write_text(OU_LAUNCHER)
+    cmd = [str(python), str(launcher), str(checkout / "src" / "eval.py"), "--config-name=eval.yaml",
+           "experiment=eval/tofu/default", *_ou_model(chat, dtype),
+           f"model.model_args.pretrained_model_name_or_path={model}",
            f"model.tokenizer_args.pretrained_model_name_or_path={model}", "model.model_args.device_map=cpu",
            f"forget_split={forget_split}", f"holdout_split={holdout}", f"eval.tofu.batch_size={batch_size}",
            "eval.tofu.overwrite=true", f"task_name={out.name}", f"paths.output_dir={out}", *overrides]
@@ -361,10 +406,13 @@ def _token_counts(tokenizer, generations: list[tuple[str, str]]) -> list[int]:
 
 def _generation_report(model: str, ours: list, theirs: list) -> dict:
     """Tokens per item on each side (the texts scored, stripped and re-tokenised with the model's tokenizer: the
-    same measure for both sides) and how many texts are identical item by item (matched on the prompt)."""
+    same measure for both sides) and how many texts are identical item by item (matched on the prompt, ours
+    decoded as open-unlearning records its prompts: special tokens skipped)."""
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
+    ours = [(tokenizer.decode(tokenizer(p, add_special_tokens=False)["input_ids"], skip_special_tokens=True,
+                              clean_up_tokenization_spaces=True), text) for p, text in ours]
     report = {}
     for side, gens in (("ours", ours), ("open-unlearning", theirs)):
         if gens:
@@ -386,8 +434,8 @@ def _print_parts(pairs: list[dict]) -> dict:
         + f" {'ours min':>9} {'median':>8}" + (f" {'OU min':>8} {'median':>8}" if has_ou else ""))
     summary: dict = {}
     for name in names:
-        ours = [p["ours"][name] for p in pairs]
-        theirs = [p["ou"][name] for p in pairs] if has_ou else []
+        ours = [p["ours"].get(name, 0.0) for p in pairs]  # a part a run did not have (--likelihood-only): 0 s
+        theirs = [p["ou"].get(name, 0.0) for p in pairs] if has_ou else []
         cells = " ".join(f"{a:>13.2f}" + (f" {theirs[i]:>8.2f}" if has_ou else "") for i, a in enumerate(ours))
         line = f"{name:<14} {cells} {min(ours):>9.2f} {statistics.median(ours):>8.2f}"
         if has_ou:
@@ -420,6 +468,10 @@ def main() -> None:
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
+    parser.add_argument("--chat", action="store_true",
+                        help="open-unlearning's instruct setting on both sides: the model's chat template, system prompt "
+                        f"{SYSTEM_PROMPT!r}, date string {DATE_STRING!r} (its Llama-3.2-1B-Instruct model config; "
+                        "ours: --apply_chat_template --system_instruction, chat_template_args).")
     parser.add_argument("--likelihood-only", action="store_true",
                         help="Skip the generation metrics on both sides (ours: TASK_likelihood; OU: no ROUGE, Model "
                              "Utility or gibberish): the likelihood-based metrics, MIAs included, at a fraction of the cost.")
@@ -482,7 +534,7 @@ def main() -> None:
             print("open-unlearning: evaluating the retain model for the reference (not timed) ...", flush=True)
             _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, args.batch_size,
                     [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
-                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE])
+                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype)
             reference = str(ref_dir / "TOFU_EVAL.json")
         else:
             print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
@@ -511,7 +563,8 @@ def main() -> None:
                 overrides += [*(f"eval.tofu.metrics.forget_Q_A_gibberish.{k}.pretrained_model_name_or_path="
                                 f"{args.classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
                               "eval.tofu.metrics.forget_Q_A_gibberish.device=cpu"]
-            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size, overrides)
+            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size, overrides, args.chat,
+                           args.dtype)
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             parts = _ou_parts(out / "eval.log")
             parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
@@ -533,7 +586,8 @@ def main() -> None:
     c = ours["counts"]
     print(f"\n{args.task}: {ours['documents']} documents, model {args.model or 'tiny demo Llama'}"
           f"{' (fine-tuned)' if args.finetune_epochs and not args.model else ''}, hf, cpu, {args.dtype}, "
-          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}; ours: {c.get('generate_until', 0)} "
+          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}"
+          f"{', chat template (OU instruct setting)' if args.chat else ''}; ours: {c.get('generate_until', 0)} "
           f"generations, {c.get('unlearn_answer_logprobs', 0)} answer scorings, {c.get('unlearn_answer_gradnorm', 0)} "
           f"gradient norms")
     summary = _print_parts([{"ours": p["ours"]["parts"], "ou": p.get("ou", {}).get("parts")} for p in pairs])

@@ -64,3 +64,47 @@ def test_open_unlearning_results_metrics_and_generations(bench, tmp_path) -> Non
     metrics, generations = bench._ou_results(path)
     assert metrics == {"forget_Q_A_ROUGE": 0.5, "ra_Q_A_ROUGE": 1.0, "forget_quality": 0.9}
     assert generations == [("Question: a?\nAnswer: ", "x y"), ("Question: b?\nAnswer: ", "z")]
+
+
+def test_chat_setting_model_config(bench) -> None:
+    """--chat runs open-unlearning with its Llama-3.2-1B-Instruct model config (chat template, system prompt, date
+    string) on the CPU: its flash attention removed, float32."""
+    assert bench._ou_model(False, "float32") == ["model=phi-1_5"]
+    assert bench._ou_model(True, "float32") == ["model=Llama-3.2-1B-Instruct", "~model.model_args.attn_implementation",
+                                                "model.model_args.torch_dtype=float32"]
+    config = (Path(__file__).resolve().parents[1].parent / "open-unlearning" / "configs" / "model"
+              / "Llama-3.2-1B-Instruct.yaml")
+    if config.is_file():  # a checkout beside the worktrees: its template settings are the ones the bench states
+        text = config.read_text()
+        assert f"system_prompt: {bench.SYSTEM_PROMPT}" in text and f"date_string: {bench.DATE_STRING}" in text
+
+
+def test_parts_missing_from_a_likelihood_only_run_count_zero(bench, capsys) -> None:
+    parts = {"start-up": 1.0, "likelihoods": 2.0, "metrics": 0.5, "total": 3.5}
+    summary = bench._print_parts([{"ours": dict(parts), "ou": dict(parts)}])
+    assert summary["generation"] == {"ours": [0.0], "ou": [0.0]}
+
+
+def test_launcher_gives_open_unlearning_a_list_of_ids(bench, tiny_model_dir, tmp_path) -> None:
+    """open-unlearning indexes ``apply_chat_template(tokenize=True)`` as a list (transformers 4.45); the launcher
+    gives it one on transformers 5, and runs the script as ``__main__`` with its folder on the path."""
+    import subprocess
+    import sys
+
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tok.chat_template = "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+    tok.save_pretrained(tmp_path / "tok")
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "helper.py").write_text("VALUE = 'found'\n")
+    (tmp_path / "src" / "script.py").write_text(
+        "import sys\nfrom transformers import AutoTokenizer\nimport helper\n"
+        f"tok = AutoTokenizer.from_pretrained({str(tmp_path / 'tok')!r})\n"
+        "ids = tok.apply_chat_template([{'role': 'user', 'content': 'hi'}], tokenize=True)\n"
+        "print(type(ids).__name__, ids[-1] == tok('hi', add_special_tokens=False)['input_ids'][-1], helper.VALUE,"
+        " __name__, sys.argv[1:])\n")
+    (tmp_path / "launcher.py").write_text(bench.OU_LAUNCHER)
+    out = subprocess.run([sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "src" / "script.py"), "a=1"],
+                         capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["list", "True", "found", "__main__", "['a=1']"]

@@ -27,20 +27,27 @@ def question_key(question: str) -> str:
     return hashlib.sha1(" ".join(question.split()).lower().encode("utf-8")).hexdigest()[:12]
 
 
+def hides_first(response: dict, answer_scoring: str) -> bool:
+    """Whether TOFU's boundary rule hides the response's first scored token: in the ``tofu`` mode on the plain
+    prompt (lm-eval splits before the answer's first token, open-unlearning's labels start after it); not for
+    open-unlearning's chat tokens (``ou_labels``: the backend scored exactly its labels)."""
+    return answer_scoring == "tofu" and not response.get("ou_labels")
+
+
 def scored_tokens(response: dict, answer_scoring: str) -> list[float]:
     """The answer token log-probs that count: all of them, or all but the first (TOFU's boundary rule)."""
     lps = list(response["logprobs"])
-    return lps[1:] if answer_scoring == "tofu" and len(lps) > 1 else lps
+    return lps[1:] if hides_first(response, answer_scoring) and len(lps) > 1 else lps
 
 
 #: open-unlearning clamps the vocabulary variance of Min-K%++ at this value.
 OU_VAR_FLOOR = 1e-6
 
 
-def _token_window(n: int, answer_scoring: str) -> slice:
-    """The answer positions open-unlearning's token-wise statistics see in the ``tofu`` mode (TOFU's boundary rule,
-    then the last labelled token, the EOS, dropped); every position in the ``all`` mode."""
-    start = 1 if answer_scoring == "tofu" and n > 1 else 0
+def _token_window(response: dict, n: int, answer_scoring: str) -> slice:
+    """The answer positions open-unlearning's token-wise statistics see in the ``tofu`` mode (TOFU's boundary rule
+    where it applies, then the last labelled token, the EOS, dropped); every position in the ``all`` mode."""
+    start = 1 if hides_first(response, answer_scoring) and n > 1 else 0
     stop = n - 1 if answer_scoring == "tofu" else n
     return slice(start, stop)
 
@@ -53,18 +60,18 @@ def memorization(response: dict, answer_scoring: str) -> tuple[float | None, flo
     if flags is None:
         return None
     mode = "open-unlearning" if answer_scoring == "tofu" else "definition"
-    return scores_from_matches(list(flags)[_token_window(len(flags), answer_scoring)], mode)
+    return scores_from_matches(list(flags)[_token_window(response, len(flags), answer_scoring)], mode)
 
 
 def mia_token_stats(response: dict, answer_scoring: str) -> tuple[list[float], list | None, list | None]:
     """(log-probs, vocab means, vocab variances) of the tokens that Min-K% and Min-K%++ score.
 
     ``all``: every answer token, EOS included (the tokens every other metric scores). ``tofu``: as open-unlearning,
-    whose per-token MIA statistics drop the last labelled token (the EOS) after TOFU's boundary rule; so a one-token
-    answer leaves nothing (scored 0, as open-unlearning does). LOSS and zlib use :func:`scored_tokens` in both modes:
+    whose per-token MIA statistics drop the last labelled token (the EOS) after TOFU's boundary rule (on the plain
+    prompt); so a one-token plain answer leaves nothing (scored 0, as open-unlearning does). LOSS and zlib use :func:`scored_tokens` in both modes:
     open-unlearning computes them from the average loss over all labelled tokens, EOS included.
     """
-    window = _token_window(len(response["logprobs"]), answer_scoring)
+    window = _token_window(response, len(response["logprobs"]), answer_scoring)
     mean, var = response.get("vocab_mean"), response.get("vocab_var")
     return (
         list(response["logprobs"][window]),
@@ -75,8 +82,8 @@ def mia_token_stats(response: dict, answer_scoring: str) -> tuple[list[float], l
 
 def zlib_text(doc: dict, response: dict, answer_scoring: str) -> str:
     """The text whose compressed size normalises the zlib attack: the answer; in the ``tofu`` mode, the scored
-    tokens decoded as open-unlearning decodes its labels (the answer without its first token), when the backend
-    reported it."""
+    tokens decoded as open-unlearning decodes its labels (on the plain prompt the answer without its first token;
+    in a chat template the answer and the template's end of turn), when the backend reported it."""
     if answer_scoring == "tofu" and response.get("decoded_tail") is not None:
         return response["decoded_tail"]
     return doc["answer"]

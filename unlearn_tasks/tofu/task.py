@@ -38,6 +38,7 @@ class TofuTask(UnlearningTask):
         self.options = TofuOptions.from_metadata(config.get("metadata"))
         self.model = model_identity(config.get("metadata"))  # lm-eval puts model_args into the metadata
         self._chat = False
+        self._system_instruction: str | None = None
         self._reference_out: dict | None = None
 
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
@@ -107,13 +108,29 @@ class TofuTask(UnlearningTask):
         return doc["answer"]
 
     def chat_messages(self, doc: dict) -> list[dict[str, str]]:
-        """With ``--apply_chat_template`` the question is the user turn (else ``Question: q\\nAnswer:``)."""
+        """With ``--apply_chat_template`` the question is the user turn (else ``Question: q\\nAnswer:``); in the
+        ``tofu`` mode as given (open-unlearning does not strip it), else stripped."""
+        if self.options.answer_scoring == "tofu":
+            return [{"role": "user", "content": doc["question"]}]
         return chat_messages(doc["question"])
+
+    def fewshot_context(self, doc: dict, num_fewshot: int, system_instruction: str | None = None,
+                        *args: Any, **kwargs: Any) -> str:
+        self._system_instruction = system_instruction  # the system turn of the chat conversations scored
+        return super().fewshot_context(doc, num_fewshot, system_instruction, *args, **kwargs)
+
+    def _conversation(self, doc: dict, answer: str) -> list[dict[str, str]]:
+        """The chat turns lm-eval rendered for ``doc`` (system instruction, question) and ``answer`` as the
+        assistant's: what open-unlearning tokenises in the chat template (:mod:`harness_ext.chat_tokens`)."""
+        system = self._system_instruction
+        turns = [{"role": "system", "content": system}] if system else []
+        return [*turns, *self.chat_messages(doc), {"role": "assistant", "content": answer}]
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
         chat = bool(kwargs.pop("apply_chat_template", False))
         self._chat = chat
         kwargs.pop("chat_template", None)
+        tofu = self.options.answer_scoring == "tofu"  # open-unlearning's tokens and its train-mode switch
         requests = []
         if "generation" in self.options.parts and doc["split"] in GENERATED_SETS:
             gen_ctx = tofu_generation_prompt(ctx) if self.options.generation_prompt == "tofu" and not chat else ctx
@@ -121,18 +138,20 @@ class TofuTask(UnlearningTask):
             requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
         if "likelihood" in self.options.parts:
             delimiter = "" if chat else ANSWER_DELIMITER
+
+            def request_args(text: str, options: dict) -> tuple:
+                if chat and tofu:  # open-unlearning's chat tokens: the answer as given, the template's end of turn
+                    return ctx, text, {**options, "conversation": self._conversation(doc, text)}
+                return (ctx, delimiter + text.strip(), options) if options else (ctx, delimiter + text.strip())
+
             for text in answer_texts(doc):
-                args = (ctx, delimiter + text.strip())
-                requests.append(
-                    Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests), **kwargs)
-                )
+                requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=request_args(text, {}),
+                                         idx=len(requests), **kwargs))
             if self.options.mia_gradnorm and doc["split"] in MIA_SETS:
-                tofu = self.options.answer_scoring == "tofu"  # open-unlearning's tokens and its train-mode switch
-                options = {"skip_first": tofu, "drop_eos": tofu, "train_mode": tofu, "p": 2}
-                args = (ctx, delimiter + doc["answer"].strip(), options)
-                requests.append(
-                    Instance(request_type=ANSWER_GRADNORM, doc=doc, arguments=args, idx=len(requests), **kwargs)
-                )
+                # open-unlearning's token-wise statistics: TOFU's boundary (plain prompt only), the EOS dropped
+                options = {"skip_first": tofu and not chat, "drop_eos": tofu, "train_mode": tofu, "p": 2}
+                requests.append(Instance(request_type=ANSWER_GRADNORM, doc=doc,
+                                         arguments=request_args(doc["answer"], options), idx=len(requests), **kwargs))
         return requests
 
     # ------------------------------------------------------------------ scoring
