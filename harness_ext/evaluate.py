@@ -42,6 +42,8 @@ def run_lm_eval(
     extra_model_args: dict[str, Any] | None = None,
     gen_kwargs: str | None = None,
     log_samples: bool = False,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
 ) -> dict:
     """Evaluate ``model_dir`` on ``tasks`` with lm-eval; write ``results_*.json`` under ``output_dir``.
 
@@ -55,7 +57,8 @@ def run_lm_eval(
     metadata = {**model_args, **(metadata or {})}
     return evaluate_lm(backend, tasks, output_dir, metadata, model_args=model_args, batch_size=batch_size,
                        device=device or default_device(backend), limit=limit,
-                       gen_kwargs=gen_kwargs, log_samples=log_samples)
+                       gen_kwargs=gen_kwargs, log_samples=log_samples, apply_chat_template=apply_chat_template,
+                       system_instruction=system_instruction)
 
 
 def evaluate_lm(
@@ -69,9 +72,13 @@ def evaluate_lm(
     limit: int | None = None,
     gen_kwargs: str | None = None,
     log_samples: bool = False,
+    apply_chat_template: bool = False,
+    system_instruction: str | None = None,
 ) -> dict:
     """lm-eval's ``simple_evaluate`` on ``lm``: a backend name (with ``model_args``) or an lm-eval ``LM`` object
-    (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results."""
+    (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results.
+    ``apply_chat_template`` / ``system_instruction``: lm-eval's ``--apply_chat_template`` /
+    ``--system_instruction``."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
@@ -92,22 +99,25 @@ def evaluate_lm(
         gen_kwargs=gen_kwargs,
         log_samples=log_samples,
         evaluation_tracker=tracker,
+        apply_chat_template=apply_chat_template,
+        system_instruction=system_instruction,
     )
     if tracker is not None:
         tracker.save_results_aggregated(results=results, samples=None)
     return results
 
 
-def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16) -> Any:
+def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16, **model_args: Any) -> Any:
     """lm-eval's ``hf`` backend around a model already in memory (a ``PreTrainedModel`` or a PEFT model) and its
-    tokenizer, so the current weights are evaluated without saving or reloading them."""
+    tokenizer, so the current weights are evaluated without saving or reloading them; ``model_args``: further
+    arguments of the backend (e.g. ``chat_template_args``)."""
     from lm_eval.models.huggingface import HFLM
 
     quiet = logging.getLogger("lm_eval.models.huggingface")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its "pretrained is not a str" warning is expected here
     try:
-        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, **model_args)
     finally:
         quiet.setLevel(level)
 
