@@ -29,7 +29,6 @@ text markers; ``smollm2`` the SmolLM2-135M-Instruct fixture (its own template).
 from __future__ import annotations
 
 import argparse
-import copy
 import importlib.machinery
 import importlib.util
 import json
@@ -178,26 +177,44 @@ def build_model(which: str, work: Path):
     return folder, tok
 
 
-def batches(ou, tok, template_args: dict, batch_size: int, n: int, data_dir: Path):
-    """``n`` batches of the demo corpus's forget10 (in order) with retain90 items, refusals and alternate answers:
-    (OU's batch from its preprocessing and collator, our batch from ours)."""
-    from unlearn_methods.data import ForgetRetainDataset, PairCollator, load_qa
+def training_data(tok, template_args: dict, data_dir: Path):
+    """(forget records, our dataset of the demo corpus's forget10 with retain90 items, refusals and alternate
+    answers, in the chat format)."""
+    from unlearn_methods.data import ForgetRetainDataset, load_qa
     from unlearn_methods.prompt_format import PromptFormat
 
     forget, retain = load_qa("forget10", data_dir=str(data_dir)), load_qa("retain90", data_dir=str(data_dir))
     alternates = [[f"{r['answer'].split(' ')[0]} is not the one; it was someone else entirely."] for r in forget]
-    ours = ForgetRetainDataset(forget, retain, tok, ["I have no idea.", "That I cannot say."], seed=0, max_length=512,
-                               alternates=alternates,
-                               prompt=PromptFormat(True, SYSTEM_PROMPT, {"date_string": DATE} if template_args else {}))
+    dataset = ForgetRetainDataset(forget, retain, tok, ["I have no idea.", "That I cannot say."], seed=0,
+                                  max_length=512, alternates=alternates,
+                                  prompt=PromptFormat(True, SYSTEM_PROMPT, template_args))
+    return forget, alternates, dataset
+
+
+def batch_indices(b: int, batch_size: int, n_items: int) -> list[int]:
+    """The items of batch ``b`` (in order, wrapping around)."""
+    return [(b * batch_size + i) % n_items for i in range(batch_size)]
+
+
+def our_batches(tok, template_args: dict, batch_size: int, n: int, data_dir: Path) -> list[dict]:
+    """``n`` of our batches, in order."""
+    from unlearn_methods.data import PairCollator
+
+    _, _, dataset = training_data(tok, template_args, data_dir)
+    collate = PairCollator(tok.pad_token_id)
+    return [collate([dataset[i] for i in batch_indices(b, batch_size, len(dataset))]) for b in range(n)]
+
+
+def batches(ou, tok, template_args: dict, batch_size: int, n: int, data_dir: Path):
+    """``n`` batches: (OU's batch from its preprocessing and collator, ours), the tokens checked equal."""
+    forget, alternates, ours = training_data(tok, template_args, data_dir)
     listed = ListChatTokens(tok)
     template = {"apply_chat_template": True, "system_prompt": SYSTEM_PROMPT, **template_args}
-    collate_ou, collate_ours = ou.collator(tok), PairCollator(tok.pad_token_id)
+    collate_ou = ou.collator(tok)
     out = []
-    for b in range(n):
-        idx = [(b * batch_size + i) % len(ours) for i in range(batch_size)]
-        items = [ours[i] for i in idx]
+    for b, our_batch in enumerate(our_batches(tok, template_args, batch_size, n, data_dir)):
         ou_items = []
-        for i in idx:
+        for i in batch_indices(b, batch_size, len(ours)):
             f, _ = ours.examples[i]
             q, r = forget[f], ours.retain[ours.retain_order[i % len(ours.retain)]]
 
@@ -206,12 +223,12 @@ def batches(ou, tok, template_args: dict, batch_size: int, n: int, data_dir: Pat
 
             ou_items.append({"forget": pre(q["question"], q["answer"]), "retain": pre(r["question"], r["answer"]),
                              "idk": pre(q["question"], ours.idk[f]), "alternate": pre(q["question"], alternates[f][0])})
+        ou_batch = collate_ou(ou_items)
         for part, key in (("forget", "forget"), ("retain", "retain"), ("forget_idk", "idk"),
                           ("forget_alternate", "alternate")):
-            for ours_item, ou_item in zip(items, ou_items):
-                assert ours_item[part]["input_ids"] == ou_item[key]["input_ids"].tolist(), (part, "input_ids")
-                assert ours_item[part]["labels"] == ou_item[key]["labels"].tolist(), (part, "labels")
-        out.append((collate_ou(ou_items), collate_ours(items)))
+            for name in ("input_ids", "labels"):
+                assert torch.equal(our_batch[part][name], ou_batch[key][name]), (part, name)
+        out.append((ou_batch, our_batch))
     return out
 
 

@@ -232,5 +232,37 @@ def test_unlearn_run_chat_trains_on_open_unlearnings_tokens(tmp_path, chat_model
     assert '| prompt format | chat template, system prompt "You are a helpful assistant.", date_string="10 Apr 2025" |' in card
 
 
+
+@pytest.mark.optional
+def test_smollm2_chat_run_trains_on_its_templates_tokens(smollm2_dir, demo_data_dir, tmp_path):
+    """The done-when check on the real model: SmolLM2-135M-Instruct's own template (ChatML; EOS <|im_end|> is
+    followed by a newline, so one more EOS is appended), the whole forget01 split in one step of Gradient Ascent at a
+    negligible learning rate; the expected NLL tokenises the rendered conversations directly."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearn_methods.data import load_qa
+    from unlearn_methods.run import train
+
+    cfg = load_run_config(None, method="ga", model=str(smollm2_dir), out=str(tmp_path / "o"),
+                          data_dir=str(demo_data_dir), forget="forget01", lora=False, lr=1e-12, epochs=1, batch_size=6,
+                          prompt_format="chat", system_prompt=SYSTEM, progress=False)
+    logged = train(cfg).train_metrics
+    history = json.loads((tmp_path / "o" / "train_metrics.json").read_text())["log_history"][0]
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir).eval()
+    total, count = 0.0, 0
+    for r in load_qa("forget01", data_dir=str(demo_data_dir)):
+        system = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": r["question"]}]
+        prompt = tok.apply_chat_template(system, tokenize=False, add_generation_prompt=True)
+        whole = tok.apply_chat_template(system + [{"role": "assistant", "content": r["answer"]}], tokenize=False)
+        assert whole.startswith(prompt) and whole.endswith("<|im_end|>\n")
+        n_prompt = len(_ids(tok, prompt))
+        ids = _ids(tok, whole) + [tok.eos_token_id]
+        with torch.no_grad():
+            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+        total -= sum(float(logp[t - 1, ids[t]]) for t in range(n_prompt, len(ids)))
+        count += len(ids) - n_prompt
+    assert logged and math.isclose(history["forget_nll"], total / count, rel_tol=1e-4)
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
