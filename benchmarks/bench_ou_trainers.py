@@ -139,7 +139,7 @@ def cases(rmu_layer: int) -> list[tuple[str, str, dict, str, dict, str]]:
         ("AltPO", "DPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"}, "altpo",
          {"beta": 0.1, "alpha": 1.0, "gamma": 1.0}, "alternate"),
         ("RMU", "RMU", rmu_ou, "rmu", rmu, "forget"),
-        ("RMU (OU mode)", "RMU", rmu_ou, "rmu", {**rmu, "positions": "answer_per_sequence"}, "forget"),
+        ("RMU (OU mode)", "RMU", rmu_ou, "rmu", {**rmu, "positions": "open_unlearning"}, "forget"),
         ("UNDIAL", "UNDIAL", undial_ou, "undial", {"gamma": 1.0, "alpha": 0.0, "beta": 10.0}, "forget"),
         ("UNDIAL (OU mode)", "UNDIAL", undial_ou, "undial", {"gamma": 1.0, "alpha": 0.0, "beta": 10.0,
                                                             "all_positions": True}, "forget"),

@@ -237,9 +237,11 @@ class RMU(UnlearnMethod):
         alpha: float = param(1.0, "weight of the retain term", ge=0)
         seed: int = param(0, "seed of the random direction")
         positions: str = param("tokens", "where the activation MSE is averaged: tokens = every token of the batch "
-                               "(one mean); answer_per_sequence = the answer tokens (labelled positions), averaged "
-                               "per sequence, then over the batch (open-unlearning's RMU)",
-                               choices=("tokens", "answer_per_sequence"))
+                               "(one mean); open_unlearning = the answer tokens (labelled positions), as "
+                               "open-unlearning's RMU normalises them: the batch mean of each sequence's summed "
+                               "error times the batch mean of 1 / its answer length (its [b] / [b, 1] broadcast; "
+                               "the per-sequence mean when all answers are equally long)",
+                               choices=("tokens", "open_unlearning"))
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
@@ -247,9 +249,10 @@ class RMU(UnlearnMethod):
 
     def _mse(self, h: torch.Tensor, target: torch.Tensor, batch: dict) -> torch.Tensor:
         """Mean squared difference of activations ``h`` to ``target`` over the positions of :attr:`Params.positions`."""
-        if self.params.positions == "answer_per_sequence":
+        if self.params.positions == "open_unlearning":
             mask = (batch["labels"] != -100).to(h.dtype)
-            return ((((h - target) ** 2).mean(-1) * mask).sum(-1) / mask.sum(-1).clamp_min(1)).mean()
+            summed = (((h - target) ** 2).mean(-1) * mask).sum(-1)  # per sequence
+            return summed.mean() * (1 / mask.sum(-1).clamp_min(1)).mean()
         mask = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
         return (((h - target) ** 2) * mask).sum() / (mask.sum() * h.shape[-1])
 
