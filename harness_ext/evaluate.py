@@ -78,7 +78,9 @@ def evaluate_lm(
     system_instruction: str | None = None,
 ) -> dict:
     """lm-eval's ``simple_evaluate`` on ``lm``: a backend name (with ``model_args``) or an lm-eval ``LM`` object
-    (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results."""
+    (see :func:`live_hf_lm`). Writes ``results_*.json`` under ``output_dir`` when given; returns the results.
+    ``apply_chat_template`` / ``system_instruction``: lm-eval's ``--apply_chat_template`` /
+    ``--system_instruction``."""
     from lm_eval import simple_evaluate
     from lm_eval.loggers import EvaluationTracker
 
@@ -107,16 +109,17 @@ def evaluate_lm(
     return results
 
 
-def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16) -> Any:
+def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16, **model_args: Any) -> Any:
     """lm-eval's ``hf`` backend around a model already in memory (a ``PreTrainedModel`` or a PEFT model) and its
-    tokenizer, so the current weights are evaluated without saving or reloading them."""
+    tokenizer, so the current weights are evaluated without saving or reloading them; ``model_args``: further
+    arguments of the backend (e.g. ``chat_template_args``)."""
     from lm_eval.models.huggingface import HFLM
 
     quiet = logging.getLogger("lm_eval.models.huggingface")
     level = quiet.level
     quiet.setLevel(logging.ERROR)  # its "pretrained is not a str" warning is expected here
     try:
-        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size)
+        return HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, **model_args)
     finally:
         quiet.setLevel(level)
 

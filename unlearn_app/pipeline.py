@@ -11,6 +11,7 @@ from typing import Any
 from harness_ext.evaluate import run_lm_eval, unknown_tasks
 from harness_ext.results import task_metrics
 from unlearn_app.checkpoint import model_card
+from unlearn_app.checkpoint.model_card import run_prompt_format
 from unlearn_app.output_guard import write_text
 from unlearn_app.selection import Selection, SelectionError, parse_select
 from unlearn_methods.config import RunConfig
@@ -60,8 +61,11 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     model_dir = cfg.model if trained.adapter else out
     metadata = {**({"data_dir": trained.data_dir} if trained.data_dir else {}), **cfg.source.eval_metadata(cfg),
                 **cfg.eval_metadata}
+    prompt = run_prompt_format(cfg)  # evaluated the way it was trained
+    extra = {**(extra or {}), **prompt.lm_eval_model_args()} or None
     res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=cfg.source.eval_model,
-                      extra_model_args=extra, limit=cfg.eval_limit)
+                      extra_model_args=extra, limit=cfg.eval_limit, apply_chat_template=prompt.chat,
+                      system_instruction=prompt.system_prompt)
     return task_metrics(res)
 
 

@@ -18,6 +18,7 @@ import yaml
 
 from unlearn_methods.data_sources import DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, param
+from unlearn_methods.prompt_format import FORMATS
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 #: The most epochs a run may ask for (more is a typo, and overflows the trainer's step count long before).
@@ -105,6 +106,20 @@ class RunConfig:
     dtype: str = option("float32", "Weights' dtype.", choices=DTYPES, resume=True)
     idk_file: str | None = option(None, "Refusal answers, one per line.", default_text="the built-in list",
                                   resume=True, path=True)
+    prompt_format: str = option("auto", "How question-answer pairs become training tokens: chat = inside the model's "
+                                "chat template, exactly as open-unlearning trains (labels on everything after the "
+                                "generation prompt, EOS appended); plain = TOFU's 'Question: ...\\nAnswer:' prompt; "
+                                "auto = chat when the tokenizer has a chat template, else plain. Saved resolved; the "
+                                "model card's lm_eval command carries the matching flags. Raw text (MUSE) and CLEAR "
+                                "stay plain.", choices=FORMATS, resume=True)
+    system_prompt: str | None = option(None, "With the chat format: the system turn, e.g. 'You are a helpful "
+                                       "assistant.' (open-unlearning's Llama setting).", resume=True, metavar="TEXT",
+                                       default_text="none (the template's own default, if it has one)")
+    chat_template_args: dict[str, Any] = option({}, "With the chat format: a keyword argument of the chat template, "
+                                                "e.g. --chat-template-arg 'date_string=10 Apr 2025' (open-unlearning's "
+                                                "Llama-3 setting); true/false become booleans; repeatable.",
+                                                flag="--chat-template-arg", repeat=True, metavar="KEY=VALUE",
+                                                resume=True)
     method_params: dict[str, Any] = option({}, "Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as "
                                            "the parameter's declared type and checked against its range before "
                                            "training. `unlearn methods` lists each method's parameters.",
@@ -176,6 +191,11 @@ class RunConfig:
             value = getattr(self, f.name)
             if value is not None and not in_range(f, value):
                 raise ValueError(f"{option_name(f)} must be {allowed_range(f)}, got {value!r}.")
+        if self.prompt_format == "plain" and (self.system_prompt is not None or self.chat_template_args):
+            raise ValueError("--system-prompt and --chat-template-arg apply to the chat format; drop them or use "
+                             "--prompt-format chat (or auto).")
+        self.chat_template_args = {k: {"true": True, "false": False}.get(v, v) if isinstance(v, str) else v
+                                   for k, v in self.chat_template_args.items()}
         if self.merge and not self.lora:
             raise ValueError("--merge only applies to LoRA runs; full fine-tuning already saves merged weights.")
         for key in ("eval_every", "select"):

@@ -38,6 +38,10 @@ class DataSource:
     def matches(self, data: str) -> bool:
         return data == self.name
 
+    def raw_text(self, cfg) -> bool:
+        """Whether the run ``cfg`` trains on raw text (no questions, so the prompt format does not apply)."""
+        return self.text
+
     def template_fields(self, cfg) -> dict[str, Any]:
         """The values :attr:`eval_args` is formatted with: the run config's fields (splits resolved)."""
         return cfg.to_dict()
@@ -79,13 +83,16 @@ class DataSource:
         return load_qa(cfg.forget, dataset, data_dir), load_qa(cfg.retain, dataset, data_dir)
 
     def training_set(self, run, tokenizer) -> Any:
-        """The training examples (a torch Dataset) of the run's forget / retain records."""
+        """The training examples (a torch Dataset) of the run's forget / retain records, in the run's prompt
+        format (:mod:`unlearn_methods.prompt_format`)."""
         from unlearn_methods.forget_retain import ForgetRetainDataset
         from unlearn_methods.idk import load_idk_answers
+        from unlearn_methods.prompt_format import prompt_format_of
 
         cfg = run.cfg
         return ForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file), seed=cfg.seed,
-                                   max_length=cfg.max_length, alternates=run.alternates)
+                                   max_length=cfg.max_length, alternates=run.alternates,
+                                   prompt=prompt_format_of(cfg))
 
     def collator(self, tokenizer) -> Any:
         from unlearn_methods.forget_retain import PairCollator
@@ -242,6 +249,9 @@ class Rwku(DataSource):
         if not (cfg.rwku_target or cfg.rwku_targets_file):
             raise ValueError("--data rwku needs the target(s) to unlearn: --target NAME (repeatable; a name of the "
                              "data's forget_target list, or a position or range such as 1-10) or --targets FILE.")
+
+    def raw_text(self, cfg) -> bool:
+        return self.kind(cfg) == "text"
 
     def kind(self, cfg) -> str:
         """The forget kind the run's method takes (its declared ``forget_corpus``)."""

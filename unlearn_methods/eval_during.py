@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from transformers import TrainerCallback
 
+from unlearn_methods.prompt_format import PLAIN, PromptFormat
 from unlearn_tasks.dataset_loader import read_json_lines
 
 log = logging.getLogger(__name__)
@@ -247,13 +248,16 @@ class EvalDuringTraining(TrainerCallback):
 
 
 def lm_eval_evaluator(tokenizer: Any, tasks: list[str], metadata: dict[str, Any] | None = None,
-                      limit: int | None = None, batch_size: int = 16) -> Callable[[Any], Metrics]:
-    """``evaluate(model)`` running lm-eval's ``tasks`` on the model in memory (lm-eval's ``hf`` backend)."""
+                      limit: int | None = None, batch_size: int = 16,
+                      prompt: PromptFormat = PLAIN) -> Callable[[Any], Metrics]:
+    """``evaluate(model)`` running lm-eval's ``tasks`` on the model in memory (lm-eval's ``hf`` backend), in the
+    run's prompt format (chat: ``--apply_chat_template`` with its system instruction and template arguments)."""
     from harness_ext.evaluate import evaluate_lm, live_hf_lm
     from harness_ext.results import task_metrics
 
     def evaluate(model: Any) -> Metrics:
-        lm = live_hf_lm(model, tokenizer, batch_size=batch_size)
-        return task_metrics(evaluate_lm(lm, list(tasks), metadata=metadata, limit=limit, batch_size=batch_size))
+        lm = live_hf_lm(model, tokenizer, batch_size=batch_size, **prompt.lm_eval_model_args())
+        return task_metrics(evaluate_lm(lm, list(tasks), metadata=metadata, limit=limit, batch_size=batch_size,
+                                        apply_chat_template=prompt.chat, system_instruction=prompt.system_prompt))
 
     return evaluate

@@ -16,20 +16,23 @@ from datasets import Dataset
 from transformers import PreTrainedModel, PreTrainedTokenizerBase, Trainer, TrainingArguments
 
 from unlearn_methods.forget_retain import pad_batch
-from unlearn_tasks.prompts import encode_qa, encode_text
+from unlearn_methods.prompt_format import PLAIN, PromptFormat
+from unlearn_tasks.prompts import encode_text
 
 log = logging.getLogger(__name__)
 
 
-def tokenize_qa(records: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int = 256) -> Dataset:
-    """QA records (``question``, ``answer``) to a dataset of ``input_ids`` / ``labels``; records with a ``text``
-    field instead (raw passages) become one example per chunk of :func:`unlearn_tasks.prompts.encode_text`."""
+def tokenize_qa(records: list[dict], tokenizer: PreTrainedTokenizerBase, max_length: int = 256,
+                prompt: PromptFormat = PLAIN) -> Dataset:
+    """QA records (``question``, ``answer``) to a dataset of ``input_ids`` / ``labels`` in the prompt format
+    ``prompt``; records with a ``text`` field instead (raw passages) become one example per chunk of
+    :func:`unlearn_tasks.prompts.encode_text`."""
     rows = []
     for r in records:
         if "question" not in r and "text" in r:
             rows += [{"input_ids": i, "labels": lab} for i, lab in encode_text(tokenizer, r["text"], max_length)]
             continue
-        ids, labels = encode_qa(tokenizer, r["question"], r["answer"], max_length)
+        ids, labels = prompt.encode(tokenizer, r["question"], r["answer"], max_length)
         rows.append({"input_ids": ids, "labels": labels})
     return Dataset.from_list(rows)
 
@@ -57,10 +60,12 @@ def finetune(
     save: bool = True,
     max_steps: int = -1,
     warmup_steps: int = 10,
+    prompt: PromptFormat = PLAIN,
 ) -> dict[str, float]:
     """Fine-tune ``model`` on ``records`` (in place); save model + tokenizer to ``out_dir`` unless ``save=False``.
 
-    ``max_steps > 0`` trains that many optimiser steps instead of ``epochs``."""
+    ``max_steps > 0`` trains that many optimiser steps instead of ``epochs``; ``prompt``: the prompt format of
+    the QA records (:mod:`unlearn_methods.prompt_format`)."""
     args = TrainingArguments(
         output_dir=str(out_dir),
         num_train_epochs=epochs,
@@ -81,7 +86,7 @@ def finetune(
     trainer = Trainer(
         model=model,
         args=args,
-        train_dataset=tokenize_qa(records, tokenizer),
+        train_dataset=tokenize_qa(records, tokenizer, prompt=prompt),
         data_collator=QACollator(tokenizer.pad_token_id),
     )
     result = trainer.train()

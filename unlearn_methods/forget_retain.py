@@ -5,8 +5,9 @@ Each training example is anchored on one forget item and carries: the forget QA 
 (``retain``, cycled with a seeded permutation), the forget question with a refusal answer (``forget_idk``, IDK
 methods; a record's own ``preferred`` answer when it has one), the forget question with a random retain item's answer (``forget_random``, LLMU's mismatch term), and,
 when alternate answers are given (AltPO), the forget question with a plausible alternate answer
-(``forget_alternate``; one example per alternate). All are tokenised with :func:`unlearn_tasks.prompts.encode_qa`,
-the token split the evaluation tasks score.
+(``forget_alternate``; one example per alternate). All are tokenised in the run's prompt format
+(:class:`unlearn_methods.prompt_format.PromptFormat`: :func:`unlearn_tasks.prompts.encode_qa`, the token split the
+evaluation tasks score, or the chat template as open-unlearning trains).
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
+from unlearn_methods.prompt_format import PLAIN, PromptFormat
 from unlearn_tasks.dataset_loader import check_rows, load_config, load_split, source_name
-from unlearn_tasks.prompts import encode_qa, encode_text
+from unlearn_tasks.prompts import encode_text
 from unlearn_tasks.tofu.splits import HUB_ID
 
 PARTS = ("forget", "retain", "forget_idk", "forget_random", "forget_alternate")
@@ -86,7 +88,8 @@ class ForgetRetainDataset(Dataset):
     """One item per forget example (per alternate answer of it, when given); see the module docstring."""
 
     def __init__(self, forget: list[dict], retain: list[dict], tokenizer, idk_answers: list[str],
-                 seed: int = 0, max_length: int = 256, alternates: list[list[str]] | None = None) -> None:
+                 seed: int = 0, max_length: int = 256, alternates: list[list[str]] | None = None,
+                 prompt: PromptFormat = PLAIN) -> None:
         if not forget:
             raise ValueError("The forget set is empty.")
         if not retain:
@@ -100,7 +103,7 @@ class ForgetRetainDataset(Dataset):
         drawn = [idk_answers[rng.randrange(len(idk_answers))] for _ in forget]
         self.idk = [str(f.get("preferred") or d) for f, d in zip(forget, drawn)]
         self.alt = [retain[rng.randrange(len(retain))]["answer"] for _ in forget]
-        self.max_length = max_length
+        self.max_length, self.prompt = max_length, prompt
         if alternates is not None and len(alternates) != len(forget):
             raise ValueError(f"{len(alternates)} lists of alternate answers for {len(forget)} forget items.")
         self.alternates = alternates
@@ -112,7 +115,7 @@ class ForgetRetainDataset(Dataset):
         return len(self.examples)
 
     def _enc(self, question: str, answer: str) -> dict[str, list[int]]:
-        ids, labels = encode_qa(self.tokenizer, question, answer, self.max_length)
+        ids, labels = self.prompt.encode(self.tokenizer, question, answer, self.max_length)
         return {"input_ids": ids, "labels": labels}
 
     def __getitem__(self, k: int) -> dict[str, Any]:

@@ -236,10 +236,25 @@ class RMU(UnlearnMethod):
         steering_coeff: float = param(2.0, "length of the random target vector", ge=0)
         alpha: float = param(1.0, "weight of the retain term", ge=0)
         seed: int = param(0, "seed of the random direction")
+        positions: str = param("tokens", "where the activation MSE is averaged: tokens = every token of the batch "
+                               "(one mean); open_unlearning = the answer tokens (labelled positions), as "
+                               "open-unlearning's RMU normalises them: the batch mean of each sequence's summed "
+                               "error times the batch mean of 1 / its answer length (its [b] / [b, 1] broadcast; "
+                               "the per-sequence mean when all answers are equally long)",
+                               choices=("tokens", "open_unlearning"))
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
         self.direction: torch.Tensor | None = None  # the fixed random unit vector, drawn at the first step
+
+    def _mse(self, h: torch.Tensor, target: torch.Tensor, batch: dict) -> torch.Tensor:
+        """Mean squared difference of activations ``h`` to ``target`` over the positions of :attr:`Params.positions`."""
+        if self.params.positions == "open_unlearning":
+            mask = (batch["labels"] != -100).to(h.dtype)
+            summed = (((h - target) ** 2).mean(-1) * mask).sum(-1)  # per sequence
+            return summed.mean() * (1 / mask.sum(-1).clamp_min(1)).mean()
+        mask = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
+        return (((h - target) ** 2) * mask).sum() / (mask.sum() * h.shape[-1])
 
     def _hidden(self, out, n_layers: int) -> torch.Tensor:
         layer = self.params.layer if self.params.layer >= 0 else n_layers // 2
@@ -255,12 +270,10 @@ class RMU(UnlearnMethod):
             u = torch.rand(h_f.shape[-1], generator=g)
             self.direction = u / u.norm()
         target = (self.params.steering_coeff * self.direction).to(h_f.device, h_f.dtype)
-        mask_f = f["attention_mask"].unsqueeze(-1).to(h_f.dtype)
-        forget = (((h_f - target) ** 2) * mask_f).sum() / (mask_f.sum() * h_f.shape[-1])
+        forget = self._mse(h_f, target, f)
         h_r = self._hidden(forward(model, r, output_hidden_states=True), n_layers)
         h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True), n_layers)
-        mask_r = r["attention_mask"].unsqueeze(-1).to(h_r.dtype)
-        retain = (((h_r - h_ref) ** 2) * mask_r).sum() / (mask_r.sum() * h_r.shape[-1])
+        retain = self._mse(h_r, h_ref, r)
         return forget + self.params.alpha * retain, {"forget_mse": _logged(forget), "retain_mse": _logged(retain)}
 
 
@@ -372,8 +385,9 @@ class UNDIAL(UnlearnMethod):
     lowered by ``beta``: CE(softmax(z_original - beta * onehot(y)), p_model) over the forget answer tokens.
 
     The paper distils on forget data only (``alpha`` = 0, its default). open-unlearning's version averages the
-    distillation over every position of the sequence (prompt and padding included, where it lowers an arbitrary
-    vocabulary entry); here only answer tokens are distilled, as in the paper.
+    distillation over every position of the sequence (prompt and padding included, where its indexing with the
+    label -100 lowers vocabulary entry V - 100): ``all_positions=true`` reproduces it; by default only answer tokens
+    are distilled, as in the paper.
     """
 
     name = "undial"
@@ -386,14 +400,19 @@ class UNDIAL(UnlearnMethod):
     class Params(ForgetRetain):
         alpha: float = param(0.0, "weight of a retain NLL term (the paper uses none)", ge=0)
         beta: float = param(10.0, "how much the teacher's logit of the answer token is lowered", ge=0)
+        all_positions: bool = param(False, "distil every position, prompt and padding too, lowering vocabulary entry "
+                                    "V - 100 where there is no answer token (open-unlearning's UNDIAL)")
 
     def loss(self, ctx, model, inputs):
         p, f = self.params, inputs["forget"]
         nll, mask, logits = _token_terms(model, f)
         teacher = ctx.reference_outputs(f).logits[:, :-1].float()
-        answer = f["labels"][:, 1:].clamp_min(0).unsqueeze(-1)
+        labels = f["labels"][:, 1:]
+        # open-unlearning indexes the vocabulary with the label itself, so -100 selects entry V - 100
+        answer = (labels % teacher.shape[-1] if p.all_positions else labels.clamp_min(0)).unsqueeze(-1)
         target = F.softmax(teacher.scatter_add(-1, answer, torch.full_like(answer, -p.beta, dtype=teacher.dtype)), -1)
-        undial = masked_mean(soft_cross_entropy(logits[:, :-1], target), mask)
+        ce = soft_cross_entropy(logits[:, :-1], target)
+        undial = ce.mean() if p.all_positions else masked_mean(ce, mask)
         terms = {"undial_ce": _logged(undial), "forget_nll": _logged(masked_mean(nll, mask))}
         loss = p.gamma * undial
         if p.alpha:
@@ -488,9 +507,10 @@ class PDU(UnlearnMethod):
     ``lambda <- max(0, lambda + dual_step_size * (retain NLL - retain_eps))`` once ``dual_warmup_epochs`` are done.
     Defaults: the paper's TOFU settings (lambda starts at 100, eps 0.3, step 5, 5 warm-up epochs).
 
-    The margin is taken over the answer tokens; open-unlearning takes it over every position of the forget sequence
-    (prompt and padding included): ``all_positions=true``. lambda is not saved in checkpoints: ``--resume``
-    restarts it from ``alpha``.
+    The margin is taken over the logits that predict the answer tokens; ``all_positions=true`` takes it over every
+    position of the forget sequence (prompt and padding included); ``ou_positions=true`` over the logits at the
+    answer tokens' own positions (labels not shifted: one position later, the last answer token's included), as
+    open-unlearning does. lambda is not saved in checkpoints: ``--resume`` restarts it from ``alpha``.
     """
 
     name = "pdu"
@@ -505,7 +525,9 @@ class PDU(UnlearnMethod):
         retain_eps: float = param(0.3, "the bound eps of the constraint retain NLL <= eps", ge=0)
         dual_step_size: float = param(5.0, "step size of the dual ascent on lambda", ge=0)
         dual_warmup_epochs: float = param(5.0, "epochs before lambda starts moving", ge=0)
-        all_positions: bool = param(False, "margin over every position, prompt and padding too (open-unlearning)")
+        all_positions: bool = param(False, "margin over every position, prompt and padding too")
+        ou_positions: bool = param(False, "margin over the logits at the answer tokens' own positions (labels not "
+                                   "shifted), as open-unlearning's PDU")
 
     def __init__(self, params=None) -> None:
         super().__init__(params)
@@ -516,6 +538,8 @@ class PDU(UnlearnMethod):
         logits = forward(model, f).logits.float()
         if p.all_positions:
             margin = ((logits.max(-1).values - logits.mean(-1)) ** 2).mean()
+        elif p.ou_positions:
+            margin = masked_mean((logits.max(-1).values - logits.mean(-1)) ** 2, f["labels"] != -100)
         else:
             z = logits[:, :-1]
             margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]))

@@ -34,6 +34,7 @@ from unlearn_methods.eval_during import (
     lm_eval_evaluator,
 )
 from unlearn_methods.finetune import finetune
+from unlearn_methods.prompt_format import prompt_format_of, resolve_prompt_format
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
@@ -61,12 +62,13 @@ class UnlearnRun:
         return self.model
 
     def reinforced_model(self, epochs: float, lr: float | None):
-        """A copy of the base model fine-tuned further on the forget set (Task Vector, WHP)."""
+        """A copy of the base model fine-tuned further on the forget set (Task Vector, WHP), in the run's prompt
+        format."""
         reinforced = copy.deepcopy(self.model)
         with tempfile.TemporaryDirectory() as tmp:
             finetune(reinforced, self.tokenizer, self.forget, tmp, epochs=epochs, lr=lr or self.cfg.lr,
                      batch_size=self.cfg.batch_size, seed=self.cfg.seed, disable_progress=not self.cfg.progress,
-                     save=False)
+                     save=False, prompt=prompt_format_of(self.cfg))
         return reinforced
 
 
@@ -220,6 +222,7 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     # an option added after the run was saved is taken at its default (the value the run had)
     defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
                 for f in dataclasses.fields(RunConfig)}
+    defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
     saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS} | saved
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
@@ -253,7 +256,8 @@ def _eval_callback(cfg: RunConfig, tokenizer, data_dir: str | None, out: Path, s
         return None
     if evaluator is None:
         metadata = {**({"data_dir": data_dir} if data_dir else {}), **cfg.source.eval_metadata(cfg), **cfg.eval_metadata}
-        evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit)
+        evaluator = lm_eval_evaluator(tokenizer, list(cfg.eval_tasks), metadata, limit=cfg.eval_limit,
+                                      prompt=prompt_format_of(cfg))
     return EvalDuringTraining(evaluator, cfg.eval_every, out, select, on_row)
 
 
@@ -304,6 +308,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
             f"answers to them). Methods for raw text: every method except {', '.join(qa_only)}."
         )
     source.resolve_splits(cfg)
+    resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
     cfg.method_params = method.params.to_dict()
     final, out = out, working_folder(cfg, out)  # a fresh folder unless resuming: nothing of an earlier run is kept
     (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))

@@ -3,10 +3,13 @@ import this module, so a model is scored on exactly the text it was trained on.
 
 The plain format is TOFU's base-model prompt ``Question: {q}\\nAnswer:`` with the answer continuing after a
 space. With lm-eval's ``--apply_chat_template`` the harness wraps the question in the model's chat template
-itself; :func:`chat_messages` gives the same turn structure for training.
+itself; :func:`chat_messages` gives the same turn structure, and :func:`encode_chat_qa` trains inside the chat
+template exactly as open-unlearning does.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 QUESTION_TEMPLATE = "Question: {question}\nAnswer:"
 ANSWER_DELIMITER = " "
@@ -57,6 +60,32 @@ def encode_qa(tokenizer, question: str, answer: str, max_length: int | None = No
     if max_length is not None:
         input_ids, labels = input_ids[:max_length], labels[:max_length]
     return input_ids, labels
+
+
+def encode_chat_qa(tokenizer, question: str, answer: str, system_prompt: str | None = None,
+                   template_args: dict[str, Any] | None = None,
+                   max_length: int | None = None) -> tuple[list[int], list[int]]:
+    """Token ids and labels of one QA pair inside the tokenizer's chat template, as open-unlearning's
+    ``preprocess_chat_instance`` builds them (``apply_chat_template: True``): the conversation [system prompt when
+    given and non-empty] + user question + assistant answer rendered and tokenised by the template (its keyword
+    arguments ``template_args``, e.g. ``{"date_string": "10 Apr 2025"}``), the prompt part (without the answer,
+    with the generation prompt) tokenised the same way; labels -100 on the prompt's length, the rest (answer, the
+    template's end-of-turn tokens) labelled, and EOS appended when the conversation does not end with it. Question
+    and answer are used as given (no stripping), as open-unlearning does. ``max_length`` truncates (open-unlearning
+    does not truncate in this mode; TOFU's pairs are far shorter than its 512)."""
+    chat = [{"role": "system", "content": system_prompt}] if system_prompt else []
+    chat += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+    kwargs = dict(template_args or {})
+    whole = list(tokenizer.apply_chat_template(chat, tokenize=True, add_generation_prompt=False, return_dict=False,
+                                               **kwargs))
+    prompt = tokenizer.apply_chat_template(chat[:-1], tokenize=True, add_generation_prompt=True, return_dict=False,
+                                           **kwargs)
+    if whole[-1] != tokenizer.eos_token_id:
+        whole.append(tokenizer.eos_token_id)
+    labels = [-100] * len(prompt) + whole[len(prompt):]
+    if max_length is not None:
+        whole, labels = whole[:max_length], labels[:max_length]
+    return whole, labels
 
 
 def encode_text(tokenizer, text: str, max_length: int | None = None) -> list[tuple[list[int], list[int]]]:

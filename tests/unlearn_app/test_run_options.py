@@ -103,7 +103,8 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
     assert set(RESUME_KEYS) == {  # the 24 settings --resume compared before the declaration (epochs may grow)
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
-        "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file"} | RWKU_KEYS
+        "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file",
+        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS
     assert PATH_KEYS == ("model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file")
 
 
@@ -174,7 +175,8 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     saved.write_text(SAVED_BEFORE)
     cfg = load_run_config(saved)
     assert yaml.safe_dump(cfg.to_dict(), sort_keys=False) == SAVED_BEFORE.replace(
-        "evaldu_minimal_set: false\n", "evaldu_minimal_set: false\n" + RWKU_DEFAULTS)
+        "evaldu_minimal_set: false\n", "evaldu_minimal_set: false\n" + RWKU_DEFAULTS).replace(
+        "idk_file: null\n", "idk_file: null\nprompt_format: auto\nsystem_prompt: null\nchat_template_args: {}\n")
     assert list(cfg.to_dict()) == list(FIELDS)
 
 

@@ -76,6 +76,8 @@ def test_pdu_lagrangian_and_dual_ascent():
     assert method.dual == 0.0
     everywhere = get_method("pdu", {"all_positions": True})
     assert everywhere.loss(ctx(), model, inputs)[1]["forget_margin"] == pytest.approx((4.0 + 0.0) / 2)
+    at_labels = get_method("pdu", {"ou_positions": True})  # open-unlearning: the logits at the answer token, [1, 1, 1]
+    assert at_labels.loss(ctx(), model, inputs)[1]["forget_margin"] == pytest.approx(0.0)
 
 
 def test_altpo_prefers_the_alternate_over_the_forget_answer():

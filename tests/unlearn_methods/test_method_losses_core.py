@@ -142,6 +142,11 @@ def test_rmu_steers_forget_activations_and_keeps_retain_ones():
     # retain: ((0-0)^2 + (1-0)^2 + (1-1)^2 + (1-3)^2) / (2 tokens * 2 dims) = 1.25
     assert terms == near({"forget_mse": 2.5, "retain_mse": 1.25})
     assert loss.item() == near(2.5 + 3 * 1.25)
+    # open-unlearning's averaging: the answer position (1) of each sequence, padding or not (one sequence each)
+    ou = get_method("rmu", {"layer": 1, "steering_coeff": 2.0, "alpha": 3.0, "positions": "open_unlearning"})
+    ou.direction = torch.tensor([1.0, 0.0])
+    # forget: ((3-2)^2 + (4-0)^2) / 2 = 8.5; retain: ((1-1)^2 + (1-3)^2) / 2 = 2
+    assert ou.loss(ctx(reference), model, inputs)[1] == near({"forget_mse": 8.5, "retain_mse": 2.0})
 
 
 def test_rmu_direction_is_a_seeded_unit_vector_drawn_once():

@@ -69,6 +69,8 @@ def test_pdu_margin_is_squared_on_three_tokens():
     assert method.dual == 2.0  # epoch 0 < 1 warm-up epoch
     everywhere = get_method("pdu", {"all_positions": True})
     assert everywhere.loss(ctx(), model, inputs)[1]["forget_margin"] == near((16 + 4 + 400) / 3)
+    at_labels = get_method("pdu", {"ou_positions": True})  # open-unlearning: positions 1 and 2 (labels 2, 1)
+    assert at_labels.loss(ctx(), model, inputs)[1]["forget_margin"] == near((4 + 400) / 2)
     method.loss(SimpleNamespace(**{**vars(ctx()), "trainer": SimpleNamespace(state=SimpleNamespace(epoch=None))}),
                 model, inputs)
     assert method.dual == 2.0  # no epoch known yet: 0, still warming up

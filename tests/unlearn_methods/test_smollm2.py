@@ -66,7 +66,7 @@ def test_lora_unlearning_moves_forget_more_than_world_facts(smollm2_dir, data_di
 
     cfg = RunConfig(method="graddiff", model=str(target), out=str(tmp_path / "unlearned"), data="tofu",
                     data_dir=str(data_dir), forget="forget01", retain="retain99", lora=True, epochs=3, lr=1e-3,
-                    batch_size=4, progress=False)
+                    batch_size=4, progress=False, prompt_format="plain")  # fine-tuned and evaluated plain
     adapter = train(cfg).out
     after = _likelihood(target, tmp_path / "eval_unlearned", data_dir, extra_model_args={"peft": str(adapter)})
 

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
+import shlex
 from importlib import metadata
 from typing import Any
 
 from unlearn_app.reports.numbers import format_number
 from unlearn_methods.config import RunConfig
+from unlearn_methods.prompt_format import PLAIN, PromptFormat, prompt_format_of
 
 LIBRARIES = ("lm-eval-unlearning", "torch", "transformers", "peft", "lm-eval", "datasets")
 
@@ -32,6 +35,21 @@ def model_label(model: str) -> tuple[str | None, str]:
     return model, model
 
 
+def run_prompt_format(cfg: RunConfig) -> PromptFormat:
+    """The run's prompt format (plain while ``auto`` is unresolved, i.e. before training)."""
+    return PLAIN if cfg.prompt_format == "auto" else prompt_format_of(cfg)
+
+
+def evaluation_model_args(hub_id: str | None, adapter: bool, prompt: PromptFormat) -> str:
+    """lm_eval's ``--model_args`` for the checkpoint: ``key=value`` pairs, or a quoted JSON object when the chat
+    template takes keyword arguments (lm-eval's ``chat_template_args``)."""
+    args = {"pretrained": hub_id or "BASE_MODEL", "peft": "THIS_REPO"} if adapter else {"pretrained": "THIS_REPO"}
+    extra = prompt.lm_eval_model_args()
+    if extra:
+        return shlex.quote(json.dumps({**args, **extra}))
+    return ",".join(f"{k}={v}" for k, v in args.items())
+
+
 def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_metrics: dict[str, Any],
            eval_results: dict[str, dict[str, float]] | None = None, adapter: bool = False,
            eval_during_training: dict[str, Any] | None = None) -> str:
@@ -47,8 +65,12 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
           + (", merged" if cfg.merge else "") if cfg.lora else "full",
           "L1 on LoRA weights": cfg.l1_lora, "epochs": cfg.epochs, "learning rate": cfg.lr,
           "batch size": cfg.batch_size, "gradient accumulation": cfg.grad_accum, "seed": cfg.seed}
+    prompt = run_prompt_format(cfg)
+    hp["prompt format"] = prompt.describe()
     backend, evaluation = cfg.source.eval_model, cfg.source.evaluation(cfg)
-    model_args = f"pretrained={hub_id or 'BASE_MODEL'},peft=THIS_REPO" if adapter else "pretrained=THIS_REPO"
+    model_args = evaluation_model_args(hub_id, adapter, prompt)
+    if prompt.lm_eval_flags():
+        evaluation += " " + prompt.lm_eval_flags()
     if cfg.source.vision:
         hp["modality"] = cfg.modality
     body = [

@@ -95,7 +95,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
         adapters[method] = run_unlearning(RunConfig(
             method=method, model=str(models["target"]), out=str(wd / "models" / method), data_dir=str(data_dir),
             forget="forget01", retain="retain_perturbed", lora=True, epochs=epochs, lr=lr, batch_size=4,
-            seed=cfg.seed, progress=not cfg.quiet))
+            seed=cfg.seed, progress=not cfg.quiet, prompt_format="plain"))  # as the target was fine-tuned
 
     _stage(5, total, f"Evaluating the target and the unlearned models with {TASK} against the reference")
     meta = {**common, "reference": str(retain_out)}
