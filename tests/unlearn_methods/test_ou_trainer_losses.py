@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ou_trainers.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "bench_ou_trainers.py"
 
 #: OU's loss at steps 1-3 (batches 1-3 of 4 forget10 items), recorded with `bench_ou_trainers.py --model tiny --steps 3
 #: --lr 1e-3 --batch-size 4` (OU at commit d3d7cf9).
