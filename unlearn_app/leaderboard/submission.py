@@ -15,7 +15,7 @@ import json
 import re
 import shutil
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -245,7 +245,7 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                   "local_sha256": path_fingerprint(model_dir, skip=("eval", "checkpoints")) if model_dir else None},
         "method": {"name": str(method_name), "hyperparameters": params, "config": config or None},
         "results": results, "reference": ref_record, "packages": package_versions(),
-        "date": date or datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        "date": date or datetime.now(UTC).replace(microsecond=0).isoformat(),
         "submitter": {"name": submitter, "notes": notes},
         "files": {p: sha256(b) for p, b in sorted(files.items())},
     }
