@@ -244,3 +244,35 @@ document.body.setAttribute('data-probe', JSON.stringify({asc, desc, shown, error
     proc = browser("--dump-dom", page.as_uri())
     assert "validated: every number checked" in proc.stdout and "beta=0.1" in proc.stdout
     assert "recomputed" in proc.stdout and "TOFU_EVAL.json" in proc.stdout
+
+
+@pytest.mark.slow
+def test_unlearn_run_and_lm_eval_on_the_tiny_model_submit_and_validate(tmp_path, tiny_model_dir, demo_data_dir, capsys):
+    """The real thing: `unlearn run` trains the tiny model, lm-eval evaluates it and the (untouched) retain stand-in
+    with --log_samples, `unlearn submit` stores it, `unlearn leaderboard validate` recomputes every number."""
+    from harness_ext.evaluate import run_lm_eval
+
+    task = "tofu_forget01_likelihood"
+
+    def evaluate(model, out, metadata):
+        res = run_lm_eval(str(model), [task], out, metadata, batch_size=8, log_samples=True)
+        (results_file,) = out.rglob("results_*.json")  # the samples file `lm_eval --log_samples` writes beside it
+        stamp = results_file.stem.removeprefix("results_")
+        lines = [json.dumps(sample, default=str) for sample in res["samples"][task]]
+        (results_file.parent / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
+
+    ckpt = tmp_path / "ga"
+    assert main(["run", "--method", "ga", "--model", str(tiny_model_dir), "--out", str(ckpt), "--data-dir",
+                 str(demo_data_dir), "--forget", "forget01", "--epochs", "1", "--batch-size", "8", "--lr", "1e-3",
+                 "--merge", "--quiet"]) == 0
+    evaluate(tiny_model_dir, tmp_path / "retain", {"data_dir": str(demo_data_dir)})
+    evaluate(ckpt, tmp_path / "eval_ga", {"data_dir": str(demo_data_dir), "reference": str(tmp_path / "retain")})
+    assert main(["submit", str(ckpt), str(tmp_path / "eval_ga"), "--reference", str(tmp_path / "retain"),
+                 "--to", str(tmp_path / "board")]) == 0
+    capsys.readouterr()
+    assert main(["leaderboard", "validate", str(tmp_path / "board")]) == 0
+    [folder] = (tmp_path / "board" / "submissions").iterdir()
+    check = check_folder(folder)
+    assert check.record["method"]["name"] == "ga" and check.record["model"]["local_sha256"]
+    assert {"forget_quality", "privleak", "forget_prob", "forget_truth_ratio", "mia_min_k_auc"} <= set(
+        check.recomputed[task])

@@ -171,9 +171,8 @@ def read_run(path: str | Path) -> tuple[list[TaskResult], dict[str, Any] | None,
         return _ou_tasks(path, path.name), None, None
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         config = yaml.safe_load((path / CONFIG_FILE).read_text()) or {}
-        if not (path / "eval").is_dir():
-            raise SubmissionError(f"{path} is an `unlearn run` folder without evaluation results (eval/); run it with "
-                                  "--eval-tasks, or pass the lm_eval --output_path folder of its evaluation as well")
+        if not (path / "eval").is_dir():  # its evaluation is another RUN (an lm_eval --output_path folder)
+            return [], config, path
         return _lm_eval_tasks(path / "eval", path.name), config, path
     return _lm_eval_tasks(path, path.name), None, None
 
@@ -207,6 +206,9 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
             if t.task in tasks:
                 raise SubmissionError(f"{t.task} is in two of the runs ({tasks[t.task].run}, {t.run}); pass one of them")
             tasks[t.task] = t
+    if not tasks:
+        raise SubmissionError("no results among the RUNs: an `unlearn run` folder without eval/ needs the lm_eval "
+                              "--output_path folder of its evaluation as another RUN")
     if (model_id is None) != (revision is None):
         raise SubmissionError("--model-id needs --revision (the 40-hex Hub commit sha), and --revision needs --model-id")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{40}", revision):
