@@ -103,7 +103,7 @@ def test_without_a_reference_forget_quality_is_unverified_not_refused(runs, tmp_
     assert check.ok and check.unverified == {TASK: ["forget_quality", "privleak"]}
 
 
-def test_three_submissions_through_the_hub_standin_validate_and_build(runs, online, tmp_path, capsys):
+def test_three_submissions_through_the_hub_standin_validate_and_build(runs, online, tmp_path, capsys, monkeypatch):
     ref = ["--reference", str(runs["ref"])]
     assert main(["submit", str(runs["npo"]), *ref, "--repo", "board/unlearning", "--submitter", "me"]) == 0
     # the tampered run is refused locally; --allow-mismatch uploads it anyway (the board still refuses it)
@@ -111,23 +111,20 @@ def test_three_submissions_through_the_hub_standin_validate_and_build(runs, onli
     assert "forget_prob = 0.5 submitted" in capsys.readouterr().err
     assert main(["submit", str(runs["ga"]), *ref, "--repo", "board/unlearning", "--allow-mismatch"]) == 0
     # a broken upload: nothing committed; the same command again resumes it
-    online.fail_creates = 99
     import unlearn_app.leaderboard.store as store
 
-    original = store.upload
-    store_upload = lambda *a, **k: original(*a, **{**k, "backoff_s": 0.01})  # noqa: E731
-    try:
-        store.upload = store_upload
-        ou = ["submit", str(runs["ou"]), *ref, "--model-id", "me/simnpo", "--revision", "a" * 40, "--method", "simnpo",
-              "--repo", "board/unlearning"]
-        assert main(ou) == 2
-        assert "nothing was committed: run the same command again to resume" in capsys.readouterr().err
-        assert len(online.repos["board/unlearning"]["commits"]) == 2
-        online.fail_creates = 0
-        assert main(ou) == 0
-    finally:
-        store.upload = original
-    assert len(online.repos["board/unlearning"]["commits"]) == 3
+    monkeypatch.setattr(store.time, "sleep", lambda s: None)  # no back-off between the retries
+    online.fail_creates = 99
+    ou = ["submit", str(runs["ou"]), *ref, "--model-id", "me/simnpo", "--revision", "a" * 40, "--method", "simnpo",
+          "--repo", "board/unlearning"]
+    assert main(ou) == 2
+    assert "nothing was committed: run the same command again to resume" in capsys.readouterr().err
+    assert len(online.repos["board/unlearning"]["commits"]) == 2
+    online.fail_creates = 0
+    assert main(ou) == 0
+    repo = online.repos["board/unlearning"]
+    assert len(repo["commits"]) == 3 and sorted({f.split("/")[1] for f in repo["files"]}) == sorted(
+        f.split("/")[1] for f in repo["files"] if f.endswith("/submission.json"))  # one folder per submission
     assert main(ou) == 2  # a duplicate is refused
     assert "already holds the submission" in capsys.readouterr().err
     assert len(online.repos["board/unlearning"]["commits"]) == 3

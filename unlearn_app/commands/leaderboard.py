@@ -99,4 +99,4 @@ def add_parsers(sub) -> None:
                    "an open-unlearning result folder, or an `unlearn sweep` leaderboard.json.")
     b.add_argument("--title", default="Unlearning leaderboard", help="The site's title.")
     b.set_defaults(func=_cmd_build)
-    output_guard.declare(b, outputs=["out"], inputs=["imports"], folders=["out"])
+    output_guard.declare(b, outputs=["out"], inputs=["imports", "source"], folders=["out"])
