@@ -273,3 +273,22 @@ def test_unlearn_run_and_lm_eval_on_the_tiny_model_submit_and_validate(tmp_path,
     assert check.record["method"]["name"] == "ga" and check.record["model"]["local_sha256"]
     assert {"forget_quality", "privleak", "forget_prob", "forget_truth_ratio", "mia_min_k_auc"} <= set(
         check.recomputed[task])
+
+
+def test_a_muse_submission_is_recomputed_and_other_tasks_are_unverified(tmp_path):
+    from fixtures.leaderboard import muse_metrics, muse_records, write_muse_run
+    from unlearn_app.leaderboard.store import save_local
+
+    ref = muse_records(10)
+    write_muse_run(tmp_path / "ref", ref)
+    write_muse_run(tmp_path / "npo", muse_records(11, 0.5), ref, extra={"hellaswag": {"acc": 0.25}})
+    check = check_folder(save_local(build([tmp_path / "npo"], reference=tmp_path / "ref", model_dir=tmp_path / "npo",
+                                          method="npo"), tmp_path / "b"))
+    assert check.ok and check.unverified == {"hellaswag": ["acc"]}
+    expected = muse_metrics(muse_records(11, 0.5), ref)
+    assert check.recomputed["muse_news"] == pytest.approx(expected, rel=1e-9)
+    write_muse_run(tmp_path / "bad", muse_records(11, 0.5), ref, tamper={"privleak": 12.5})
+    bad = check_folder(save_local(build([tmp_path / "bad"], reference=tmp_path / "ref", model_dir=tmp_path / "bad",
+                                        method="npo"), tmp_path / "b"))
+    assert bad.errors == [f"{bad.id}: muse_news/privleak = 12.5 submitted, but {expected['privleak']:.6g} recomputed "
+                          "from its per-item values and the reference"]
