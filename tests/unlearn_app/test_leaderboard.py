@@ -206,6 +206,8 @@ def _browse(site: Path, tmp_path: Path) -> None:
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html)  # nothing fetched from elsewhere
     for link in re.findall(r'(?:href|src)="([^"#]+)"', html):
         assert (site / link).is_file(), link
+    cell = re.findall(r'<td class="failed"[^>]*data-value="([^"]*)"', html)
+    assert cell == ["0.5"]  # the tampered number, and only it, marked on the board
     pages = sorted((site / "submissions").glob("*.html"))
     assert len(pages) == 3
     for page in pages:

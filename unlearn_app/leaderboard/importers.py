@@ -34,7 +34,8 @@ class Row:
     source: str
     submitter: str = ""
     page: str | None = None  # the submission's page in the site
-    recomputed: list[str] = field(default_factory=list)  # metrics recomputed from per-item values
+    recomputed: list[str] = field(default_factory=list)  # metrics recomputed from per-item values, in agreement
+    mismatched: list[str] = field(default_factory=list)  # metrics whose recomputation gives another number
 
 
 #: Column of the TOFU leaderboard CSV (normalised: lower case, spaces to _) -> our metric.

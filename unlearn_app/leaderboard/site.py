@@ -58,7 +58,9 @@ def rows_of(check: Check) -> list[Row]:
         out.append(Row(task, model.get("name", check.id), model.get("family", "?"), (r.get("method") or {}).get("name", "?"),
                        dict(entry.get("aggregates") or {}), "validated" if check.ok else "failed",
                        f"submission {check.id}", (r.get("submitter") or {}).get("name", ""),
-                       f"submissions/{check.id}.html", sorted(check.recomputed.get(task, {}))))
+                       f"submissions/{check.id}.html",
+                       sorted(set(check.recomputed.get(task, {})) - set(check.mismatched.get(task, []))),
+                       sorted(check.mismatched.get(task, []))))
     return out
 
 
@@ -78,6 +80,8 @@ def _table(task: str, rows: list[Row], prefix: str = "") -> str:
         for m in metrics:
             v = r.metrics.get(m)
             cls = ' class="recomputed" title="recomputed from the per-item values"' if m in r.recomputed else ""
+            if m in r.mismatched:
+                cls = ' class="failed" title="the per-item values give another number"'
             cells.append(f'<td{cls} data-value="{"" if v is None else v}">{_fmt(v)}</td>')
         cells.append(f'<td class="status">{_e(r.source)}</td>')
         body.append(f'<tr data-family="{_e(r.family)}" data-method="{_e(r.method)}">{"".join(cells)}</tr>')
@@ -95,7 +99,7 @@ def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
         return None
     ux, umode, fy, fmode = axes
     points = {f"{r.model} / {r.method} ({r.status})": (r.metrics[ux], r.metrics[fy], r.method) for r in rows
-              if ux in r.metrics and fy in r.metrics}
+              if ux in r.metrics and fy in r.metrics and r.status != "failed"}  # a failed submission is not drawn
     if not points:
         return None
     front = pareto_front({k: (x, y) for k, (x, y, _) in points.items()}, (umode, fmode))
@@ -128,6 +132,8 @@ def _submission_page(check: Check, files: list[str]) -> str:
         for metric, value in sorted((entry.get("aggregates") or {}).items()):
             again = check.recomputed.get(task, {}).get(metric)
             mark = "recomputed" if again is not None else "unverifiable"
+            if metric in check.mismatched.get(task, []):
+                mark = "failed"
             rows.append(f'<tr><td>{_e(metric)}</td><td>{_fmt(value)}</td><td class="{mark}">{_fmt(again)}</td>'
                         f'<td class="status">{mark}</td></tr>')
         parts.append("<table><thead><tr><th>metric</th><th>submitted</th><th>recomputed</th><th>check</th></tr></thead>"

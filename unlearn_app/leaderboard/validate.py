@@ -30,6 +30,7 @@ class Check:
     errors: list[str] = field(default_factory=list)
     recomputed: dict[str, dict[str, float]] = field(default_factory=dict)  # task -> metric -> recomputed value
     unverified: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics with no per-item values
+    mismatched: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics the recomputation contradicts
     record: dict[str, Any] | None = None
 
     @property
@@ -124,6 +125,7 @@ def check_folder(folder: str | Path) -> Check:
                 continue
             check.recomputed.setdefault(task, {})[metric] = again
             if not _agree(float(value), again):
+                check.mismatched.setdefault(task, []).append(metric)
                 check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {again:.6g} "
                                     "recomputed from its per-item values"
                                     + (" and the reference" if metric in ("forget_quality", "privleak") else ""))
