@@ -1,0 +1,102 @@
+"""``unlearn leaderboard validate|build``: check every submission of a leaderboard by recomputation; build its site."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+import tempfile
+from pathlib import Path
+
+from unlearn_app import output_guard
+from unlearn_app.commands import error
+
+ORDER = 56
+
+
+@contextlib.contextmanager
+def _local(source: str):
+    """A local folder holding ``source``'s submissions (a Hub dataset is downloaded into a temporary folder)."""
+    from unlearn_app.leaderboard import store
+
+    if Path(source).is_dir():
+        yield Path(source)
+    elif store.is_hub_id(source):
+        with tempfile.TemporaryDirectory() as tmp:
+            yield store.download(source, tmp)
+    else:
+        raise store.StoreError(f"{source} is neither a folder nor a Hub dataset id OWNER/NAME")
+
+
+def _cmd_validate(args: argparse.Namespace) -> int:
+    from unlearn_app.leaderboard.store import StoreError
+    from unlearn_app.leaderboard.validate import check_folder, submission_folders
+
+    try:
+        with _local(args.source) as root:
+            folders = submission_folders(root)
+            if not folders:
+                return error(f"{args.source} holds no submission (submissions/<id>/submission.json)")
+            checks = [check_folder(f) for f in folders]
+    except StoreError as e:
+        return error(str(e))
+    for c in checks:
+        n = sum(len(v) for v in c.recomputed.values())
+        u = sum(len(v) for v in c.unverified.values())
+        print(f"{'ok  ' if c.ok else 'FAIL'} {c.id}: {n} recomputed, {u} unverified" + (
+            "" if c.ok else f", {len(c.errors)} problem(s)"))
+        for line in c.errors:
+            print(f"  {line}")
+    failed = [c for c in checks if not c.ok]
+    print(f"{len(checks) - len(failed)} of {len(checks)} submission(s) validate", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _cmd_build(args: argparse.Namespace) -> int:
+    from unlearn_app.leaderboard.importers import ImportError_, import_table
+    from unlearn_app.leaderboard.site import build_site
+    from unlearn_app.leaderboard.store import StoreError
+    from unlearn_app.leaderboard.validate import check_folder, submission_folders
+
+    try:
+        imported = [row for path in args.imports or [] for row in import_table(path)]
+    except (ImportError_, FileNotFoundError) as e:
+        return error(str(e))
+    try:
+        with _local(args.source) as root:
+            checks = [check_folder(f) for f in submission_folders(root)]
+            if not checks and not imported:
+                return error(f"{args.source} holds no submission and no --import was given: nothing to show")
+            index = build_site(checks, imported, args.out, title=args.title)
+    except StoreError as e:
+        return error(str(e))
+    print(f"site: {index} ({len(checks)} submission(s), {sum(c.ok for c in checks)} validated; {len(imported)} imported row(s))")
+    return 0
+
+
+def add_parsers(sub) -> None:
+    p = sub.add_parser("leaderboard", help="Validate a leaderboard's submissions by recomputation; build its static site.")
+    lsub = p.add_subparsers(dest="leaderboard_command", required=True, metavar="{validate,build}")
+    v = lsub.add_parser(
+        "validate", help="Recompute every aggregate of every submission; exit 1 when any fails, 2 on bad input.",
+        description="Check each submission of SOURCE (a Hub dataset OWNER/NAME or a local folder of `unlearn submit "
+        "--to`): the schema, the files' sha256 and the id's digest, then recompute every aggregate from its per-item "
+        "values and the reference it names. One line per mismatch naming the number. Exit 0 all validate, 1 one "
+        "fails, 2 bad input.")
+    v.add_argument("source", metavar="OWNER/DATASET|DIR", help="The leaderboard's Hub dataset or local folder.")
+    v.set_defaults(func=_cmd_validate)
+    b = lsub.add_parser(
+        "build", help="Build the static leaderboard site (tables, Pareto picture, a page per submission).",
+        description="Validate every submission of --from and write a static site to --out: index.html with one "
+        "sortable table per benchmark task, filters by model family and method, the forget-vs-utility picture with "
+        "its Pareto front, and one page per submission with its provenance and files. --import adds rows of other "
+        "leaderboards (marked unverifiable where they carry no per-item values).")
+    b.add_argument("--from", dest="source", required=True, metavar="OWNER/DATASET|DIR",
+                   help="The leaderboard's Hub dataset or local folder.")
+    b.add_argument("--out", required=True, metavar="SITE", help="Folder to write the site into.")
+    b.add_argument("--import", dest="imports", action="append", metavar="FILE_OR_DIR",
+                   help="Rows from another leaderboard (repeatable): a TOFU leaderboard CSV, a MUSE leaderboard CSV, "
+                   "an open-unlearning result folder, or an `unlearn sweep` leaderboard.json.")
+    b.add_argument("--title", default="Unlearning leaderboard", help="The site's title.")
+    b.set_defaults(func=_cmd_build)
+    output_guard.declare(b, outputs=["out"], inputs=["imports", "source"], folders=["out"])

@@ -1,0 +1,272 @@
+"""The submission format: one unlearned model's results, with the per-item values every aggregate is recomputed from.
+
+A submission is a folder ``<id>/`` holding ``submission.json`` (see ``submission.schema.json`` beside this module,
+:data:`SCHEMA_VERSION`) and, per TOFU / MUSE task, the per-item values as an open-unlearning ``<BENCH>_EVAL.json``
+(``items/<task>/``; written from our samples files by :mod:`unlearn_app.open_unlearning.writer`, or copied from an
+open-unlearning folder) and the reference (retain) run's (``reference/<task>/``). Its id ends with the first 12 hex
+digits of a digest of its content (model, method, results, reference, file hashes; not the date or the submitter's
+text), so the same results submitted twice get the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from harness_ext.results import json_safe, latest_results_file, read_results_file
+
+SCHEMA_VERSION = 1
+SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
+SUBMISSION_FILE = "submission.json"
+#: Fields that make a submission what it is (the digest in its id); the rest (date, submitter, packages) do not.
+DIGESTED = ("model", "method", "results", "reference", "files")
+#: Distributions whose versions a submission records.
+PACKAGES = ("lm-eval-unlearning", "lm_eval", "transformers", "torch", "peft", "vllm")
+
+
+class SubmissionError(ValueError):
+    """Runs that cannot make a submission; the message says what to pass."""
+
+
+@dataclass
+class Built:
+    """A submission ready to write: its record and the files to place beside it (relative path -> bytes)."""
+
+    record: dict[str, Any]
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def id(self) -> str:
+        return self.record["id"]
+
+
+def schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_FILE.read_text())
+
+
+def schema_errors(record: Any) -> list[str]:
+    """One line per way ``record`` breaks the schema (``path: message``); empty when it follows it."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(schema())
+    return [f"{'/'.join(str(p) for p in e.absolute_path) or '(top)'}: {e.message}"
+            for e in sorted(validator.iter_errors(record), key=lambda e: list(map(str, e.absolute_path)))]
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def digest(record: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of the record's :data:`DIGESTED` fields."""
+    content = {k: record.get(k) for k in DIGESTED}
+    return sha256(json.dumps(content, sort_keys=True, separators=(",", ":")).encode())
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", text.lower()).strip("-._") or "x"
+
+
+def package_versions() -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def _dumps(data: Any) -> bytes:
+    return (json.dumps(json_safe(data), indent=2, sort_keys=True) + "\n").encode()
+
+
+def _number(x: Any) -> float | None:
+    import math
+
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+# --------------------------------------------------------------------------- reading runs
+@dataclass
+class TaskResult:
+    task: str
+    run: str
+    kind: str
+    benchmark: str | None
+    aggregates: dict[str, float]
+    items: dict[str, Any] | None  # the <BENCH>_EVAL.json content
+    version: Any = None
+    provenance: dict[str, Any] | None = None
+
+
+def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
+    from unlearn_app.open_unlearning.writer import ExportError, benchmark_of, export_task
+
+    file = latest_results_file(path)
+    raw = read_results_file(file)
+    out = []
+    for task, values in (raw.get("results") or {}).items():
+        aggregates = {k.split(",")[0]: v for k, v in values.items()
+                      if k.endswith(",none") and "_stderr" not in k and _number(v) is not None}
+        if not aggregates:
+            continue
+        bench = benchmark_of(task)
+        items = None
+        if bench:
+            try:
+                _, logs, _ = export_task(raw, task, file)
+                items = logs if any("value_by_index" in e or "forget" in e for e in logs.values()) else None
+            except ExportError:
+                items = None
+        config = (raw.get("configs") or {}).get(task) or {}
+        out.append(TaskResult(task, run, "lm-eval", bench, aggregates, items, (raw.get("versions") or {}).get(task),
+                              config.get("provenance") if isinstance(config.get("provenance"), dict) else None))
+    if not out:
+        raise SubmissionError(f"{file} holds no task with numeric results")
+    return out
+
+
+def _ou_tasks(path: Path, run: str) -> list[TaskResult]:
+    from unlearn_app.open_unlearning.reader import MUSE_NAMES, TOFU_NAMES, ou_files, read_json, task_name
+
+    out = []
+    for bench, (eval_file, summary_file) in ou_files(path).items():
+        logs = read_json(eval_file) if eval_file else {}
+        summary = read_json(summary_file) if summary_file else {}
+        names = TOFU_NAMES if bench == "TOFU" else MUSE_NAMES
+        aggregates = {}
+        for key, (ours, _) in names.items():
+            claimed = summary.get(key, (logs.get(key) or {}).get("agg_value") if isinstance(logs.get(key), dict) else None)
+            if _number(claimed) is not None:
+                aggregates[ours] = float(claimed)
+        folder = path if path.is_dir() else path.parent
+        out.append(TaskResult(task_name(bench, logs, folder), run, "open-unlearning", bench, aggregates, logs or None))
+    return out
+
+
+def read_run(path: str | Path) -> tuple[list[TaskResult], dict[str, Any] | None, Path | None]:
+    """The tasks of one RUN (an lm-eval output folder or results file, an open-unlearning folder, or an
+    ``unlearn run`` checkpoint folder with its ``eval/``), the run config when it is an ``unlearn run`` folder, and
+    the model folder it names (the checkpoint itself)."""
+    import yaml
+
+    from unlearn_app.open_unlearning.reader import is_ou_folder
+    from unlearn_methods.training import CONFIG_FILE
+
+    path = Path(path)
+    if not path.exists():
+        raise SubmissionError(f"{path} does not exist; pass an lm-eval output folder, an open-unlearning folder or "
+                              "an `unlearn run` checkpoint folder")
+    if is_ou_folder(path):
+        return _ou_tasks(path, path.name), None, None
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
+        config = yaml.safe_load((path / CONFIG_FILE).read_text()) or {}
+        if not (path / "eval").is_dir():  # its evaluation is another RUN (an lm_eval --output_path folder)
+            return [], config, path
+        return _lm_eval_tasks(path / "eval", path.name), config, path
+    return _lm_eval_tasks(path, path.name), None, None
+
+
+def _reference_items(path: Path, task: TaskResult) -> dict[str, Any] | None:
+    """The reference run's per-item values (an open-unlearning ``<BENCH>_EVAL.json``) for ``task``: its task of the
+    same name, else its only task of the same benchmark."""
+    candidates = [t for t in read_run(path)[0] if t.benchmark == task.benchmark and t.items]
+    match = [t for t in candidates if t.task == task.task] or (candidates if len(candidates) == 1 else [])
+    return match[0].items if match else None
+
+
+# --------------------------------------------------------------------------- building
+def build(runs: list[str | Path], *, reference: str | Path | None = None, model_id: str | None = None,
+          revision: str | None = None, model_dir: str | Path | None = None, family: str | None = None,
+          method: str | None = None, hyperparameters: dict[str, Any] | None = None, submitter: str = "",
+          notes: str = "", date: str | None = None) -> Built:
+    """The submission of ``runs`` (see :func:`read_run`); the model is ``model_id`` at ``revision``, or the content
+    hash of ``model_dir`` (by default the ``unlearn run`` folder among the runs)."""
+    from harness_ext.provenance import path_fingerprint
+
+    tasks: dict[str, TaskResult] = {}
+    config: dict[str, Any] | None = None
+    for path in runs:
+        found, cfg, folder = read_run(path)
+        if cfg is not None:
+            if config is not None:
+                raise SubmissionError("one submission is one model: pass one `unlearn run` folder (and lm-eval runs of it)")
+            config, model_dir = cfg, model_dir or folder
+        for t in found:
+            if t.task in tasks:
+                raise SubmissionError(f"{t.task} is in two of the runs ({tasks[t.task].run}, {t.run}); pass one of them")
+            tasks[t.task] = t
+    if not tasks:
+        raise SubmissionError("no results among the RUNs: an `unlearn run` folder without eval/ needs the lm_eval "
+                              "--output_path folder of its evaluation as another RUN")
+    if (model_id is None) != (revision is None):
+        raise SubmissionError("--model-id needs --revision (the 40-hex Hub commit sha), and --revision needs --model-id")
+    if revision is not None and not re.fullmatch(r"[0-9a-f]{40}", revision):
+        raise SubmissionError(f"--revision {revision!r} is not a 40-hex commit sha; `huggingface-cli` or the Hub page "
+                              "of the model shows it")
+    if model_id is None and model_dir is None:
+        raise SubmissionError("name the model: --model-id OWNER/NAME --revision SHA (a Hub model) or --model-dir DIR "
+                              "(a local folder, hashed), or pass its `unlearn run` folder as a RUN")
+    config = config or {}
+    method_name = method or config.get("method")
+    if not method_name:
+        raise SubmissionError("name the method with --method (it is read from the run's config only for `unlearn run` folders)")
+    params = dict(config.get("method_params") or {}) | dict(hyperparameters or {})
+    name = model_id.split("/")[-1] if model_id else Path(model_dir).resolve().name
+    files: dict[str, bytes] = {}
+    results: dict[str, Any] = {}
+    ref_record = None
+    if reference is not None:
+        ref_record = {"source": str(reference), "sha256": path_fingerprint(reference)}
+    for task, t in sorted(tasks.items()):
+        entry: dict[str, Any] = {"run": t.run, "kind": t.kind, "benchmark": t.benchmark, "version": t.version,
+                                 "aggregates": t.aggregates, "items": None, "reference": None,
+                                 "provenance": t.provenance}
+        if t.items:
+            entry["items"] = f"items/{task}/{t.benchmark}_EVAL.json"
+            files[entry["items"]] = _dumps(t.items)
+            ref_items = _reference_items(Path(reference), t) if reference is not None else None
+            if ref_items:
+                entry["reference"] = f"reference/{task}/{t.benchmark}_EVAL.json"
+                files[entry["reference"]] = _dumps(ref_items)
+        results[task] = entry
+    record: dict[str, Any] = {
+        "schema_version": SCHEMA_VERSION, "id": "",
+        "model": {"name": name, "family": family or str(config.get("model") or name),
+                  "hub_id": model_id, "revision": revision,
+                  "local_sha256": path_fingerprint(model_dir, skip=("eval", "checkpoints")) if model_dir else None},
+        "method": {"name": str(method_name), "hyperparameters": params, "config": config or None},
+        "results": results, "reference": ref_record, "packages": package_versions(),
+        "date": date or datetime.now(UTC).replace(microsecond=0).isoformat(),
+        "submitter": {"name": submitter, "notes": notes},
+        "files": {p: sha256(b) for p, b in sorted(files.items())},
+    }
+    record = json_safe(record)
+    record["id"] = f"{slug(name)}-{slug(str(method_name))}-{digest(record)[:12]}"
+    return Built(record, files)
+
+
+def write(built: Built, root: str | Path) -> Path:
+    """Write the submission as ``root/<id>/`` (a fresh folder; :class:`SubmissionError` if it exists)."""
+    folder = Path(root) / built.id
+    if folder.exists():
+        raise SubmissionError(f"{folder} exists: this submission is already there (a duplicate is refused)")
+    tmp = folder.with_name(folder.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for rel, data in built.files.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_bytes(data)
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / SUBMISSION_FILE).write_bytes(_dumps(built.record))
+    tmp.rename(folder)
+    return folder
