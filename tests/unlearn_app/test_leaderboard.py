@@ -192,7 +192,9 @@ def test_bad_input_is_a_one_line_error(tmp_path, capsys):
     assert "holds no submission" in capsys.readouterr().err
     assert main(["submit", str(tmp_path / "nope"), "--to", str(tmp_path / "b")]) == 2
     assert "does not exist" in capsys.readouterr().err
-    assert main(["submit", str(tmp_path), "--to", str(tmp_path / "b"), "--repo", "a/b"]) == 2
+    run = tmp_path / "run"
+    run.mkdir()
+    assert main(["submit", str(run), "--to", str(tmp_path / "b"), "--repo", "a/b"]) == 2
     assert "give one destination" in capsys.readouterr().err
 
 
