@@ -2,7 +2,8 @@
 
 ``docs/generated/methods.md`` comes from the method registry (name, summary, paper, capabilities: reference model,
 QA only, vision; typed hyperparameters with their defaults and ranges: what `unlearn methods` prints) and ``docs/generated/tasks.md`` from the task folders
-(every ``task_yaml/**/*.yaml``: task and group names, group members, the YAML's leading comment, the task class).
+(every ``task_yaml/**/*.yaml``: task and group names, group members, the YAML's leading comment, the task class);
+``sweep-spec.md``, ``ci-suite.md`` and ``task-options.md`` from the declared settings (:mod:`unlearn_tasks.settings`).
 
     python -m unlearn_app.catalogue            # rewrite the files
     python -m unlearn_app.catalogue --check    # exit 1 naming the stale files (what tests/unlearn_app/test_catalogue.py checks)
@@ -153,10 +154,50 @@ def tasks_markdown(root: Path = ROOT) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# --------------------------------------------------------------------------- settings files
+def sweep_spec_markdown() -> str:
+    """Every key of a sweep spec, by section: type and range, default, help (from :mod:`unlearn_app.sweep.spec`)."""
+    from unlearn_app.sweep import spec
+    from unlearn_tasks.settings import markdown_table
+
+    sections = [("top level", spec.SpecKeys), ("`evaluation:`", spec.Evaluation), ("`resources:`", spec.Resources),
+                ("`methods.NAME:`", spec.MethodSearch), ("`methods.NAME.random:`", spec.RandomSearch),
+                ("`pareto:`", spec.Pareto), ("`early_stop:`", spec.EarlyStop), ("`klom:`", spec.Klom),
+                ("`attacks.quantize:`", spec.Quantize), ("`attacks.relearn:`", spec.Relearn)]
+    lines = [HEADER.rstrip("\n")]
+    for title, cls in sections:
+        lines += ["", f"**{title}**", "", *markdown_table(cls)]
+    return "\n".join(lines) + "\n"
+
+
+def ci_suite_markdown() -> str:
+    """Every key of an `unlearn ci` suite file (from :class:`unlearn_app.ci.suite.Suite`)."""
+    from unlearn_app.ci.suite import Suite
+    from unlearn_tasks.settings import markdown_table
+
+    return "\n".join([HEADER.rstrip("\n"), "", *markdown_table(Suite)]) + "\n"
+
+
+def task_options_markdown() -> str:
+    """The task options declared with help (``param(...)``), per benchmark options class."""
+    from unlearn_tasks.benchmarks import import_options
+    from unlearn_tasks.metadata import _REGISTERED
+    from unlearn_tasks.settings import markdown_table
+
+    import_options()
+    lines = [HEADER.rstrip("\n")]
+    for name, cls in sorted(_REGISTERED.items()):
+        if cls.help():
+            lines += ["", f"**{cls.WHERE}** (`{name}`)", "", *markdown_table(cls, "`--metadata` key")]
+    return "\n".join(lines) + "\n"
+
+
 # --------------------------------------------------------------------------- files
 def render(root: Path = ROOT) -> dict[Path, str]:
     """Every generated file (path relative to ``root``) and its content."""
-    return {GENERATED / "methods.md": methods_markdown(), GENERATED / "tasks.md": tasks_markdown(root)}
+    return {GENERATED / "methods.md": methods_markdown(), GENERATED / "tasks.md": tasks_markdown(root),
+            GENERATED / "sweep-spec.md": sweep_spec_markdown(), GENERATED / "ci-suite.md": ci_suite_markdown(),
+            GENERATED / "task-options.md": task_options_markdown()}
 
 
 def stale(root: Path = ROOT) -> list[Path]:

@@ -1,7 +1,8 @@
 """The configuration of one unlearning run: every command-line option is also a key of a YAML config file.
 
 Values are converted to each option's declared type and checked against its range before anything is loaded, so
-``lr: 1e-5`` in YAML (a string under YAML 1.1) is the number 1e-5 and ``--param beta=0`` is refused up front.
+``lr: 1e-5`` in a config file (read by :mod:`unlearn_tasks.settings`, as YAML 1.2 reads numbers) is the number 1e-5,
+``lr: -1`` is ``FILE:LINE: lr: must be positive`` and ``--param beta=0`` is refused up front.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import yaml
 
 from unlearn_methods.data_sources import DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, param
+from unlearn_tasks.settings import SettingsError, read_settings
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 
@@ -299,21 +301,40 @@ def coerce_method_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return cls.Params.from_dict(params, cls.name).to_dict()
 
 
+def read_config_file(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """The options of a ``--config`` YAML file (or a saved ``unlearn_config.yaml``), read by the one settings reader
+    (:mod:`unlearn_tasks.settings`: duplicate keys, non-UTF-8 bytes, alias bombs refused; YAML 1.2 numbers), each
+    known and of its declared type and range, else a :class:`~unlearn_tasks.settings.SettingsError`
+    ``FILE:LINE: key: what to fix``."""
+    doc = read_settings(path, what)
+    if doc.data is None:
+        return {}
+    if not isinstance(doc.data, dict):
+        raise SettingsError(doc.where, "expected a mapping of option names to values (lr: 1e-5, epochs: 3, ...)")
+    fields = {f.name: f for f in dataclasses.fields(RunConfig)}
+    hints = typing.get_type_hints(RunConfig)
+    for key, value in doc.data.items():
+        f = fields.get(key)
+        if f is None:
+            raise doc.error(str(key), f"unknown option; the options are {', '.join(fields)}")
+        if value is None:
+            continue
+        try:
+            value = coerce(value, hints[key], key)
+        except ValueError as e:
+            raise doc.error(key, str(e).removeprefix(f"{key} ").rstrip(".")) from None
+        if not isinstance(value, (list, dict)) and not in_range(f, value):
+            raise doc.error(key, f"must be {allowed_range(f)}, got {value!r}")
+    return dict(doc.data)
+
+
 def load_run_config(path: str | Path | None = None, params: dict[str, Any] | None = None,
                     **overrides: Any) -> RunConfig:
     """A RunConfig from a YAML file (optional) with ``overrides`` (e.g. command-line options) on top; ``params``
     (``--param KEY=VALUE``) go over the file's ``method_params``. Raises ValueError naming what to fix."""
     values: dict[str, Any] = {}
     if path:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except FileNotFoundError:
-            raise ValueError(f"Config file {path} does not exist.") from None
-        except (OSError, yaml.YAMLError) as e:
-            raise ValueError(f"Cannot read the config file {path}: {e}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a mapping of option names to values.")
-        values.update(loaded)
+        values.update(read_config_file(path))
     values.update({k: v for k, v in overrides.items() if v is not None})
     if params:
         if not isinstance(values.get("method_params", {}), dict):

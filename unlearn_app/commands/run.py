@@ -38,9 +38,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for k in keys if keys.count(k) > 1), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"gives the key {twice!r} twice; keep one")
+    return dict(pairs)
+
+
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"expects a JSON object such as '{{\"reference\": \"ref/\"}}' ({e.msg})") from None
     if not isinstance(value, dict):

@@ -41,12 +41,13 @@ def _check_tasks(spec) -> None:
     if not spec.evaluation.tasks:
         return
     from harness_ext.evaluate import unknown_tasks
-    from unlearn_app.sweep.spec import SpecError
 
     unknown = unknown_tasks(list(spec.evaluation.tasks))
     if unknown:
-        raise SpecError(f"{spec.path}: evaluation.tasks: unknown task(s) {', '.join(unknown)}; `lm-eval ls tasks` "
-                        "lists them")
+        from unlearn_tasks.settings import parse_settings
+
+        raise parse_settings(spec.text, spec.path).error(
+            "evaluation.tasks", f"unknown task(s) {', '.join(unknown)}; `lm-eval ls tasks` lists them")
 
 
 def add_parsers(sub) -> None:
