@@ -134,7 +134,7 @@ def test_run_config_errors_name_the_file_line_and_key(tmp_path):
     with pytest.raises(SettingsError, match=rf"^{cfg}:4: lr: must be positive, got -1.0$"):
         load_run_config(cfg)
     cfg.write_text("method: ga\nmodel: m\nlearning_rate: 1\n")
-    with pytest.raises(SettingsError, match=rf"^{cfg}:3: learning_rate: unknown option; the options are method,"):
+    with pytest.raises(SettingsError, match=rf"^{cfg}:3: learning_rate: unknown option.*; the options are method,"):
         load_run_config(cfg)
 
 

@@ -8,6 +8,7 @@ Values are converted to each option's declared type and checked against its rang
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -316,7 +317,9 @@ def read_config_file(path: str | Path, what: str = "config file") -> dict[str, A
     for key, value in doc.data.items():
         f = fields.get(key)
         if f is None:
-            raise doc.error(str(key), f"unknown option; the options are {', '.join(fields)}")
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            raise doc.error(str(key), f"unknown option{f' (did you mean {close[0]}?)' if close else ''}; the "
+                            f"options are {', '.join(fields)}")
         if value is None:
             continue
         try:
