@@ -24,6 +24,26 @@ TRUE, FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
 MAX_SEED = 2**32 - 1
 
 
+def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[str, str] | None = None,
+           inverted: bool = False, repeat: bool = False, metavar: str | None = None, default_text: str | None = None,
+           unit: str | None = None, required: bool = False, resume: bool = False, path: bool = False,
+           **bounds: Any) -> Any:
+    """A run option, declared once: the field's type (its annotation), default, help and range (``gt``, ``ge``,
+    ``lt``, ``le``, ``choices``: the metadata of :func:`param`), and
+
+    - ``flag``: its command-line flag (default ``--`` + the name with dashes; None: YAML only); ``negative``:
+      ``(flag, help)`` of the flag that sets a bool option False (``--full``); ``inverted``: the flag sets it False
+      (``--quiet`` sets ``progress``); ``repeat``: the flag may be given several times (a list; a dict from
+      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the
+      default in words for ``--help`` when it is computed (e.g. the retain split of the forget split);
+    - ``unit``: what a positive number counts, for the error message; ``required``;
+    - ``resume``: ``--resume`` continues a run only if this option is the same; ``path``: a local path (saved
+      relative to the checkpoint folder).
+    """
+    return param(default, help, flag=flag, negative=negative, inverted=inverted, repeat=repeat, metavar=metavar,
+                 default_text=default_text, unit=unit, required=required, resume=resume, path=path, **bounds)
+
+
 class ParamError(ValueError):
     """A method hyperparameter is unknown, of the wrong type or out of its range."""
 

@@ -23,7 +23,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, checkpoint_folder, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig
+from unlearn_methods.config import RunConfig, run_fields
 from unlearn_methods.eval_during import (
     ROWS_FILE,
     EvalDuringTraining,
@@ -133,7 +133,7 @@ def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
     """``cfg`` as saved next to the checkpoint: local paths as the user gave them, or relative to the checkpoint
     folder when given absolute, so no absolute path of this machine is written (or uploaded)."""
     values = cfg.to_dict()
-    for key in PATH_KEYS:
+    for key in (f.name for f in run_fields() if f.metadata["path"]):  # the data sources' registered now too
         value = values.get(key)
         if value and os.path.isabs(os.path.expanduser(str(value))) and os.path.exists(os.path.expanduser(str(value))):
             values[key] = os.path.relpath(Path(str(value)).expanduser().resolve(), out)
@@ -220,9 +220,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     current = portable_config(cfg, out)
     # an option added after the run was saved is taken at its default (the value the run had)
     defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-                for f in dataclasses.fields(RunConfig)}
-    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS} | saved
-    diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
+                for f in run_fields()}
+    resume_keys = [f.name for f in run_fields() if f.metadata["resume"]]  # the data sources' registered now too
+    saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
+    diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
         diffs.append(f"epochs: saved {saved_epochs!r}, now {current['epochs']!r} (--resume may add epochs, not remove "

@@ -285,9 +285,9 @@ def _expand(doc: Settings) -> Spec:
     if len(set(seeds)) != len(seeds):
         raise Invalid("seeds", f"a seed is listed twice ({seeds})")
     shared = top.run
-    from unlearn_methods.config import RunConfig
+    from unlearn_methods.config import run_fields as all_run_fields
 
-    run_fields = {f.name for f in dataclasses.fields(RunConfig)}
+    run_fields = {f.name for f in all_run_fields()}
     for name in shared:
         if name in SWEEP_OWNED:
             raise Invalid(f"run.{name}", "is set by the sweep for each trial (use the spec's own key: model, data, "
@@ -525,9 +525,9 @@ def _settings(method: str, body: MethodSearch, run_fields: set[str]) -> list[dic
     the random draws."""
     cls = _declared(method)
     settings = _raw_settings(method, body, cls.Params.types(), run_fields)
-    from unlearn_methods.config import RunConfig, coerce
+    from unlearn_methods.config import coerce, run_hints
 
-    hints = typing.get_type_hints(RunConfig)
+    hints = run_hints()
     typed = []
     for values in settings:
         try:
@@ -566,9 +566,9 @@ def _raw_settings(method: str, body: MethodSearch, types: dict[str, Any],
         if not rnd.space:
             raise Invalid(f"{key}.space", "give a mapping of parameter to [values] or {low, high, log}")
         hints = dict(types)
-        from unlearn_methods.config import RunConfig
+        from unlearn_methods.config import run_hints
 
-        hints.update({k: v for k, v in typing.get_type_hints(RunConfig).items() if k not in hints})
+        hints.update({k: v for k, v in run_hints().items() if k not in hints})
         for name, dist in rnd.space.items():
             known(name, f"{key}.space")
             _check_distribution(dist, f"{key}.space.{name}", hints[name])
