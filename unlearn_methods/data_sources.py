@@ -1,7 +1,8 @@
 """Where ``unlearn run --data NAME`` gets its forget / retain data, one class per source: its ``--data`` names,
 dataset id, split names, how it loads the records and turns them into training examples and batches.
 
-A source is registered with :func:`register`; :func:`data_source` finds the one for a ``--data`` value (the TOFU
+A source is registered with :func:`register` (RWKU's lives beside its training code, :mod:`unlearn_methods.rwku`,
+and registers when :mod:`unlearn_methods.config` imports it); :func:`data_source` finds the one for a ``--data`` value (the TOFU
 source, last, takes any other value as a Hub id in TOFU's schema). Importing this module is light (the
 :mod:`unlearn_methods.config` and ``unlearn --help`` read it); torch and the datasets load inside the methods.
 """
@@ -251,5 +252,3 @@ class Clear(DataSource):
 
         return VisionPairCollator(tokenizer.tokenizer.pad_token_id)
 
-
-import unlearn_methods.rwku  # noqa: E402,F401 (RWKU's source, beside its training corpora: registers itself)
