@@ -2,6 +2,8 @@
 
 Each is written into its page between two markers (``<!-- BEGIN NAME ... -->`` and ``<!-- END NAME -->``), so the page
 reads the same on GitHub and on the site; the rest of the page is written by hand:
+The settings files' keys, from the declared settings (:mod:`unlearn_tasks.settings`), go the same way into
+``docs/sweep.md`` (``sweep-spec``), ``docs/ci.md`` (``ci-suite``) and ``docs/evaluating.md`` (``task-options``).
 
 - ``docs/methods.md`` (``methods``): the method registry (name, summary, paper, capabilities: reference model, QA
   only, vision; typed hyperparameters with their defaults and ranges: what `unlearn methods` prints);
@@ -210,11 +212,53 @@ def cli_markdown() -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+# --------------------------------------------------------------------------- settings files
+def sweep_spec_markdown() -> str:
+    """Every key of a sweep spec, by section: type and range, default, help (from :mod:`unlearn_app.sweep.spec`)."""
+    from unlearn_app.sweep import spec
+    from unlearn_tasks.settings import markdown_table
+
+    sections = [("top level", spec.SpecKeys), ("`evaluation:`", spec.Evaluation), ("`resources:`", spec.Resources),
+                ("`methods.NAME:`", spec.MethodSearch), ("`methods.NAME.random:`", spec.RandomSearch),
+                ("`pareto:`", spec.Pareto), ("`early_stop:`", spec.EarlyStop), ("`klom:`", spec.Klom),
+                ("`attacks.quantize:`", spec.Quantize), ("`attacks.relearn:`", spec.Relearn)]
+    lines: list[str] = []
+    for title, cls in sections:
+        lines += [f"**{title}**", "", *markdown_table(cls), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def ci_suite_markdown() -> str:
+    """Every key of an `unlearn ci` suite file (from :class:`unlearn_app.ci.suite.Suite`)."""
+    from unlearn_app.ci.suite import Suite
+    from unlearn_tasks.settings import markdown_table
+
+    return "\n".join(markdown_table(Suite)) + "\n"
+
+
+def task_options_markdown() -> str:
+    """The task options declared with help (``param(...)``), per benchmark options class."""
+    from unlearn_tasks.benchmarks import import_options
+    from unlearn_tasks.metadata import _REGISTERED
+    from unlearn_tasks.settings import markdown_table
+
+    import_options()
+    lines: list[str] = []
+    for name, cls in sorted(_REGISTERED.items()):
+        if cls.help():
+            lines += [f"**{cls.WHERE}** (`{name}`)", "", *markdown_table(cls, "`--metadata` key"), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+
 # --------------------------------------------------------------------------- pages
 PARTS: dict[str, tuple[Path, Callable[[Path], str]]] = {
     "methods": (Path("docs") / "methods.md", lambda root: methods_markdown()),
     "tasks": (Path("docs") / "tasks.md", tasks_markdown),
     "cli": (Path("docs") / "cli.md", lambda root: cli_markdown()),
+    "sweep-spec": (Path("docs") / "sweep.md", lambda root: sweep_spec_markdown()),
+    "ci-suite": (Path("docs") / "ci.md", lambda root: ci_suite_markdown()),
+    "task-options": (Path("docs") / "evaluating.md", lambda root: task_options_markdown()),
 }
 
 

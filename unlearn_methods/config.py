@@ -1,12 +1,15 @@
 """The configuration of one unlearning run: every command-line option is also a key of a YAML config file.
 
 Values are converted to each option's declared type and checked against its range before anything is loaded, so
-``lr: 1e-5`` in YAML (a string under YAML 1.1) is the number 1e-5 and ``--param beta=0`` is refused up front.
+``lr: 1e-5`` in a config file (read by :mod:`unlearn_tasks.settings`, as YAML 1.2 reads numbers) is the number 1e-5,
+``lr: -1`` is ``FILE:LINE: lr: must be positive`` and ``--param beta=0`` is refused up front.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import difflib
 import math
 import types
 import typing
@@ -16,33 +19,15 @@ from typing import Any
 
 import yaml
 
-from unlearn_methods.data_sources import DataSource, data_help, data_source
-from unlearn_methods.params import MAX_SEED, in_range, param
+from unlearn_methods import rwku  # noqa: F401 (RWKU's data source, beside its training code, registers itself)
+from unlearn_methods.data_sources import SOURCES, DataSource, data_help, data_source
+from unlearn_methods.params import MAX_SEED, in_range, option
 from unlearn_methods.prompt_format import FORMATS
+from unlearn_tasks.settings import SettingsError, read_settings
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
 #: The most epochs a run may ask for (more is a typo, and overflows the trainer's step count long before).
 MAX_EPOCHS = 10_000
-
-
-def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[str, str] | None = None,
-           inverted: bool = False, repeat: bool = False, metavar: str | None = None, default_text: str | None = None,
-           unit: str | None = None, required: bool = False, resume: bool = False, path: bool = False,
-           **bounds: Any) -> Any:
-    """A run option, declared once: the field's type (its annotation), default, help and range (``gt``, ``ge``,
-    ``lt``, ``le``, ``choices``: the metadata of :func:`unlearn_methods.params.param`), and
-
-    - ``flag``: its command-line flag (default ``--`` + the name with dashes; None: YAML only); ``negative``:
-      ``(flag, help)`` of the flag that sets a bool option False (``--full``); ``inverted``: the flag sets it False
-      (``--quiet`` sets ``progress``); ``repeat``: the flag may be given several times (a list; a dict from
-      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the
-      default in words for ``--help`` when it is computed (e.g. the retain split of the forget split);
-    - ``unit``: what a positive number counts, for the error message; ``required``;
-    - ``resume``: ``--resume`` continues a run only if this option is the same; ``path``: a local path (saved
-      relative to the checkpoint folder).
-    """
-    return param(default, help, flag=flag, negative=negative, inverted=inverted, repeat=repeat, metavar=metavar,
-                 default_text=default_text, unit=unit, required=required, resume=resume, path=path, **bounds)
 
 
 @dataclass
@@ -56,33 +41,8 @@ class RunConfig:
                         path=True)
     out: str = option("", "Output folder for the checkpoint.", required=True, path=True)
     data: str = option("tofu", data_help(), resume=True)
-    evaldu_target: int | None = option(None, "With --data evaldu: the relationship fact id to unlearn (e.g. 272).",
-                                       resume=True)
-    evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
-                                      "target (white-box).", flag="--minimal-set", resume=True)
-    rwku_target: list[str] = option([], "With --data rwku: a target to unlearn, a name of the data's forget_target "
-                                    "list or a 1-based position or range in it (1-10); repeatable.", flag="--target",
-                                    repeat=True, resume=True, metavar="NAME")
-    rwku_targets_file: str | None = option(None, "With --data rwku: a file of targets to unlearn, one a line (as "
-                                           "--target).", flag="--targets", resume=True, path=True, metavar="FILE")
-    rwku_corpus: str = option("llama3", "With --data rwku: the forget corpus, the release's (written by Llama-3-8B-"
-                              "Instruct or Phi-3-mini) or one the model writes about each target as the release did "
-                              "(saved in OUT/rwku_generated/ with its provenance).",
-                              choices=("llama3", "phi3", "generated"), resume=True)
-    rwku_decoding: str = option("sample", "With --rwku-corpus generated: the release's sampling or greedy decoding.",
-                                choices=("sample", "greedy"), resume=True)
-    rwku_max_new_tokens: int = option(512, "With --rwku-corpus generated: new tokens per biography.", gt=0,
-                                      unit="tokens", resume=True)
-    rwku_prefixes: str | None = option(None, "With --rwku-corpus generated: response prefixes, one biography each (a "
-                                       "JSON array such as the release's generation/all_truncated_outputs.json, or "
-                                       "one a line).", default_text="one empty prefix", resume=True, path=True,
-                                       metavar="FILE")
-    rwku_questions: int = option(300, "With --rwku-corpus generated: questions written per target for the refusal "
-                                 "corpus (methods that learn refusals).", gt=0, unit="questions", resume=True)
     data_dir: str | None = option(None, "Local folder laid out like the Hub dataset repository.", resume=True,
                                   path=True)
-    modality: str = option("both", "With --data clear: unlearn from the people's text rows, their image-caption rows, "
-                           "or both.", choices=("text", "image", "both"))
     forget: str = option("forget10", "Forget split.", resume=True,
                          default_text="forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2")
     retain: str | None = option(None, "Retain split.", resume=True,
@@ -171,22 +131,14 @@ class RunConfig:
     def validate(self) -> None:
         """Convert every field to its declared type and check its declared range, then the rules between options;
         raises ValueError naming the option."""
-        hints = typing.get_type_hints(RunConfig)
-        fields = dataclasses.fields(self)
+        hints = run_hints()
+        fields = run_fields()
         for f in fields:
             setattr(self, f.name, coerce(getattr(self, f.name), hints[f.name], option_name(f)))
         missing = [option_name(f) for f in fields if f.metadata["required"] and not getattr(self, f.name)]
         if missing:
             raise ValueError(f"Missing required option(s): {', '.join(missing)}.")
-        if self.data == "evaldu" and (self.evaldu_target is None or not self.data_dir):
-            raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
         self.source.check(self)
-        for f in fields:  # options of one data source (rwku_*, evaldu_*) given with another are refused, not ignored
-            owner = f.name.split("_", 1)[0]
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            if owner in ("rwku", "evaldu") and self.source.name != owner and getattr(self, f.name) != default:
-                raise ValueError(f"{option_name(f)} applies to --data {owner} only (this run has --data {self.data}); "
-                                 f"drop it, or pass --data {owner}.")
         for f in fields:
             value = getattr(self, f.name)
             if value is not None and not in_range(f, value):
@@ -207,10 +159,44 @@ class RunConfig:
         if self.select is not None and self.eval_every is None:
             raise ValueError("--select needs --eval-every STEPS: it picks the best of the evaluations made during "
                              "training.")
+        own = {f.name for f in dataclasses.fields(self.source.Options)}
+        for f in source_fields().values():  # another source's option, given: it would be ignored (and saved)
+            if f.name not in own and getattr(self, f.name) != _default(f):
+                owners = [s.name for s in SOURCES if f.name in {g.name for g in dataclasses.fields(s.Options)}]
+                raise ValueError(f"{option_name(f)} applies to --data {' / '.join(owners)} only, not --data "
+                                 f"{self.data}; leave it out.")
         self.method_params = coerce_method_params(self.method, self.method_params)
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RunConfig) and self.to_dict() == other.to_dict()
+
+    def __getattr__(self, name: str) -> Any:
+        """A data source's option (:attr:`DataSource.Options`): its value, or its default when not given."""
+        f = source_fields().get(name)
+        if f is None:
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return self.__dict__.setdefault("_source_values", {}).get(name, _default(f))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in _CORE and name in source_fields():
+            self.__dict__.setdefault("_source_values", {})[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    @property
+    def options(self) -> Any:
+        """The run's data source options (an instance of its ``Options``)."""
+        return self.source.Options(**{f.name: getattr(self, f.name) for f in dataclasses.fields(self.source.Options)})
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every option, the data sources' too (the keys of the saved ``unlearn_config.yaml``, as before they were
+        declared on the sources, so older runs' configurations still load and resume)."""
+        values: dict[str, Any] = {}
+        for key, value in dataclasses.asdict(self).items():
+            values[key] = value
+            if key == "data":  # the sources' options after --data, as the saved files had them
+                values.update({name: copy.deepcopy(getattr(self, name)) for name in source_fields()})
+        return values
 
     def save(self, path: str | Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False))
@@ -237,9 +223,46 @@ def allowed_range(f: dataclasses.Field) -> str:
 
 
 #: Options that must be equal for ``--resume`` to continue a run (epochs may grow; where output goes may change).
-RESUME_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["resume"])
+_CORE = frozenset(f.name for f in dataclasses.fields(RunConfig))
+_dataclass_init = RunConfig.__init__
+
+
+def _init(self: RunConfig, *args: Any, **values: Any) -> None:
+    """RunConfig's fields, and the data sources' options given by name (``RunConfig(data="rwku", rwku_target=[...])``)."""
+    own = {k: values.pop(k) for k in list(values) if k not in _CORE and k in source_fields()}
+    _dataclass_init(self, *args, **values)
+    for key, value in own.items():
+        setattr(self, key, value)
+
+
+RunConfig.__init__ = _init  # type: ignore[method-assign]
+
+
+def _default(f: dataclasses.Field) -> Any:
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+
+
+def source_fields() -> dict[str, dataclasses.Field]:
+    """Every registered data source's options (:attr:`DataSource.Options`), by name."""
+    return {f.name: f for s in reversed(SOURCES) for f in dataclasses.fields(s.Options)}
+
+
+def run_fields() -> list[dataclasses.Field]:
+    """Every `unlearn run` option: RunConfig's fields, then the data sources' (flags, config keys, checks)."""
+    return [*dataclasses.fields(RunConfig), *(f for f in source_fields().values() if f.name not in _CORE)]
+
+
+def run_hints() -> dict[str, Any]:
+    """The declared type of every option of :func:`run_fields`."""
+    hints = {}
+    for source in reversed(SOURCES):
+        hints.update(typing.get_type_hints(source.Options))
+    return {**hints, **typing.get_type_hints(RunConfig)}
+
+
+RESUME_KEYS = tuple(f.name for f in run_fields() if f.metadata["resume"])
 #: Options holding local paths (saved relative to the checkpoint folder).
-PATH_KEYS = tuple(f.name for f in dataclasses.fields(RunConfig) if f.metadata["path"])
+PATH_KEYS = tuple(f.name for f in run_fields() if f.metadata["path"])
 #: The path option the run writes (its checkpoint folder); the other path options are read (the output guard of
 #: ``unlearn run`` compares them).
 OUTPUT_KEY = "out"
@@ -327,27 +350,48 @@ def coerce_method_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     return cls.Params.from_dict(params, cls.name).to_dict()
 
 
+def read_config_file(path: str | Path, what: str = "config file") -> dict[str, Any]:
+    """The options of a ``--config`` YAML file (or a saved ``unlearn_config.yaml``), read by the one settings reader
+    (:mod:`unlearn_tasks.settings`: duplicate keys, non-UTF-8 bytes, alias bombs refused; YAML 1.2 numbers), each
+    known and of its declared type and range, else a :class:`~unlearn_tasks.settings.SettingsError`
+    ``FILE:LINE: key: what to fix``."""
+    doc = read_settings(path, what)
+    if doc.data is None:
+        return {}
+    if not isinstance(doc.data, dict):
+        raise SettingsError(doc.where, "expected a mapping of option names to values (lr: 1e-5, epochs: 3, ...)")
+    fields = {f.name: f for f in run_fields()}
+    hints = run_hints()
+    for key, value in doc.data.items():
+        f = fields.get(key)
+        if f is None:
+            close = difflib.get_close_matches(str(key), fields, n=1)
+            raise doc.error(str(key), f"unknown option{f' (did you mean {close[0]}?)' if close else ''}; the "
+                            f"options are {', '.join(fields)}")
+        if value is None:
+            continue
+        try:
+            value = coerce(value, hints[key], key)
+        except ValueError as e:
+            raise doc.error(key, str(e).removeprefix(f"{key} ").rstrip(".")) from None
+        if not isinstance(value, (list, dict)) and not in_range(f, value):
+            raise doc.error(key, f"must be {allowed_range(f)}, got {value!r}")
+    return dict(doc.data)
+
+
 def load_run_config(path: str | Path | None = None, params: dict[str, Any] | None = None,
                     **overrides: Any) -> RunConfig:
     """A RunConfig from a YAML file (optional) with ``overrides`` (e.g. command-line options) on top; ``params``
     (``--param KEY=VALUE``) go over the file's ``method_params``. Raises ValueError naming what to fix."""
     values: dict[str, Any] = {}
     if path:
-        try:
-            loaded = yaml.safe_load(Path(path).read_text()) or {}
-        except FileNotFoundError:
-            raise ValueError(f"Config file {path} does not exist.") from None
-        except (OSError, yaml.YAMLError) as e:
-            raise ValueError(f"Cannot read the config file {path}: {e}") from None
-        if not isinstance(loaded, dict):
-            raise ValueError(f"{path}: expected a mapping of option names to values.")
-        values.update(loaded)
+        values.update(read_config_file(path))
     values.update({k: v for k, v in overrides.items() if v is not None})
     if params:
         if not isinstance(values.get("method_params", {}), dict):
             raise ValueError(f"method_params in {path} must be a mapping.")
         values["method_params"] = {**values.get("method_params", {}), **params}
-    known = {f.name for f in dataclasses.fields(RunConfig)}
+    known = {f.name for f in run_fields()}
     unknown = sorted(set(values) - known)
     if unknown:
         raise ValueError(f"Unknown option(s) {unknown} in {path or 'the command line'}; known: {sorted(known)}.")

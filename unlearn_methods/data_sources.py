@@ -1,30 +1,43 @@
 """Where ``unlearn run --data NAME`` gets its forget / retain data, one class per source: its ``--data`` names,
 dataset id, split names, how it loads the records and turns them into training examples and batches.
 
-A source is registered with :func:`register`; :func:`data_source` finds the one for a ``--data`` value (the TOFU
+A source is registered with :func:`register` (RWKU's lives beside its training code, :mod:`unlearn_methods.rwku`,
+and registers when :mod:`unlearn_methods.config` imports it); :func:`data_source` finds the one for a ``--data`` value (the TOFU
 source, last, takes any other value as a Hub id in TOFU's schema). Importing this module is light (the
 :mod:`unlearn_methods.config` and ``unlearn --help`` read it); torch and the datasets load inside the methods.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from unlearn_methods.params import option
 from unlearn_tasks.muse.corpora import DEFAULT_RETAIN as MUSE_DEFAULT_RETAIN
 from unlearn_tasks.muse.corpora import HUB_IDS as MUSE_HUB_IDS
 from unlearn_tasks.muse.corpora import corpus_of
-from unlearn_tasks.rwku.options import HUB_ID as RWKU_HUB_ID
 from unlearn_tasks.tofu.splits import HUB_ID as TOFU_HUB_ID
 from unlearn_tasks.tofu.splits import retain_split
 
 
+@dataclass
+class NoOptions:
+    """A data source without options of its own."""
+
+
 class DataSource:
     """Base of the data sources: question-answer pairs in TOFU's schema (see :class:`Tofu`). A subclass sets
-    ``name`` and ``help`` (its part of the ``--data`` help), the flags, and overrides what differs."""
+    ``name`` and ``help`` (its part of the ``--data`` help), its own options (``Options``), and overrides what
+    differs."""
 
     name: ClassVar[str] = ""
     help: ClassVar[str] = ""
+    #: The source's own `unlearn run` options, declared as a dataclass of :func:`unlearn_methods.params.option`
+    #: fields, as a method declares its ``Params``: their flags, ``--config`` keys, saved keys, checks and ``--help``
+    #: come from here (:func:`unlearn_methods.config.run_fields`); the run reads them as ``cfg.NAME`` (or
+    #: ``cfg.options``). Another source's option given a value is refused.
+    Options: ClassVar[type] = NoOptions
     #: Raw text, no questions: methods that need questions (``qa_only``) do not apply.
     text: ClassVar[bool] = False
     #: Image and text rows for a vision-language model (with its processor, evaluated with hf-multimodal).
@@ -148,6 +161,17 @@ class EvalDU(DataSource):
 
     name = "evaldu"
     help = "'evaldu' (--data-dir = an Eval-DU JSON folder, --evaldu-target the fact)"
+
+    @dataclass
+    class Options:
+        evaldu_target: int | None = option(None, "With --data evaldu: the relationship fact id to unlearn (e.g. 272).",
+                                           resume=True)
+        evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
+                                          "target (white-box).", flag="--minimal-set", resume=True)
+
+    def check(self, cfg) -> None:
+        if cfg.evaldu_target is None or not cfg.data_dir:
+            raise ValueError("--data evaldu needs --data-dir (an Eval-DU JSON folder) and --evaldu-target FACT_ID.")
     eval_args = """--tasks evaldu --metadata '{{"data_dir": "EVALDU_DIR", "target": {evaldu_target}}}'"""
 
     def resolve_splits(self, cfg) -> None:
@@ -205,6 +229,11 @@ class Clear(DataSource):
     eval_model = "hf-multimodal"
     eval_args = "--tasks clear_{forget}"
 
+    @dataclass
+    class Options:
+        modality: str = option("both", "With --data clear: unlearn from the people's text rows, their image-caption rows, "
+                               "or both.", choices=("text", "image", "both"))
+
     def dataset(self, data: str) -> str:
         from unlearn_tasks.clear.splits import HUB_ID
 
@@ -230,100 +259,3 @@ class Clear(DataSource):
 
         return VisionPairCollator(tokenizer.tokenizer.pad_token_id)
 
-
-@register
-class Rwku(DataSource):
-    """RWKU (real people, knowledge from pre-training): the release's training corpus of the selected targets that
-    the method's loss takes (its ``forget_corpus``: ``text`` -> ``train_positive_*``, ``pair`` -> ``train_pair_*``,
-    ``refusal`` -> ``train_refusal_*``), or one the model writes (``--rwku-corpus generated``); retain: the other
-    targets' descriptions (:mod:`unlearn_methods.rwku`)."""
-
-    name = "rwku"
-    help = ("'rwku' (jinzhuoran/RWKU: --target NAME or --targets FILE; the release's corpus of --rwku-corpus, the one "
-            "the method takes)")
-
-    def dataset(self, data: str) -> str:
-        return RWKU_HUB_ID
-
-    def check(self, cfg) -> None:
-        if not (cfg.rwku_target or cfg.rwku_targets_file):
-            raise ValueError("--data rwku needs the target(s) to unlearn: --target NAME (repeatable; a name of the "
-                             "data's forget_target list, or a position or range such as 1-10) or --targets FILE.")
-
-    def raw_text(self, cfg) -> bool:
-        return self.kind(cfg) == "text"
-
-    def kind(self, cfg) -> str:
-        """The forget kind the run's method takes (its declared ``forget_corpus``)."""
-        from unlearn_methods import get_method
-
-        return get_method(cfg.method).forget_corpus
-
-    def resolve_splits(self, cfg) -> None:
-        from unlearn_methods.rwku import corpus_config, resolve_targets
-
-        resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, cfg.data_dir)  # unknown names fail before the model loads
-        if cfg.rwku_target:  # positions and ranges saved (and evaluated) as the names they select
-            cfg.rwku_target = resolve_targets(cfg.rwku_target, None, cfg.data_dir)
-        cfg.forget = corpus_config(self.kind(cfg), cfg.rwku_corpus)
-        cfg.retain = cfg.retain or "forget_target_intro"
-
-    def generated_folder(self, out: Path) -> Path:
-        from unlearn_methods.rwku_generation import FOLDER
-
-        return Path(out) / FOLDER
-
-    def write_corpus(self, cfg, out: Path, data_dir: str | None, model, tokenizer) -> None:
-        from unlearn_methods import rwku, rwku_generation
-        from unlearn_methods.idk import load_idk_answers
-
-        if cfg.rwku_corpus != rwku.GENERATED:
-            return
-        kind = self.kind(cfg)
-        path = self.generated_folder(out) / f"{rwku.corpus_config(kind, cfg.rwku_corpus)}.json"
-        if cfg.resume and path.is_file():
-            return
-        targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
-        settings = rwku_generation.GenerationSettings(
-            decoding=cfg.rwku_decoding, max_new_tokens=cfg.rwku_max_new_tokens,
-            prefixes=rwku_generation.read_prefixes(cfg.rwku_prefixes), questions=cfg.rwku_questions,
-            refusals=load_idk_answers(cfg.idk_file), batch_size=cfg.batch_size, seed=cfg.seed)
-        rows = rwku_generation.generate_rows(kind, model, tokenizer, rwku.intros(data_dir), targets, settings)
-        rwku_generation.save_corpus(path.parent, path.stem, rows,
-                                    rwku_generation.provenance(cfg.model, kind, targets, settings))
-
-    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
-        from unlearn_methods import rwku
-        from unlearn_tasks.dataset_loader import read_json_records
-
-        kind = self.kind(cfg)
-        targets = rwku.resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
-        if cfg.rwku_corpus == rwku.GENERATED:
-            from unlearn_methods.checkpoint_folder import partial_path
-
-            # written by write_corpus into the folder the run trains in (OUT.partial until the checkpoint is complete)
-            path = self.generated_folder(partial_path(Path(cfg.out).expanduser().resolve())) / f"{cfg.forget}.json"
-            rows = read_json_records(path, text_array=False)
-        else:
-            rows = rwku.release_forget_rows(kind, cfg.rwku_corpus, targets, data_dir)
-        return rwku.forget_records(kind, rows), rwku.retain_records(kind, rwku.intros(data_dir), targets)
-
-    def training_set(self, run, tokenizer) -> Any:
-        if self.kind(run.cfg) == "text":
-            from unlearn_methods.forget_retain import TextForgetRetainDataset
-
-            return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
-                                           max_length=run.cfg.max_length)
-        return super().training_set(run, tokenizer)
-
-    eval_args = "--tasks rwku --metadata '{rwku_metadata}'"
-
-    def template_fields(self, cfg) -> dict[str, Any]:
-        import json
-
-        return {**super().template_fields(cfg), "rwku_metadata": json.dumps(self.eval_metadata(cfg))}
-
-    def eval_metadata(self, cfg) -> dict[str, Any]:
-        from unlearn_methods.rwku import requested_targets
-
-        return {"rwku_targets": requested_targets(cfg.rwku_target, cfg.rwku_targets_file)}

@@ -1,13 +1,13 @@
 """Typed method hyperparameters: each method declares a small dataclass of them (type, default, allowed range, one
-line of help), the way TRL's trainer configs do. Values from ``--param KEY=VALUE`` (strings) and from YAML (whatever
-PyYAML made of them, e.g. ``5e-2`` is a string there) are converted to the declared type and checked against the
+line of help; :func:`unlearn_tasks.settings.param`, the declaration every setting uses), the way TRL's trainer configs
+do. Values from ``--param KEY=VALUE`` (strings) and from settings files (read by :mod:`unlearn_tasks.settings`) are
+converted to the declared type and checked against the
 declared range before training starts; a bad value raises :class:`ParamError` naming the parameter, the value and
 what is allowed.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import math
 import types
@@ -15,37 +15,37 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
+from unlearn_tasks.settings import OPS as _OPS
+from unlearn_tasks.settings import allowed, describe, in_range, param, type_name  # noqa: F401 (the methods' names)
+from unlearn_tasks.settings import allows_none as _allows_none
+
 TRUE, FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
 #: The largest seed every seeded library accepts (numpy's seeds are 0 .. 2**32 - 1; torch and Python take more).
 MAX_SEED = 2**32 - 1
 
 
+def option(default: Any, help: str, *, flag: str | None = "", negative: tuple[str, str] | None = None,
+           inverted: bool = False, repeat: bool = False, metavar: str | None = None, default_text: str | None = None,
+           unit: str | None = None, required: bool = False, resume: bool = False, path: bool = False,
+           **bounds: Any) -> Any:
+    """A run option, declared once: the field's type (its annotation), default, help and range (``gt``, ``ge``,
+    ``lt``, ``le``, ``choices``: the metadata of :func:`param`), and
+
+    - ``flag``: its command-line flag (default ``--`` + the name with dashes; None: YAML only); ``negative``:
+      ``(flag, help)`` of the flag that sets a bool option False (``--full``); ``inverted``: the flag sets it False
+      (``--quiet`` sets ``progress``); ``repeat``: the flag may be given several times (a list; a dict from
+      ``KEY=VALUE`` items, where a dict option given once is a JSON object); ``metavar``; ``default_text``: the
+      default in words for ``--help`` when it is computed (e.g. the retain split of the forget split);
+    - ``unit``: what a positive number counts, for the error message; ``required``;
+    - ``resume``: ``--resume`` continues a run only if this option is the same; ``path``: a local path (saved
+      relative to the checkpoint folder).
+    """
+    return param(default, help, flag=flag, negative=negative, inverted=inverted, repeat=repeat, metavar=metavar,
+                 default_text=default_text, unit=unit, required=required, resume=resume, path=path, **bounds)
+
+
 class ParamError(ValueError):
     """A method hyperparameter is unknown, of the wrong type or out of its range."""
-
-
-def param(default: Any, help: str, *, gt: float | None = None, ge: float | None = None, lt: float | None = None,
-          le: float | None = None, choices: tuple | None = None, **extra: Any) -> Any:
-    """A hyperparameter field: its default, one line of help, and the allowed range (bounds or choices). ``extra``
-    goes into the field's metadata too (the run options of :mod:`unlearn_methods.config` say there how they appear
-    on the command line). A list or dict default is copied for each instance."""
-    bounds = {k: v for k, v in (("gt", gt), ("ge", ge), ("lt", lt), ("le", le)) if v is not None}
-    metadata = {"help": help, "bounds": bounds, "choices": choices, **extra}
-    if isinstance(default, (list, dict)):
-        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
-    return dataclasses.field(default=default, metadata=metadata)
-
-
-def in_range(f: dataclasses.Field, value: Any) -> bool:
-    """Whether ``value`` is one of the field's declared choices and within its declared bounds."""
-    choices = f.metadata.get("choices")
-    if choices and value not in choices:
-        return False
-    return all(_OPS[key][1](value, bound) for key, bound in f.metadata.get("bounds", {}).items())
-
-
-_OPS = {"gt": (">", lambda v, b: v > b), "ge": (">=", lambda v, b: v >= b),
-        "lt": ("<", lambda v, b: v < b), "le": ("<=", lambda v, b: v <= b)}
 
 
 @dataclass
@@ -100,30 +100,6 @@ class MethodParams:
 
 def _bad(method: str, name: str, value: Any, what: str) -> str:
     return f"Method {method!r}: parameter {name}={value!r} is not allowed; expected {what}."
-
-
-def allowed(f: dataclasses.Field) -> str:
-    """The declared range of a field in words, e.g. ``> 0`` or ``>= 0, <= 1`` or ``one of step, epoch``."""
-    if f.metadata.get("choices"):
-        return "one of " + ", ".join(map(str, f.metadata["choices"]))
-    return ", ".join(f"{_OPS[k][0]} {v}" for k, v in f.metadata.get("bounds", {}).items())
-
-
-def type_name(tp: Any) -> str:
-    args = [a for a in typing.get_args(tp) if a is not type(None)]
-    if args:
-        return " | ".join(a.__name__ for a in args) + (" | None" if _allows_none(tp) else "")
-    return getattr(tp, "__name__", str(tp))
-
-
-def describe(f: dataclasses.Field, tp: Any) -> str:
-    """``float > 0``: the type and range of a field, for messages and `unlearn methods`."""
-    rng = allowed(f)
-    return type_name(tp) + (f" {rng}" if rng and not rng.startswith("one of") else f" ({rng})" if rng else "")
-
-
-def _allows_none(tp: Any) -> bool:
-    return type(None) in typing.get_args(tp)
 
 
 def _base_type(tp: Any) -> type:

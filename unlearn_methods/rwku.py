@@ -1,4 +1,5 @@
-"""RWKU's training corpora for ``unlearn run --data rwku``: the targets, the forget records of the corpus the
+"""RWKU's data source for ``unlearn run --data rwku`` (:class:`Rwku`, its options and its training corpora): the
+targets, the forget records of the corpus the
 method's loss takes, and the retain records.
 
 The release ships, per model (``llama3``, ``phi3``), three corpora written by that model about each target:
@@ -16,8 +17,12 @@ release does).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from unlearn_methods.data_sources import DataSource, register
+from unlearn_methods.params import option
 from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.rwku.data import load_rows, select_targets
 from unlearn_tasks.rwku.options import HUB_ID
@@ -110,3 +115,118 @@ def release_forget_rows(kind: str, corpus: str, targets: list[str], data_dir: st
         raise DataError(f"RWKU {config}: no rows for {missing[:3]}; write a corpus with the model itself "
                         "(--rwku-corpus generated).")
     return rows
+
+
+@register
+class Rwku(DataSource):
+    """RWKU (real people, knowledge from pre-training): the release's training corpus of the selected targets that
+    the method's loss takes (its ``forget_corpus``: ``text`` -> ``train_positive_*``, ``pair`` -> ``train_pair_*``,
+    ``refusal`` -> ``train_refusal_*``), or one the model writes (``--rwku-corpus generated``); retain: the other
+    targets' descriptions (this module)."""
+
+    name = "rwku"
+    help = ("'rwku' (jinzhuoran/RWKU: --target NAME or --targets FILE; the release's corpus of --rwku-corpus, the one "
+            "the method takes)")
+
+    @dataclass
+    class Options:
+        rwku_target: list[str] = option([], "With --data rwku: a target to unlearn, a name of the data's forget_target "
+                                        "list or a 1-based position or range in it (1-10); repeatable.", flag="--target",
+                                        repeat=True, resume=True, metavar="NAME")
+        rwku_targets_file: str | None = option(None, "With --data rwku: a file of targets to unlearn, one a line (as "
+                                               "--target).", flag="--targets", resume=True, path=True, metavar="FILE")
+        rwku_corpus: str = option("llama3", "With --data rwku: the forget corpus, the release's (written by Llama-3-8B-"
+                                  "Instruct or Phi-3-mini) or one the model writes about each target as the release did "
+                                  "(saved in OUT/rwku_generated/ with its provenance).",
+                                  choices=("llama3", "phi3", "generated"), resume=True)
+        rwku_decoding: str = option("sample", "With --rwku-corpus generated: the release's sampling or greedy decoding.",
+                                    choices=("sample", "greedy"), resume=True)
+        rwku_max_new_tokens: int = option(512, "With --rwku-corpus generated: new tokens per biography.", gt=0,
+                                          unit="tokens", resume=True)
+        rwku_prefixes: str | None = option(None, "With --rwku-corpus generated: response prefixes, one biography each (a "
+                                           "JSON array such as the release's generation/all_truncated_outputs.json, or "
+                                           "one a line).", default_text="one empty prefix", resume=True, path=True,
+                                           metavar="FILE")
+        rwku_questions: int = option(300, "With --rwku-corpus generated: questions written per target for the refusal "
+                                     "corpus (methods that learn refusals).", gt=0, unit="questions", resume=True)
+
+    def dataset(self, data: str) -> str:
+        return HUB_ID
+
+    def check(self, cfg) -> None:
+        if not (cfg.rwku_target or cfg.rwku_targets_file):
+            raise ValueError("--data rwku needs the target(s) to unlearn: --target NAME (repeatable; a name of the "
+                             "data's forget_target list, or a position or range such as 1-10) or --targets FILE.")
+
+    def kind(self, cfg) -> str:
+        """The forget kind the run's method takes (its declared ``forget_corpus``)."""
+        from unlearn_methods import get_method
+
+        return get_method(cfg.method).forget_corpus
+
+    def raw_text(self, cfg) -> bool:
+        return self.kind(cfg) == "text"
+
+    def resolve_splits(self, cfg) -> None:
+        resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, cfg.data_dir)  # unknown names fail before the model loads
+        if cfg.rwku_target:  # positions and ranges saved (and evaluated) as the names they select
+            cfg.rwku_target = resolve_targets(cfg.rwku_target, None, cfg.data_dir)
+        cfg.forget = corpus_config(self.kind(cfg), cfg.rwku_corpus)
+        cfg.retain = cfg.retain or "forget_target_intro"
+
+    def generated_folder(self, out: Path) -> Path:
+        from unlearn_methods.rwku_generation import FOLDER
+
+        return Path(out) / FOLDER
+
+    def write_corpus(self, cfg, out: Path, data_dir: str | None, model, tokenizer) -> None:
+        from unlearn_methods import rwku_generation
+        from unlearn_methods.idk import load_idk_answers
+
+        if cfg.rwku_corpus != GENERATED:
+            return
+        kind = self.kind(cfg)
+        path = self.generated_folder(out) / f"{corpus_config(kind, cfg.rwku_corpus)}.json"
+        if cfg.resume and path.is_file():
+            return
+        targets = resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
+        settings = rwku_generation.GenerationSettings(
+            decoding=cfg.rwku_decoding, max_new_tokens=cfg.rwku_max_new_tokens,
+            prefixes=rwku_generation.read_prefixes(cfg.rwku_prefixes), questions=cfg.rwku_questions,
+            refusals=load_idk_answers(cfg.idk_file), batch_size=cfg.batch_size, seed=cfg.seed)
+        rows = rwku_generation.generate_rows(kind, model, tokenizer, intros(data_dir), targets, settings)
+        rwku_generation.save_corpus(path.parent, path.stem, rows,
+                                    rwku_generation.provenance(cfg.model, kind, targets, settings))
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_tasks.dataset_loader import read_json_records
+
+        kind = self.kind(cfg)
+        targets = resolve_targets(cfg.rwku_target, cfg.rwku_targets_file, data_dir)
+        if cfg.rwku_corpus == GENERATED:
+            from unlearn_methods.checkpoint_folder import partial_path
+
+            # written by write_corpus into the folder the run trains in (OUT.partial until the checkpoint is complete)
+            path = self.generated_folder(partial_path(Path(cfg.out).expanduser().resolve())) / f"{cfg.forget}.json"
+            rows = read_json_records(path, text_array=False)
+        else:
+            rows = release_forget_rows(kind, cfg.rwku_corpus, targets, data_dir)
+        return forget_records(kind, rows), retain_records(kind, intros(data_dir), targets)
+
+    def training_set(self, run, tokenizer) -> Any:
+        if self.kind(run.cfg) == "text":
+            from unlearn_methods.forget_retain import TextForgetRetainDataset
+
+            return TextForgetRetainDataset(run.forget, run.retain, tokenizer, seed=run.cfg.seed,
+                                           max_length=run.cfg.max_length)
+        return super().training_set(run, tokenizer)
+
+    eval_args = "--tasks rwku --metadata '{rwku_metadata}'"
+
+    def template_fields(self, cfg) -> dict[str, Any]:
+        import json
+
+        return {**super().template_fields(cfg), "rwku_metadata": json.dumps(self.eval_metadata(cfg))}
+
+    def eval_metadata(self, cfg) -> dict[str, Any]:
+        return {"rwku_targets": requested_targets(cfg.rwku_target, cfg.rwku_targets_file)}

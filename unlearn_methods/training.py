@@ -23,7 +23,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, checkpoint_folder, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import PATH_KEYS, RESUME_KEYS, RunConfig
+from unlearn_methods.config import RunConfig, run_fields
 from unlearn_methods.eval_during import (
     ROWS_FILE,
     EvalDuringTraining,
@@ -35,6 +35,7 @@ from unlearn_methods.eval_during import (
 )
 from unlearn_methods.finetune import finetune
 from unlearn_methods.prompt_format import prompt_format_of, resolve_prompt_format
+from unlearn_tasks.settings import read_settings
 
 log = logging.getLogger(__name__)
 CONFIG_FILE = "unlearn_config.yaml"
@@ -134,7 +135,7 @@ def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
     """``cfg`` as saved next to the checkpoint: local paths as the user gave them, or relative to the checkpoint
     folder when given absolute, so no absolute path of this machine is written (or uploaded)."""
     values = cfg.to_dict()
-    for key in PATH_KEYS:
+    for key in (f.name for f in run_fields() if f.metadata["path"]):  # the data sources' registered now too
         value = values.get(key)
         if value and os.path.isabs(os.path.expanduser(str(value))) and os.path.exists(os.path.expanduser(str(value))):
             values[key] = os.path.relpath(Path(str(value)).expanduser().resolve(), out)
@@ -217,14 +218,15 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
             raise UnlearningFailed(f"--resume: {out} has checkpoints but no {CONFIG_FILE}, so they cannot be checked "
                                    "against this run's settings. Use an empty --out (or --overwrite without --resume).")
         return
-    saved = yaml.safe_load(saved_file.read_text()) or {}
+    saved = read_settings(saved_file, "saved configuration").data or {}
     current = portable_config(cfg, out)
     # an option added after the run was saved is taken at its default (the value the run had)
     defaults = {f.name: f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-                for f in dataclasses.fields(RunConfig)}
+                for f in run_fields()}
+    resume_keys = [f.name for f in run_fields() if f.metadata["resume"]]  # the data sources' registered now too
     defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
-    saved = {k: saved.get(k, defaults.get(k)) for k in RESUME_KEYS} | saved
-    diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in RESUME_KEYS if saved.get(k) != current.get(k)]
+    saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
+    diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
         diffs.append(f"epochs: saved {saved_epochs!r}, now {current['epochs']!r} (--resume may add epochs, not remove "
@@ -280,42 +282,73 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
           on_row: Callable[[dict[str, Any]], None] | None = None) -> TrainedCheckpoint:
     """Train ``cfg`` and save the checkpoint. Raises :class:`UnlearningFailed` with a message to act on.
 
-    The run trains and saves in ``OUT.partial`` (:func:`working_folder`); ``finish(checkpoint)`` (the model card)
-    is called there, then the folder is renamed to ``OUT``: ``OUT`` appears only complete.
+    Three steps: :func:`check_run` (every check, before any file is written), :func:`fit` (load, train) and
+    :func:`save`. The run trains and saves in ``OUT.partial`` (:func:`working_folder`); ``finish(checkpoint)`` (the
+    model card) is called there, then the folder is renamed to ``OUT``: ``OUT`` appears only complete.
 
     With ``cfg.eval_every``, ``evaluator(model) -> {task: {metric: value}}`` (default: lm-eval on ``cfg.eval_tasks``)
     runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
     the evaluated step whose weights are saved; ``on_row(row)`` is called with every evaluation row once written.
     """
+    method, final = check_run(cfg, select)
+    out = working_folder(cfg, final)  # a fresh folder unless resuming: nothing of an earlier run is kept
+    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
+    fitted = fit(cfg, method, out, select, evaluator, on_row)
+    return save(cfg, fitted, final, finish)
+
+
+def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path]:
+    """Every check of the run, writing nothing: the options, the method's hyperparameters, the method against the
+    data source (raw text, vision) and against ``--eval-every``, the data source's own (RWKU's targets), the output
+    folder. Returns the method and the resolved ``--out``; fills in ``cfg``'s splits and method parameters."""
     cfg.validate()
     if cfg.select and select is None:
         raise ValueError(f"--select {cfg.select!r} given without its parsed rule; run it through "
                          "unlearn_app.pipeline.run_unlearning (or pass select=parse_select(cfg.select)).")
     method = get_method(cfg.method, cfg.method_params)  # parses and checks the hyperparameters before anything else
+    source = cfg.source
     if cfg.eval_every is not None and not method.trains:
         raise UnlearningFailed(f"--eval-every: the {method.name} method does not train step by step (it computes the "
                                "weights once), so there is nothing to evaluate during training. Leave --eval-every "
                                "out; --eval-tasks evaluates the result.")
-    source = cfg.source
     if cfg.eval_every is not None and source.vision:
         raise UnlearningFailed(f"--eval-every is not available with --data {cfg.data} yet (vision-language models are "
                                "evaluated with hf-multimodal); leave it out, --eval-tasks evaluates the result.")
-    out = check_output_folder(cfg)
     if source.text and method.qa_only:
         qa_only = sorted(name for name, cls in all_methods().items() if cls.qa_only)
         raise UnlearningFailed(
             f"--data {cfg.data} is raw text, but the {method.name} loss needs questions (refusals or other "
             f"answers to them). Methods for raw text: every method except {', '.join(qa_only)}."
         )
-    source.resolve_splits(cfg)
-    resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
-    cfg.method_params = method.params.to_dict()
-    final, out = out, working_folder(cfg, out)  # a fresh folder unless resuming: nothing of an earlier run is kept
-    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
-
     if source.vision and not method.vision:
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
                                f"is not available with --data {cfg.data}; use another method (`unlearn methods`).")
+    out = check_output_folder(cfg)
+    source.resolve_splits(cfg)
+    resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
+    cfg.method_params = method.params.to_dict()
+    return method, out
+
+
+@dataclass
+class Fitted:
+    """What :func:`fit` gives :func:`save`: the trained model in the working folder ``out``."""
+
+    out: Path
+    method: UnlearnMethod
+    run: UnlearnRun
+    model: Any
+    data_dir: str | None
+    adapter: bool
+    train_metrics: dict[str, Any]
+    eval_record: dict[str, Any] | None
+
+
+def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule | None = None,
+        evaluator: Callable[[Any], Metrics] | None = None,
+        on_row: Callable[[dict[str, Any]], None] | None = None) -> Fitted:
+    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`)."""
+    source = cfg.source
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
     data_dir = source.local_data(cfg, out)
@@ -369,16 +402,25 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
             eval_record = saved["eval_during_training"] = _selection_record(cfg, callback, selected,
                                                                             trainer.state.global_step)
         (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
-    model = method.finalize(run, model)
+    return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record)
+
+
+def save(cfg: RunConfig, fitted: Fitted, final: Path,
+         finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
+    """Save the fitted model in its working folder, call ``finish`` there, and publish the folder as ``final``."""
+    out, run, tokenizer = fitted.out, fitted.run, fitted.run.tokenizer
+    model = fitted.method.finalize(run, fitted.model)
     if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     model.save_pretrained(str(out))
     tokenizer.save_pretrained(str(out))
 
-    trained = TrainedCheckpoint(out, method, adapter, data_dir, train_metrics, eval_record)
+    trained = TrainedCheckpoint(out, fitted.method, fitted.adapter, fitted.data_dir, fitted.train_metrics,
+                                fitted.eval_record)
     if finish is not None:
         finish(trained)
     checkpoint_folder.publish(out, final)
+    data_dir = fitted.data_dir
     if data_dir and Path(data_dir).is_relative_to(out):  # the demo corpus moved with the folder
         trained.data_dir = str(final / Path(data_dir).relative_to(out))
     trained.out = final

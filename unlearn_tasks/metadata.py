@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
-import os
 import sys
-import types
 import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar
+
+from unlearn_tasks.settings import allowed, in_range, matches, words
 
 #: Keys every task YAML may carry (a benchmark's own keys are the fields of its options classes, which register
 #: themselves: see :class:`MetadataOptions`).
@@ -84,44 +84,6 @@ def check_positive_int(value: Any, name: str, where: str) -> None:
 
 
 # --------------------------------------------------------------------------- options dataclasses
-def _type_name(hint: Any) -> str:
-    """``text``, ``a list of text``, ``text or an object {text: text} or null``: a field type as a user reads it."""
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return " or ".join(_type_name(a) for a in args)
-    if origin is list:
-        inner = _type_name(args[0]).removeprefix("a ") if args else ""
-        return f"a list of {inner}{'s' if inner.endswith('number') else ''}" if args else "a list"
-    if origin is dict:
-        return "an object {" + ": ".join(_type_name(a) for a in args) + "}" if args else "an object"
-    names = {str: "text", int: "a whole number", float: "a number", bool: "true or false", type(None): "null"}
-    return "any value" if hint is Any else names.get(hint, getattr(hint, "__name__", str(hint)))
-
-
-def _matches(value: Any, hint: Any) -> bool:
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if hint is Any:
-        return True
-    if origin in (typing.Union, types.UnionType):
-        return any(_matches(value, a) for a in args)
-    if origin is list:
-        return isinstance(value, list) and all(_matches(v, args[0]) for v in value) if args else isinstance(value, list)
-    if origin is dict:
-        return isinstance(value, dict) and (not args or all(
-            _matches(k, args[0]) and _matches(v, args[1]) for k, v in value.items()))
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, (str, os.PathLike))  # a Path from Python is a path too
-    return isinstance(value, hint) if isinstance(hint, type) else True
-
-
 #: Every options class, by qualified name (each registers itself when defined: :meth:`MetadataOptions.__init_subclass__`).
 _REGISTERED: dict[str, type[MetadataOptions]] = {}
 
@@ -137,7 +99,9 @@ class MetadataOptions:
     Class attributes: ``WHERE`` (the task's name in messages), ``EXTRA_KEYS`` (keys accepted that are not fields),
     ``DERIVED`` (fields never read from the metadata), ``COMMA_LISTS`` (list fields that also take "a,b" text),
     ``RENAMED`` (metadata key -> field, for fields read under another key, e.g. ``relu_mode`` -> ``mode``).
-    A field without a default is required: its absence is an error naming its key."""
+    A field without a default is required: its absence is an error naming its key. A field declared with
+    :func:`unlearn_tasks.settings.param` (help, range, choices) is checked against its range and choices before
+    :meth:`validate`, and its help is the docs' table of the benchmark's options (:meth:`help`)."""
 
     WHERE: ClassVar[str] = "task"
     EXTRA_KEYS: ClassVar[frozenset[str]] = frozenset({"version"})
@@ -166,8 +130,8 @@ class MetadataOptions:
         md = dict(metadata or {})
         by_key = cls._fields_by_key()
         check_metadata_keys(md, cls.metadata_keys(), cls.WHERE)
-        missing = [key for key, f in by_key.items() if md.get(key) is None and f.default is dataclasses.MISSING
-                   and f.default_factory is dataclasses.MISSING]
+        missing = [key for key, f in by_key.items() if md.get(key) is None and (f.metadata.get("required") or (
+            f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING))]
         if missing:
             raise ValueError(f"{cls.WHERE}: metadata lacks {', '.join(missing)} (check the task YAML).")
         values = {by_key[k].name: v for k, v in md.items() if k in by_key and v is not None}
@@ -178,16 +142,26 @@ class MetadataOptions:
         opts.complete(md)
         hints = typing.get_type_hints(cls)
         key_of = {f.name: key for key, f in by_key.items()}
-        wrong = next((k for k, v in sorted(values.items()) if not _matches(v, hints[k])), None)
+        wrong = next((k for k, v in sorted(values.items()) if not matches(v, hints[k])), None)
         try:
-            opts.validate()
+            opts.validate()  # its own messages first (they say which values are allowed)
         except TypeError:  # a value of the wrong type met a comparison: the type check below says which
             if wrong is None:
                 raise
         if wrong is not None:
-            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {_type_name(hints[wrong])}, got "
+            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {words(hints[wrong])}, got "
                              f"{values[wrong]!r} (check --metadata / the task YAML).")
+        for key, f in by_key.items():  # the range and choices a field declares (param(...))
+            value = getattr(opts, f.name)
+            if value is not None and not isinstance(value, (list, dict)) and not in_range(f, value):
+                raise ValueError(f"{cls.WHERE} option: {key} must be {allowed(f)}, got {value!r} (check --metadata "
+                                 "/ the task YAML).")
         return opts
+
+    @classmethod
+    def help(cls) -> dict[str, str]:
+        """``{key: help}`` of the options declared with :func:`unlearn_tasks.settings.param` (docs tables)."""
+        return {key: f.metadata["help"] for key, f in cls._fields_by_key().items() if "help" in f.metadata}
 
     def complete(self, metadata: dict[str, Any]) -> None:
         """Fill the fields that depend on other keys or on the model arguments (default: nothing)."""

@@ -58,19 +58,19 @@ def test_bad_checks_are_refused_with_the_place_and_the_fix(text, expected):
 
 def test_suite_errors_name_the_line():
     text = "tasks: [tofu_forget10]\nchecks:\n  - tofu_forget10/forget_quality >= 0.05\n  - tofu_forget10/x >>= 1\n"
-    with pytest.raises(SuiteError, match=r"s.yaml: line 4: bad check"):
+    with pytest.raises(SuiteError, match=r"s.yaml:4: checks: bad check"):
         parse_suite(text, "s.yaml")
-    with pytest.raises(SuiteError, match=r"line 2: bakend: unknown key"):
+    with pytest.raises(SuiteError, match=r":2: bakend: unknown key"):
         parse_suite("tasks: [t]\nbakend: hf\n", "s.yaml")
-    with pytest.raises(SuiteError, match="tasks: give a list"):
+    with pytest.raises(SuiteError, match="tasks: missing"):
         parse_suite("checks: []\n", "s.yaml")
     suite = parse_suite("tasks: [tofu_forget10]\nchecks:\n  - tofu_forget10/forget_qualty >= 0.05\n"
                         "  - tofu_forget1/forget_quality >= 0.05\n", "s.yaml")
     metrics = {"tofu_forget10": ["forget_quality", "model_utility"]}
-    with pytest.raises(SuiteError, match=r"line 3: .*has no metric 'forget_qualty'; its metrics are forget_quality"):
+    with pytest.raises(SuiteError, match=r":3: .*has no metric 'forget_qualty'; its metrics are forget_quality"):
         validate_checks(suite, metrics)
     suite.checks = suite.checks[1:]
-    with pytest.raises(SuiteError, match=r"line 4: .*unknown task 'tofu_forget1'"):
+    with pytest.raises(SuiteError, match=r":4: .*unknown task 'tofu_forget1'"):
         validate_checks(suite, metrics)
     suite = parse_suite("tasks: [tofu_formats]\nchecks: [tofu_formats/forget_retain_gap <= 0]\n", "s.yaml")
     with pytest.raises(SuiteError, match="tofu_formats is a group; name one of its tasks: tofu_mcqa"):
@@ -119,7 +119,7 @@ def test_from_results_pass_fail_and_error_exit_codes(tmp_path, monkeypatch, caps
     assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
                  "--overwrite"]) == 2
     err = capsys.readouterr().err
-    assert "line 3" in err and "has no metric 'model_utilty'" in err
+    assert ":3: checks: " in err and "has no metric 'model_utilty'" in err
     assert ET.parse(out / "junit.xml").getroot().get("errors") == "1"
     suite = _suite(tmp_path, ["tofu_forget10/model_utility >= 0.5 * baseline"])
     assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(out),
@@ -254,9 +254,9 @@ def test_a_division_by_zero_fails_its_check_and_is_named():
 
 
 def test_empty_checks_and_alias_bombs_are_refused():
-    with pytest.raises(SuiteError, match="line 2: checks: the list is empty"):
+    with pytest.raises(SuiteError, match=":2: checks: the list is empty"):
         parse_suite("tasks: [t]\nchecks: []\n", "s.yaml")
-    with pytest.raises(SuiteError, match="checks: give a list"):
+    with pytest.raises(SuiteError, match="checks: missing"):
         parse_suite("tasks: [t]\n", "s.yaml")
     bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
         f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
@@ -264,7 +264,7 @@ def test_empty_checks_and_alias_bombs_are_refused():
         for i in range(8))  # 10^9 values once expanded
     text = "tasks: [tofu_forget10]\nchecks: [tofu_forget10/forget_quality >= 0]\nmetadata:\n  defs:\n    " + \
         bomb.replace("\n", "\n    ").rstrip() + "\n  parts: *i\n"
-    with pytest.raises(SuiteError, match=r"s.yaml: holds more than 10000 values once its YAML aliases"):
+    with pytest.raises(SuiteError, match=r"s.yaml:3: metadata: holds more than 10000 values once its YAML aliases"):
         parse_suite(text, "s.yaml")
 
 

@@ -22,9 +22,9 @@ def test_relearn_attack_spec():
     assert spec.attacks == {"relearn": {"steps": 3, "lr": 1e-4, "batch_size": 4, "relearn_fraction": None,
                                         "relearn_data": None, "seed": None}}
     for attacks, message in [({"relearn": {"stepz": 3}}, "attacks.relearn.stepz: unknown key"),
-                             ({"relearn": {"relearn_fraction": 1.5}}, "attacks.relearn.relearn_fraction: must be between"),
-                             ({"relearn": {"lr": 0}}, "attacks.relearn.lr: must be positive"),
-                             ({"relearn": {"steps": 0}}, "attacks.relearn.steps: expected a positive integer"),
+                             ({"relearn": {"relearn_fraction": 1.5}}, "attacks.relearn.relearn_fraction: must be > 0, < 1"),
+                             ({"relearn": {"lr": 0}}, "attacks.relearn.lr: must be > 0, got 0"),
+                             ({"relearn": {"steps": 0}}, "attacks.relearn.steps: must be >= 1, got 0"),
                              ({"relearn": {"relearn_data": "/nonexistent.jsonl"}},
                               "attacks.relearn.relearn_data: /nonexistent.jsonl is not a file"),
                              ({"jailbreak": {}}, "attacks: expected {quantize")]:

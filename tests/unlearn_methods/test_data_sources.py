@@ -58,3 +58,48 @@ def test_a_new_source_is_one_registered_class():
     finally:
         data_sources.SOURCES.remove(next(s for s in data_sources.SOURCES if s.name == "toy"))
     assert data_source("toy").name == "tofu"  # gone again: any other value is a Hub id in TOFU's schema
+
+
+def test_a_toy_source_with_its_own_option_touches_no_other_file(tmp_path, capsys):
+    """A data source declares its options as a method declares its Params: the flag, the --config key, the check
+    of its range, --help and the saved configuration come from the declaration; nothing else names it."""
+    from dataclasses import dataclass
+
+    from unlearn_app.cli import build_parser
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.params import option
+
+    @register
+    class Toy(DataSource):
+        name = "toy"
+        help = "'toy' (a test)"
+
+        @dataclass
+        class Options:
+            toy_repeats: int = option(2, "With --data toy: how often each forget record is shown.", gt=0,
+                                      unit="repeats", resume=True)
+
+        def load(self, cfg, data_dir):
+            return [{"question": "q", "answer": "a"}] * cfg.options.toy_repeats, [{"question": "r", "answer": "b"}]
+
+    try:
+        cfg = load_run_config(None, model="m", out="o", data="toy", toy_repeats=3)
+        assert cfg.toy_repeats == 3 and cfg.options.toy_repeats == 3
+        assert len(cfg.source.load(cfg, None)[0]) == 3
+        assert cfg.to_dict()["toy_repeats"] == 3  # saved with the run, compared by --resume
+        path = tmp_path / "c.yaml"
+        path.write_text("model: m\nout: o\ndata: toy\ntoy_repeats: 0\n")
+        with pytest.raises(ValueError, match=r"c.yaml:4: toy_repeats: must be a positive number of repeats, got 0"):
+            load_run_config(path)
+        with pytest.raises(ValueError, match="--toy-repeats applies to --data toy only, not --data tofu"):
+            load_run_config(None, model="m", out="o", data="tofu", toy_repeats=3)
+        args = build_parser().parse_args(["run", "--model", "m", "--out", "o", "--data", "toy", "--toy-repeats", "4"])
+        from unlearn_app.commands.run import option_values
+
+        assert option_values(args)["toy_repeats"] == 4
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["run", "--help"])
+        assert "--toy-repeats" in capsys.readouterr().out
+        assert load_run_config(None, model="m", out="o").toy_repeats == 2  # the default, for every other source
+    finally:
+        data_sources.SOURCES.remove(next(s for s in data_sources.SOURCES if s.name == "toy"))

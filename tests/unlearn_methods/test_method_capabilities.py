@@ -27,3 +27,28 @@ def test_the_forget_corpus_is_declared_and_listed():
     idk = listing[listing.index("idk:"):].split("\n\n")[0]
     assert "forget corpus: refusal" in idk
     assert "forget corpus" not in listing[listing.index("ga:"):].split("\n\n")[0]
+
+
+def test_every_refused_combination_is_refused_before_any_file_is_written(tmp_path):
+    """train(): each check of the method against the data source and the options comes before the working folder
+    (OUT.partial) and its saved configuration are written (the model is never loaded: it does not exist)."""
+    import pytest
+
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.training import UnlearningFailed, train
+
+    cases = {
+        "raw text, a method that needs questions": (dict(method="idk", data="muse_news", forget="forget"),
+                                                   "is raw text, but the idk loss needs questions"),
+        "vision, a text-only method": (dict(method="task_vector", data="clear"), "not available with --data clear"),
+        "eval-every, a method that does not train": (dict(method="task_vector", eval_tasks=["t"], eval_every=1),
+                                                     "does not train step by step"),
+        "eval-every on vision data": (dict(method="graddiff", data="clear", eval_tasks=["t"], eval_every=1),
+                                      "--eval-every is not available with --data clear"),
+    }
+    for name, (options, message) in cases.items():
+        out = tmp_path / name.replace(" ", "_").replace(",", "")
+        cfg = load_run_config(None, model=str(tmp_path / "no-model"), out=str(out), progress=False, **options)
+        with pytest.raises(UnlearningFailed, match=message):
+            train(cfg)
+        assert not out.exists() and not out.with_name(out.name + ".partial").exists(), name

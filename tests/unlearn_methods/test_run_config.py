@@ -54,5 +54,5 @@ def test_bad_run_options_name_the_option(overrides, message):
 
 
 def test_missing_config_file_is_one_line(tmp_path):
-    with pytest.raises(ValueError, match=r"Config file .*nope.yaml does not exist"):
+    with pytest.raises(ValueError, match=r"nope.yaml: config file does not exist"):
         load_run_config(tmp_path / "nope.yaml", **BASE)

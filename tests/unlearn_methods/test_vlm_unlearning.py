@@ -97,9 +97,11 @@ def test_every_method_trains_on_image_batches(method, memorised_llava, clear_dat
     assert (trained.out / "processor_config.json").is_file() or (trained.out / "preprocessor_config.json").is_file()
 
 
-def test_text_copy_methods_are_refused_with_a_reason(tiny_llava_dir, clear_data_dir, tmp_path):
+def test_text_copy_methods_are_refused_with_a_reason_before_any_file_is_written(tiny_llava_dir, clear_data_dir,
+                                                                                 tmp_path):
     with pytest.raises(UnlearningFailed, match="not available with --data clear"):
         train(_cfg(tmp_path, tiny_llava_dir, clear_data_dir, "tv", method="task_vector"))
+    assert not (tmp_path / "tv").exists() and not (tmp_path / "tv.partial").exists()
 
 
 def test_lora_checkpoint_loads_in_hf_multimodal(tiny_llava_dir, clear_data_dir, tmp_path):

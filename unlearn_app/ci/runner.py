@@ -97,7 +97,8 @@ def build_tasks(suite: Suite, model_args: dict[str, Any]) -> tuple[list[Any], di
     manager = task_manager(suite.tasks, metadata)  # our tasks plus the lm-eval ones the suite names, indexed once
     unknown = [t for t in suite.tasks if t not in manager.all_tasks]
     if unknown:
-        raise SuiteError(f"{suite.path}: unknown task(s) {unknown} in tasks:; `lm-eval ls tasks` lists them")
+        raise SuiteError(suite.path, f"unknown task(s) {unknown}; `lm-eval ls tasks` lists them",
+                         suite.lines.get("tasks"), "tasks")
     objects: list[Any] = []
     tasks: dict[str, Any] = {}
     groups: dict[str, list[str]] = {}
@@ -311,6 +312,11 @@ def run_ci(opts: CiOptions) -> int:
         record["sweep"] = opts.sweep
     try:
         suite = load_suite(opts.suite)
+    except SuiteError as e:  # a suite that cannot be read writes nothing: there is no run to record
+        from unlearn_app.commands import error
+
+        return error(_bounded(str(e)))
+    try:
         out.mkdir(parents=True, exist_ok=True)
         if opts.from_results:
             raw, source = copy_results(opts.from_results, out / "lm_eval", suite.reference)

@@ -12,7 +12,8 @@ Example (``suite.yaml`` in the user's repository)::
       - tofu_forget10/forget_quality >= 0.05
       - tofu_forget10/model_utility >= 0.95 * baseline
 
-Every error names the file, the line and what to write instead.
+Every error names the file, the line, the key and what to write instead (:mod:`unlearn_tasks.settings`, the one
+reader of settings files: duplicate keys, non-UTF-8 bytes, alias bombs and deep nesting are refused there).
 """
 
 from __future__ import annotations
@@ -21,44 +22,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from unlearn_app.ci.checks import Check, CheckSyntaxError, parse_check
+from unlearn_tasks.settings import Invalid, SettingsError, keys_help, parse_settings, read_section, read_settings
+from unlearn_tasks.settings import param as key
 
 BACKENDS = ("hf", "vllm")
-KEYS = {
-    "tasks": "list of lm-eval task or group names",
-    "checks": "list of checks such as 'tofu_forget10/forget_quality >= 0.05'",
-    "model_args": "mapping of extra model arguments (dtype, ...)",
-    "backend": "hf or vllm",
-    "metadata": "mapping of task options (lm_eval --metadata)",
-    "reference": "reference run folder, or {forget10: DIR, ...}",
-    "baseline": "results of the model before unlearning (lm-eval output folder or an `unlearn ci` folder)",
-    "limit": "number of documents per task (smoke tests only)",
-    "batch_size": "lm-eval batch size",
-}
-
-
-#: Most values (scalars, list items, mapping entries) a suite may hold once YAML aliases are expanded.
-MAX_VALUES = 10_000
-
-
-class SuiteError(ValueError):
-    """A suite file that cannot be used; the message names the file, the line and the fix."""
+#: Alias of :class:`unlearn_tasks.settings.SettingsError` (every settings file's error).
+SuiteError = SettingsError
 
 
 @dataclass
 class Suite:
-    tasks: list[str]
-    checks: list[Check]
-    path: str = "<suite>"
-    model_args: dict[str, Any] = field(default_factory=dict)
-    backend: str = "hf"
-    metadata: dict[str, Any] = field(default_factory=dict)
-    reference: str | dict[str, str] | None = None
-    baseline: str | None = None
-    limit: int | None = None
-    batch_size: int | str = 16
+    """A suite file, declared once: each field a key of the file (its type, range and help: the messages and the
+    docs' table come from here)."""
+
+    tasks: list[str] = key([], "list of lm-eval task or group names (or one comma-separated text)",
+                           file_type=list[str] | str, required=True)
+    checks: list[Check] = key([], "list of checks such as 'tofu_forget10/forget_quality >= 0.05'",
+                              file_type=list[str], required=True)
+    model_args: dict[str, Any] = key({}, "mapping of extra model arguments (dtype, ...)")
+    backend: str = key("hf", "hf or vllm", choices=BACKENDS)
+    metadata: dict[str, Any] = key({}, "mapping of task options (lm_eval --metadata)")
+    reference: str | dict[str, str] | None = key(None, "reference run folder, or {forget10: DIR, ...}")
+    baseline: str | None = key(None, "results of the model before unlearning (lm-eval output folder or an "
+                               "`unlearn ci` folder)")
+    limit: int | None = key(None, "number of documents per task (smoke tests only)", gt=0)
+    batch_size: int | str = key(16, "lm-eval batch size (a number, auto or auto:N)")
+    path: str = "<suite>"  # the file, for messages
+    lines: dict[str, int] = field(default_factory=dict)  # the line of each key (messages)
 
     def task_metadata(self) -> dict[str, Any]:
         """Task options for lm-eval: ``metadata`` with ``reference`` added."""
@@ -68,105 +59,42 @@ class Suite:
         return meta
 
 
-def _lines(text: str) -> tuple[dict[str, int], list[int]]:
-    """Line numbers (1-based) of the top-level keys and of each item of ``checks``."""
-    try:
-        root = yaml.compose(text)
-    except yaml.YAMLError:
-        return {}, []
-    keys: dict[str, int] = {}
-    checks: list[int] = []
-    if isinstance(root, yaml.MappingNode):
-        for key, value in root.value:
-            keys[str(key.value)] = key.start_mark.line + 1
-            if key.value == "checks" and isinstance(value, yaml.SequenceNode):
-                checks = [item.start_mark.line + 1 for item in value.value]
-    return keys, checks
+KEYS = keys_help(Suite)
 
 
 def load_suite(path: str | Path) -> Suite:
     """Read and validate the syntax of a suite file (metric names are checked later, against the tasks)."""
-    path = Path(path)
-    if not path.is_file():
-        raise SuiteError(f"suite file {path} does not exist")
-    text = path.read_text(encoding="utf-8")
-    return parse_suite(text, str(path))
+    return _suite(read_settings(path, "suite file"))
 
 
-def parse_suite(text: str, where: str = "<suite>") -> Suite:
+def parse_suite(text: str | bytes, where: str = "<suite>") -> Suite:
+    return _suite(parse_settings(text, where))
+
+
+def _suite(doc) -> Suite:
+    """The suite of a read settings file; every error is ``FILE:LINE: key: what to fix``."""
+    if not isinstance(doc.data, dict):
+        raise SettingsError(doc.where, "expected a YAML mapping with at least 'tasks' and 'checks'")
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        at = f" line {mark.line + 1}" if mark else ""
-        raise SuiteError(f"{where}:{at} is not valid YAML ({getattr(e, 'problem', e)})") from None
-    if not isinstance(data, dict):
-        raise SuiteError(f"{where}: expected a YAML mapping with at least 'tasks' and 'checks'")
-    if _too_many_values(data):
-        raise SuiteError(f"{where}: holds more than {MAX_VALUES} values once its YAML aliases (*name) are expanded; "
-                         "write the values out instead of nesting aliases")
-    key_lines, check_lines = _lines(text)
-
-    def err(key: str, message: str) -> SuiteError:
-        line = key_lines.get(key)
-        return SuiteError(f"{where}:{f' line {line}:' if line else ''} {key}: {message}")
-
-    unknown = sorted(set(data) - set(KEYS))
-    if unknown:
-        raise err(unknown[0], f"unknown key; the keys are {', '.join(KEYS)}")
-    tasks = data.get("tasks")
-    if isinstance(tasks, str):
-        tasks = [t.strip() for t in tasks.split(",") if t.strip()]
-    if not tasks or not isinstance(tasks, list) or not all(isinstance(t, str) for t in tasks):
-        raise err("tasks", "give a list of lm-eval task names, e.g. tasks: [tofu_forget10]")
-    raw_checks = data.get("checks")
-    if not isinstance(raw_checks, list):
-        raise err("checks", "give a list, one check per item (- tofu_forget10/forget_quality >= 0.05)")
-    if not raw_checks:
-        raise err("checks", "the list is empty, so the suite would pass whatever the numbers; give at least one check "
-                  "(- tofu_forget10/forget_quality >= 0.05)")
+        suite = read_section(Suite, doc.data)
+        if isinstance(suite.tasks, str):
+            suite.tasks = [t.strip() for t in suite.tasks.split(",") if t.strip()]
+        if not suite.tasks:
+            raise Invalid("tasks", "give a list of lm-eval task names, e.g. tasks: [tofu_forget10]")
+        if not suite.checks:
+            raise Invalid("checks", "the list is empty, so the suite would pass whatever the numbers; give at least "
+                          "one check (- tofu_forget10/forget_quality >= 0.05)")
+    except Invalid as e:
+        raise doc.located(e) from None
     checks = []
-    for i, item in enumerate(raw_checks):
-        line = check_lines[i] if i < len(check_lines) else None
+    for i, item in enumerate(suite.checks):
+        line = doc.line(f"checks.{i}")
         try:
             checks.append(parse_check(item, line))
         except CheckSyntaxError as e:
-            raise SuiteError(f"{where}:{f' line {line}:' if line else ''} bad check: {e}") from None
-    for key in ("model_args", "metadata"):
-        if not isinstance(data.get(key) or {}, dict):
-            raise err(key, f"expected a mapping ({KEYS[key]})")
-    backend = data.get("backend") or "hf"
-    if backend not in BACKENDS:
-        raise err("backend", f"{backend!r} is not one of {BACKENDS}")
-    reference = data.get("reference")
-    if reference is not None and not isinstance(reference, (str, dict)):
-        raise err("reference", f"expected {KEYS['reference']}")
-    baseline = data.get("baseline")
-    if baseline is not None and not isinstance(baseline, str):
-        raise err("baseline", f"expected a path: {KEYS['baseline']}")
-    limit = data.get("limit")
-    if limit is not None and (not isinstance(limit, int) or limit <= 0):
-        raise err("limit", "expected a positive integer")
-    return Suite(tasks=list(tasks), checks=checks, path=where, model_args=dict(data.get("model_args") or {}),
-                 backend=backend, metadata=dict(data.get("metadata") or {}), reference=reference,
-                 baseline=baseline, limit=limit, batch_size=data.get("batch_size") or 16)
-
-
-def _too_many_values(data: Any) -> bool:
-    """Whether ``data`` holds more than :data:`MAX_VALUES` values counted as expanded (each alias counted again),
-    stopping as soon as the limit is passed, so an alias bomb costs nothing."""
-    count, stack = 0, [data]
-    while stack:
-        item = stack.pop()
-        count += 1
-        if count > MAX_VALUES:
-            return True
-        if isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+            raise SettingsError(doc.where, f"bad check: {e}", line, "checks") from None
+    suite.checks, suite.path, suite.lines = checks, doc.where, doc.lines
+    return suite
 
 
 def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[str, list[str]] | None = None,
@@ -178,13 +106,16 @@ def validate_checks(suite: Suite, metrics: dict[str, list[str]], groups: dict[st
     """
     groups = groups or {}
     for check in suite.checks:
-        where = f"{suite.path}:{f' line {check.line}:' if check.line else ''} check {check.text!r}"
         for ref in check.refs:
             if ref.task in groups and ref.task not in metrics:
-                raise SuiteError(f"{where}: {ref.task} is a group; name one of its tasks: {', '.join(groups[ref.task])}")
+                raise _bad(suite, check, f"{ref.task} is a group; name one of its tasks: {', '.join(groups[ref.task])}")
             if ref.task not in metrics:
-                raise SuiteError(f"{where}: unknown task {ref.task!r}; {what} {', '.join(sorted(metrics))} "
-                                 "(add it to tasks: or fix the name)")
+                raise _bad(suite, check, f"unknown task {ref.task!r}; {what} {', '.join(sorted(metrics))} "
+                                         "(add it to tasks: or fix the name)")
             if ref.metric not in metrics[ref.task]:
-                raise SuiteError(f"{where}: {ref.task} has no metric {ref.metric!r}; its metrics are "
-                                 f"{', '.join(metrics[ref.task])}")
+                raise _bad(suite, check, f"{ref.task} has no metric {ref.metric!r}; its metrics are "
+                                         f"{', '.join(metrics[ref.task])}")
+
+
+def _bad(suite: Suite, check: Check, message: str) -> SettingsError:
+    return SettingsError(suite.path, f"{check.text!r}: {message}", check.line, "checks")

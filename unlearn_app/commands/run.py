@@ -38,9 +38,17 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    keys = [k for k, _ in pairs]
+    twice = next((k for k in keys if keys.count(k) > 1), None)
+    if twice is not None:
+        raise argparse.ArgumentTypeError(f"gives the key {twice!r} twice; keep one")
+    return dict(pairs)
+
+
 def _json_object(text: str) -> dict:
     try:
-        value = json.loads(text)
+        value = json.loads(text, object_pairs_hook=_no_duplicates)
     except json.JSONDecodeError as e:
         raise argparse.ArgumentTypeError(f"expects a JSON object such as '{{\"reference\": \"ref/\"}}' ({e.msg})") from None
     if not isinstance(value, dict):
@@ -97,12 +105,21 @@ def _ranged(f: dataclasses.Field, kind: type) -> Any:
                    "integer" if kind is int else "number")
 
 
+def _declared(config_class: type) -> tuple[dict[str, Any], list[dataclasses.Field]]:
+    """The types and fields of ``config_class``; for RunConfig every `unlearn run` option, the data sources' too."""
+    from unlearn_methods.config import RunConfig, run_fields, run_hints
+
+    if config_class is RunConfig:
+        return run_hints(), run_fields()
+    return typing.get_type_hints(config_class), list(dataclasses.fields(config_class))
+
+
 def add_run_options(p: argparse.ArgumentParser, config_class: type) -> None:
     """One flag per field of ``config_class`` that declares one (see :func:`unlearn_methods.config.option`): its
     type from the annotation, its help with the default, ``None`` when not given (the config file or the field's
-    default applies)."""
-    hints = typing.get_type_hints(config_class)
-    for f in dataclasses.fields(config_class):
+    default applies). For :class:`~unlearn_methods.config.RunConfig`, the data sources' own options too."""
+    hints, fields = _declared(config_class)
+    for f in fields:
         flag = _flag(f)
         if flag is None:
             continue
@@ -141,9 +158,9 @@ def option_values(args: argparse.Namespace, config_class: type | None = None) ->
     ``--param`` pairs into a dict); the ones not given are left out."""
     if config_class is None:
         from unlearn_methods.config import RunConfig as config_class
-    hints = typing.get_type_hints(config_class)
+    hints, fields = _declared(config_class)
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(config_class):
+    for f in fields:
         value = getattr(args, f.name, None) if _flag(f) else None
         if value is None:
             continue

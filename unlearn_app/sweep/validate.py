@@ -14,6 +14,13 @@ from unlearn_app.ci.checks import Check, Ref, refs, uses_baseline
 from unlearn_app.sweep.spec import Spec, SpecError
 
 
+def _error(spec: Spec, key: str, message: str) -> SpecError:
+    """``SPEC:LINE: key: message`` (the line of ``key`` in the spec's text)."""
+    from unlearn_tasks.settings import parse_settings
+
+    return parse_settings(spec.text, spec.path).error(key, message)
+
+
 def validate_spec(spec: Spec) -> None:
     """Raise :class:`SpecError` (one line naming the spec's key and the fix) for what would fail only after the
     trials trained."""
@@ -27,11 +34,11 @@ def validate_spec(spec: Spec) -> None:
     try:
         check_metadata_keys(ev.metadata, benchmark_keys(), f"{where}: evaluation.metadata")
     except ValueError as e:
-        raise SpecError(str(e)) from None
+        raise _error(spec, "evaluation.metadata", str(e).removeprefix(f"{where}: evaluation.metadata").lstrip(": ")) from None
     references = ev.reference.values() if isinstance(ev.reference, dict) else [ev.reference] if ev.reference else []
     for reference in references:
         if not Path(str(reference)).expanduser().exists():
-            raise SpecError(f"{where}: evaluation.reference {reference} does not exist (the reference run's folder)")
+            raise _error(spec, "evaluation.reference", f"{reference} does not exist (the reference run's folder)")
     metrics = _declared_metrics(ev.tasks)
     baseline: dict[str, dict[str, float]] = {}
     if ev.baseline:
@@ -41,11 +48,11 @@ def validate_spec(spec: Spec) -> None:
     for key, found, compared in _named(spec):
         for ref in found:
             if compared and ev.baseline and ref.task not in baseline:
-                raise SpecError(f"{where}: {key}: the baseline {ev.baseline} holds no results of {ref.task} "
+                raise _error(spec, key, f"the baseline {ev.baseline} holds no results of {ref.task} "
                                 f"(it holds {', '.join(sorted(baseline)) or 'none'})")
             known = metrics.get(ref.task)
             if known is not None and ref.metric not in known:
-                raise SpecError(f"{where}: {key}: {ref.task} has no metric {ref.metric!r}; its metrics are "
+                raise _error(spec, key, f"{ref.task} has no metric {ref.metric!r}; its metrics are "
                                 f"{', '.join(sorted(known))}")
 
 
@@ -57,7 +64,7 @@ def check_results_names(spec: Spec, metrics: dict[str, dict[str, Any]]) -> None:
         for ref in found:
             known = metrics.get(ref.task)
             if isinstance(known, dict) and ref.metric not in known:
-                raise SpecError(f"{spec.path}: {key}: {ref.task} has no metric {ref.metric!r}; its metrics are "
+                raise _error(spec, key, f"{ref.task} has no metric {ref.metric!r}; its metrics are "
                                 f"{', '.join(sorted(known))} (found when the first trial ended; fix the spec and "
                                 "continue with --resume: the finished trial is kept)")
 
@@ -67,7 +74,7 @@ def _known_tasks(spec: Spec) -> None:
 
     unknown = unknown_tasks(list(spec.evaluation.tasks))
     if unknown:
-        raise SpecError(f"{spec.path}: evaluation.tasks: unknown task(s) {', '.join(unknown)}; `lm-eval ls tasks` "
+        raise _error(spec, "evaluation.tasks", f"unknown task(s) {', '.join(unknown)}; `lm-eval ls tasks` "
                         "lists them")
 
 
@@ -92,7 +99,7 @@ def _baseline(spec: Spec) -> dict[str, dict[str, float]]:
     try:
         return load_baseline(spec.evaluation.baseline)
     except Exception as e:  # noqa: BLE001  (any unreadable baseline is the spec's error, named with its key)
-        raise SpecError(f"{spec.path}: evaluation.baseline: {e}") from None
+        raise _error(spec, "evaluation.baseline", str(e)) from None
 
 
 def _named(spec: Spec) -> list[tuple[str, list[Ref], bool]]:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.settings import param
 
 HUB_ID = "jinzhuoran/RWKU"
 SETS = ("forget_level1", "forget_level2", "forget_level3", "neighbor_level1", "neighbor_level2", "mia",
@@ -20,30 +21,26 @@ POSITIONS = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*")
 class RwkuOptions(MetadataOptions):
     WHERE = "RWKU task"
 
-    rwku_set: str  # which probe set the task evaluates (set by each task YAML)
-    dataset_path: str | None = None  # another Hub id in RWKU's layout
-    data_dir: str | None = None  # a local copy in the Hub's layout (All/, Target/, README configs, or parquet)
-    rwku_data_dir: str | None = None  # wins over data_dir, so another benchmark's copy can live apart
-    # targets: names from forget_target (a list, or one name), or 1-based positions / ranges in its order ("1-10",
-    # "1-10,15", 3); default every target
-    rwku_targets: list[str | int] | str | int | None = None
-    rwku_icu: bool = False  # in-context unlearning: the release's instruction before every prompt
-    rwku_rouge: str = "release"  # "release": the `rouge` package's ROUGE-L; "rouge_score": Google's, unstemmed
-    rwku_first_line: bool = False  # keep only the answer's first line (the release's effective setting: no)
-    rwku_max_tokens: int = 30  # the release's max_new_tokens
-    rwku_mia_k: float = 0.2  # Min-K% and Min-K%++ fraction (the release reports k = 20%)
-    rwku_fluency_max_tokens: int = 256  # the release's max_new_tokens for the fluency answers
-    max_items_per_split: int | None = None
+    rwku_set: str = param(None, "which probe set the task evaluates (set by each task YAML)", choices=SETS,
+                          required=True)
+    dataset_path: str | None = param(None, "another Hub id in RWKU's layout")
+    data_dir: str | None = param(None, "a local copy in the Hub's layout (All/, Target/, README configs, or parquet)")
+    rwku_data_dir: str | None = param(None, "wins over data_dir, so another benchmark's copy can live apart")
+    rwku_targets: list[str | int] | str | int | None = param(
+        None, "targets: names from forget_target (a list, or one name), or 1-based positions / ranges in its order "
+        "(\"1-10\", \"1-10,15\", 3); default every target")
+    rwku_icu: bool = param(False, "in-context unlearning: the release's instruction before every prompt")
+    rwku_rouge: str = param("release", "release: the `rouge` package's ROUGE-L; rouge_score: Google's, unstemmed",
+                            choices=ROUGE_MODES)
+    rwku_first_line: bool = param(False, "keep only the answer's first line (the release's effective setting: no)")
+    rwku_max_tokens: int = param(30, "new tokens per answer (the release's max_new_tokens)", ge=1)
+    rwku_mia_k: float = param(0.2, "Min-K% and Min-K%++ fraction (the release reports k = 20%)", gt=0, le=1)
+    rwku_fluency_max_tokens: int = param(256, "new tokens per fluency answer (the release's max_new_tokens)", ge=1)
+    max_items_per_split: int | None = param(None, "at most this many probes per set (smoke runs)", ge=1)
 
     def validate(self) -> None:
         self.require([
-            (self.rwku_set in SETS, f"rwku_set must be one of {list(SETS)}"),
-            (self.rwku_rouge in ROUGE_MODES, f"rwku_rouge must be one of {list(ROUGE_MODES)}"),
-            (self.rwku_max_tokens >= 1 and self.rwku_fluency_max_tokens >= 1,
-             "rwku_max_tokens and rwku_fluency_max_tokens must be >= 1"),
-            (0 < self.rwku_mia_k <= 1, "rwku_mia_k must be in (0, 1]"),
             (self.rwku_targets is None or bool(self.rwku_targets) and all(self.rwku_targets), "rwku_targets must name at least one target"),
-            (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
         ])
 
     @property
