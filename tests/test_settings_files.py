@@ -39,7 +39,8 @@ eval_metadata: {max_items_per_split: 2}
 READERS = {
     "sweep spec": (SPEC, lambda f, out, tmp: ["sweep", str(f), "--out", str(out)],
                    ("forget: forget01", "forget: [1, {a: 2}]", "forget"), 3),
-    "CI suite": (SUITE, lambda f, out, tmp: ["ci", "--suite", str(f), "--from-results", str(tmp), "--out", str(out)],
+    "CI suite": (SUITE, lambda f, out, tmp: ["ci", "--suite", str(f), "--from-results", str(tmp / "results"),
+                                                "--out", str(out)],
                  ("checks:", "limit: ten\nchecks:", "limit"), 2),
     "run --config": (CONFIG, lambda f, out, tmp: ["run", "--config", str(f), "--out", str(out)],
                      ("epochs: 1", "epochs: many", "epochs"), 3),
@@ -70,6 +71,7 @@ def _cases(valid: str, wrong: tuple[str, str, str], wrong_line: int) -> dict[str
 @pytest.mark.parametrize("reader", list(READERS))
 def test_every_settings_file_reader_refuses_bad_files_in_one_line_writing_nothing(reader, tmp_path, capsys):
     valid, command, wrong_key, wrong_line = READERS[reader]
+    (tmp_path / "results").mkdir()  # an input folder of its own (an output inside an input is refused first)
     for case, (content, line, part) in _cases(valid, wrong_key, wrong_line).items():
         path = tmp_path / f"{case.replace(' ', '_')}.yaml"
         path.write_bytes(content)

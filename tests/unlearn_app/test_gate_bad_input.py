@@ -192,7 +192,7 @@ def test_an_internal_error_in_ci_is_exit_2_never_1(tmp_path, monkeypatch, capsys
     def boom(*args, **kwargs):
         raise RecursionError("deep")
 
-    monkeypatch.setattr(runner, "load_suite", boom)
+    monkeypatch.setattr(runner, "copy_results", boom)
     (tmp_path / "run").mkdir()
     code, record = _ci(tmp_path, _suite(tmp_path, ["tofu_forget01/forget_quality >= 0.05"]), tmp_path / "run")
     assert code == 2 and "internal error" in record["error"]

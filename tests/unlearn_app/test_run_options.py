@@ -62,9 +62,6 @@ def test_command_line_values_reach_the_config():
     assert given["lora"] is False and given["hub_private"] is False and given["progress"] is False
     assert given["method_params"] == {"beta": "0.2", "gamma": "2"} and given["evaldu_minimal_set"] is True
     params = given.pop("method_params")
-    with pytest.raises(ValueError, match="--minimal-set applies to --data evaldu only"):  # not ignored
-        load_run_config(None, params=params, **given)
-    given.pop("evaldu_minimal_set")
     with pytest.raises(ValueError, match="--merge only applies to LoRA runs"):
         load_run_config(None, params=params, **given)
     given.pop("merge")

@@ -318,7 +318,7 @@ def test_spec_counts_and_resources_are_capped(over, message):
     ({"evaluation": {"tasks": [TASK], "metadata": {"data_dri": "d"}}}, "unknown --metadata key"),
     ({"evaluation": {"tasks": [TASK], "baseline": "/nonexistent/base", "checks": [f"{TASK}/forget_prob <= baseline"]}},
      "baseline /nonexistent/base does not exist"),
-    ({"evaluation": {"tasks": [TASK], "reference": "/nonexistent/ref"}}, "reference /nonexistent/ref does not exist"),
+    ({"evaluation": {"tasks": [TASK], "reference": "/nonexistent/ref"}}, "evaluation.reference: /nonexistent/ref does not exist"),
     ({"evaluation": {"tasks": [TASK], "baseline": "BASE", "checks": [f"{TASK}/forget_pbor <= baseline"]}},
      "has no metric 'forget_pbor'"),
     ({"select": f"{TASK}/forget_pbor:min", "select_if": [], "evaluation": {"tasks": [TASK], "baseline": "BASE"}},
