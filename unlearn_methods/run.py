@@ -1,6 +1,10 @@
 """One unlearning training run: load the model, pair forget/retain data, train with the method's loss, save the
 checkpoint folder. Evaluating it, writing its model card and pushing it are the application's
-(:mod:`unlearn_app.pipeline`)."""
+(:mod:`unlearn_app.pipeline`).
+
+Under a launcher (``accelerate launch``, ``torchrun``) every process runs :func:`train`: each loads the model (and
+its reference copy) and trains on its share of every step; the main process alone prepares ``OUT.partial``, writes
+the files and publishes the folder, the others waiting for it (:func:`main_process`)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from typing import Any
 
 import torch
 import yaml
+from accelerate import PartialState
+from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -103,8 +109,15 @@ def _wrap_lora(cfg: RunConfig, model):
     return get_peft_model(model, lora)
 
 
+def main_process() -> PartialState:
+    """The processes of this run (one without a launcher): ``.is_main_process`` writes, ``.wait_for_everyone()``."""
+    return PartialState(cpu=not torch.cuda.is_available())  # processes on CPUs meet over gloo
+
+
 def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
-    steps_per_epoch = max(1, -(-n_examples // (cfg.batch_size * cfg.grad_accum)))
+    # the steps of an epoch: each process takes --batch-size rows per micro-batch
+    global_batch = cfg.batch_size * cfg.grad_accum * main_process().num_processes
+    steps_per_epoch = max(1, -(-n_examples // global_batch))
     return TrainingArguments(
         output_dir=str(out / "checkpoints"),
         num_train_epochs=cfg.epochs,
@@ -305,16 +318,27 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
         )
     source.resolve_splits(cfg)
     cfg.method_params = method.params.to_dict()
-    final, out = out, working_folder(cfg, out)  # a fresh folder unless resuming: nothing of an earlier run is kept
-    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
+    procs = main_process()
+    procs.wait_for_everyone()  # every process has checked --out before the main one prepares it
+    final = out
+    if procs.is_main_process:
+        out = working_folder(cfg, out)  # a fresh folder unless resuming: nothing of an earlier run is kept
+        (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
+    procs.wait_for_everyone()
+    out = checkpoint_folder.partial_path(final)
 
     if source.vision and not method.vision:
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
                                f"is not available with --data {cfg.data}; use another method (`unlearn methods`).")
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
-    data_dir = source.local_data(cfg, out)
-    source.write_corpus(cfg, out, data_dir, model, tokenizer)
+    data_dir = None
+    if procs.is_main_process:
+        data_dir = source.local_data(cfg, out)
+        source.write_corpus(cfg, out, data_dir, model, tokenizer)
+    if procs.num_processes > 1:
+        data_dir = broadcast_object_list([data_dir])[0]
+    procs.wait_for_everyone()
     forget, retain = source.load(cfg, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)
@@ -347,8 +371,10 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
         except NonFiniteLossError as e:
             keep = out / "last_good"
             trainer.save_model(str(keep))
-            tokenizer.save_pretrained(str(keep))
-            (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)}, indent=2))
+            if procs.is_main_process:
+                tokenizer.save_pretrained(str(keep))
+                (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)},
+                                                           indent=2))
             raise UnlearningFailed(
                 f"{e} The weights before the failing step are in {keep}; periodic checkpoints are in "
                 f"{out / 'checkpoints'} (resume with --resume after changing the settings)."
@@ -363,17 +389,23 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
                 raise UnlearningFailed(str(e)) from e
             eval_record = saved["eval_during_training"] = _selection_record(cfg, callback, selected,
                                                                             trainer.state.global_step)
-        (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
+        if procs.is_main_process:
+            (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
+    trained_model = model
     model = method.finalize(run, model)
     if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-
+    if method.trains and model is trained_model and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
+        trainer.save_model(str(out))  # every process: the shards are gathered; the main process writes
+    elif procs.is_main_process:
+        model.save_pretrained(str(out))
     trained = TrainedCheckpoint(out, method, adapter, data_dir, train_metrics, eval_record)
-    if finish is not None:
-        finish(trained)
-    checkpoint_folder.publish(out, final)
+    if procs.is_main_process:
+        tokenizer.save_pretrained(str(out))
+        if finish is not None:
+            finish(trained)
+        checkpoint_folder.publish(out, final)
+    procs.wait_for_everyone()
     if data_dir and Path(data_dir).is_relative_to(out):  # the demo corpus moved with the folder
         trained.data_dir = str(final / Path(data_dir).relative_to(out))
     trained.out = final
