@@ -48,7 +48,8 @@ def run_lm_eval(
     ``tasks``: names, or task / group objects already built (with the metadata lm-eval would give them, see
     :func:`model_arguments`), which lm-eval then evaluates without building them again.
     ``device``: default :func:`default_device` (``cuda`` when a GPU is visible, else ``cpu``).
-    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's
+    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``); None on the other
+    processes of a multi-process launch (``accelerate launch``), which score their share of the requests. Only this package's
     tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
     model_args = model_arguments(model_dir, backend, extra_model_args)
@@ -93,7 +94,7 @@ def evaluate_lm(
         log_samples=log_samples,
         evaluation_tracker=tracker,
     )
-    if tracker is not None:
+    if tracker is not None and results is not None:  # under a launcher, lm-eval returns them on the main process only
         tracker.save_results_aggregated(results=results, samples=None)
     return results
 
