@@ -134,7 +134,7 @@ class UnlearnTrainer(Trainer):
         accelerate gives batch ``b`` of the sampler to process ``b % N`` and, so that every process steps together,
         completes the epoch's last batches with samples from its start; those have positions past the dataset."""
         n, procs = len(self.train_dataset), self.accelerator.num_processes
-        size, accum = self.args.per_device_train_batch_size, self.args.gradient_accumulation_steps
+        size, accum = self.args.train_batch_size, self.args.gradient_accumulation_steps  # x GPUs under DataParallel
         batches_per_process = math.ceil(math.ceil(n / size) / procs)
         steps_per_epoch = max(1, math.ceil(batches_per_process / accum))
         batch = ((self.state.global_step % steps_per_epoch) * accum + micro) * procs + self.accelerator.process_index

@@ -115,10 +115,7 @@ def main_process() -> PartialState:
 
 
 def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
-    # the steps of an epoch: each process takes --batch-size rows per micro-batch
-    global_batch = cfg.batch_size * cfg.grad_accum * main_process().num_processes
-    steps_per_epoch = max(1, -(-n_examples // global_batch))
-    return TrainingArguments(
+    args = TrainingArguments(
         output_dir=str(out / "checkpoints"),
         num_train_epochs=cfg.epochs,
         learning_rate=cfg.lr,
@@ -127,9 +124,7 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         warmup_steps=cfg.warmup_steps,
         lr_scheduler_type="constant_with_warmup" if cfg.warmup_steps else "constant",
         weight_decay=0.0,
-        logging_steps=max(1, steps_per_epoch // 2),
         save_strategy="steps",
-        save_steps=cfg.save_steps or steps_per_epoch,
         save_total_limit=2,
         report_to=[],
         seed=cfg.seed,
@@ -139,6 +134,12 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         disable_tqdm=not cfg.progress,
         dataloader_num_workers=0,
     )
+    # the steps of an epoch: --batch-size rows per process (per GPU under DataParallel) and micro-batch
+    global_batch = args.train_batch_size * cfg.grad_accum * main_process().num_processes
+    steps_per_epoch = max(1, -(-n_examples // global_batch))
+    args.logging_steps = max(1, steps_per_epoch // 2)
+    args.save_steps = cfg.save_steps or steps_per_epoch
+    return args
 
 
 def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
