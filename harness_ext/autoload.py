@@ -5,7 +5,8 @@ lm-eval 0.4.13 only scans its own task folder and ``--include_path``. The wheel 
 it adds a post-import hook, so that when ``lm_eval.tasks.manager`` is first imported, ``TaskManager`` gets our
 task folder, and those of the benchmarks installed through the ``lm_eval_unlearning.benchmarks`` entry points
 (:mod:`harness_ext.plugins`), prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name
-clashes).
+clashes). When lm-eval's ``hf`` backend is imported, CPU processes under ``accelerate launch`` are made to split its
+requests as GPU processes do (:func:`harness_ext.lm_eval_patches.patch_hf_data_parallel`).
 Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
 :mod:`harness_ext.lm_eval_patches`.
 """
@@ -20,6 +21,9 @@ from types import ModuleType
 
 ENV_SWITCH = "UNLEARN_LMEVAL_AUTOLOAD"
 _TARGET = "lm_eval.tasks.manager"
+#: lm-eval's ``hf`` backend: CPU processes under ``accelerate launch`` split its requests (see
+#: :func:`harness_ext.lm_eval_patches.patch_hf_data_parallel`).
+_HF_TARGET = "lm_eval.models.huggingface"
 
 
 def _enabled() -> bool:
@@ -35,28 +39,39 @@ def patch_task_manager(module: ModuleType) -> None:
     silence()  # before lm-eval loads a model (transformers / peft import torchao)
 
 
+def patch_hf_backend(module: ModuleType) -> None:
+    """Let CPU processes under a launcher split ``HFLM``'s requests as GPUs do."""
+    from harness_ext.lm_eval_patches import patch_hf_data_parallel
+
+    patch_hf_data_parallel(module.HFLM)
+
+
+_PATCHES = {_TARGET: patch_task_manager, _HF_TARGET: patch_hf_backend}
+
+
 class _LoaderWithHook(importlib.abc.Loader):
-    def __init__(self, wrapped: importlib.abc.Loader) -> None:
+    def __init__(self, wrapped: importlib.abc.Loader, patch=patch_task_manager) -> None:
         self._wrapped = wrapped
+        self._patch = patch
 
     def create_module(self, spec):  # noqa: D401 - loader protocol
         return self._wrapped.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._wrapped.exec_module(module)
-        patch_task_manager(module)
+        self._patch(module)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
     """Finds nothing itself; wraps the real loader of ``lm_eval.tasks.manager`` to run our patch after it."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname != _TARGET:
+        if fullname not in _PATCHES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _LoaderWithHook(spec.loader)
+        spec.loader = _LoaderWithHook(spec.loader, _PATCHES[fullname])
         return spec
 
 
@@ -64,8 +79,10 @@ def install() -> None:
     """Install the hook (idempotent). Patches at once if lm-eval's task manager is already imported."""
     if not _enabled():
         return
-    if _TARGET in sys.modules:
-        patch_task_manager(sys.modules[_TARGET])
+    for name, patch in _PATCHES.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    if all(name in sys.modules for name in _PATCHES):
         return
     if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PostImportFinder())

@@ -52,7 +52,8 @@ def run_lm_eval(
     ``device``: default :func:`default_device` (``cuda`` when a GPU is visible, else ``cpu``).
     ``apply_chat_template`` / ``system_instruction``: lm-eval's ``--apply_chat_template`` and ``--system_instruction``
     (the chat template's keyword arguments, e.g. ``date_string``, go in ``extra_model_args["chat_template_args"]``).
-    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``). Only this package's
+    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``); None on the other
+    processes of a multi-process launch (``accelerate launch``), which score their share of the requests. Only this package's
     tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
     model_args = model_arguments(model_dir, backend, extra_model_args)
@@ -104,7 +105,7 @@ def evaluate_lm(
         apply_chat_template=apply_chat_template,
         system_instruction=system_instruction,
     )
-    if tracker is not None:
+    if tracker is not None and results is not None:  # under a launcher, lm-eval returns them on the main process only
         tracker.save_results_aggregated(results=results, samples=None)
     return results
 

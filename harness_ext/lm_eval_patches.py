@@ -6,6 +6,8 @@
 - :func:`is_backend`: which lm-eval model class a backend is (:data:`BACKENDS`: class name and module);
   :func:`request_options`: the dict a task put among a request's arguments; :func:`hf_batch_size`.
 - :func:`patch_multimodal_generation`: ``hf-multimodal`` generates for a batch mixing text-only and image requests.
+- :func:`patch_hf_data_parallel`: ``accelerate launch -m lm_eval --model hf`` splits the requests over CPU processes
+  as it does over GPUs (``autoload`` installs it when lm-eval's ``hf`` backend is imported).
 - :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 
@@ -110,6 +112,29 @@ def patch_multimodal_generation() -> None:
 
     if not getattr(HFMultimodalLM.generate_until, "_unlearn_patched", False):
         HFMultimodalLM.generate_until = generate_until_split(HFMultimodalLM.generate_until, HFLM.generate_until)
+
+
+def patch_hf_data_parallel(cls: type) -> None:
+    """lm-eval 0.4.13's ``HFLM`` splits the requests over the processes of ``accelerate launch`` only when CUDA
+    counts more than one GPU: CPU processes (``ACCELERATE_USE_CPU=true``, where accelerate joins them over gloo) would
+    each evaluate everything and each write the results. Wrap ``cls.__init__`` (``HFLM``, which ``hf-multimodal``
+    subclasses) so that CPU processes take their rank and the world size from the accelerator ``HFLM`` built, the
+    state its GPU path sets (idempotent)."""
+    if getattr(cls.__init__, "_unlearn_patched", False):
+        return
+    init = cls.__init__
+
+    @functools.wraps(init)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        accelerator = getattr(self, "accelerator", None)
+        if (accelerator is not None and getattr(self, "_world_size", 1) == 1 and accelerator.num_processes > 1
+                and accelerator.device.type == "cpu"):
+            self._rank = accelerator.local_process_index
+            self._world_size = accelerator.num_processes
+
+    __init__._unlearn_patched = True  # type: ignore[attr-defined]
+    cls.__init__ = __init__
 
 
 # --------------------------------------------------------------------------- output noise

@@ -16,7 +16,7 @@ from unlearn_app.output_guard import write_text
 from unlearn_app.selection import Selection, SelectionError, parse_select
 from unlearn_methods.config import RunConfig
 from unlearn_methods.eval_during import PLOT_FILE, ROWS_FILE, read_rows
-from unlearn_methods.training import TrainedCheckpoint, train
+from unlearn_methods.training import TrainedCheckpoint, main_process, train
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +34,18 @@ def run_unlearning(cfg: RunConfig, on_row: Callable[[dict[str, Any]], None] | No
         write_card(cfg, trained)
 
     trained = train(cfg, select=selection, finish=finish, on_row=on_row)
+    procs = main_process()  # under a launcher: every process evaluates its share, the main one writes and pushes
     if cfg.eval_tasks:
         eval_results = evaluate_checkpoint(cfg, trained)
-        write_card(cfg, trained, eval_results)
-        if eval_results:
-            write_model_index(trained.out)
-    if cfg.push_to_hub:
+        if procs.is_main_process:
+            write_card(cfg, trained, eval_results)
+            if eval_results:
+                write_model_index(trained.out)
+    if cfg.push_to_hub and procs.is_main_process:
         from unlearn_app.checkpoint.hub import push_folder
 
         log.info("Pushed to %s", push_folder(trained.out, cfg.push_to_hub, private=cfg.hub_private))
+    procs.wait_for_everyone()
     return trained.out
 
 
@@ -66,7 +69,7 @@ def evaluate_checkpoint(cfg: RunConfig, trained: TrainedCheckpoint) -> dict[str,
     res = run_lm_eval(model_dir, list(cfg.eval_tasks), out / "eval", metadata, backend=cfg.source.eval_model,
                       extra_model_args=extra, limit=cfg.eval_limit, apply_chat_template=prompt.chat,
                       system_instruction=prompt.system_prompt)
-    return task_metrics(res)
+    return task_metrics(res) if res is not None else {}  # None on the other processes of a launch
 
 
 def check_evaluation(cfg: RunConfig) -> Selection | None:

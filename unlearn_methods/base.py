@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from transformers import Trainer
 
-from unlearn_methods.losses import forward
+from unlearn_methods.losses import NORM_KEY, WEIGHT_KEY, forward
 from unlearn_methods.params import MethodParams
 
 #: The kinds of forget example a method may declare (:attr:`UnlearnMethod.forget_corpus`).
@@ -74,6 +75,9 @@ class UnlearnMethod:
     #: ``forget_idk``), "refusal" (questions with the refusals to learn, ``forget_idk``); one of
     #: :data:`FORGET_CORPORA`.
     forget_corpus: ClassVar[str] = "text"
+    #: Logged terms that are a state of the method (e.g. a dual variable), not a mean over the batch: logged as
+    #: their last value, where the other terms are summed over the micro-batches of a step and averaged over processes.
+    state_terms: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type[MethodParams]] = MethodParams
 
     def __init__(self, params: MethodParams | dict[str, Any] | None = None) -> None:
@@ -81,6 +85,14 @@ class UnlearnMethod:
 
     def loss(self, ctx: MethodContext, model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError
+
+    def counts(self, part: str, batch: dict) -> dict[str, torch.Tensor]:
+        """Extra quantities of one micro-batch part that a mean of this method divides by (besides rows, answer tokens
+        and positions), summed over the step's global batch by the trainer like those."""
+        return {}
+
+    def after_step(self, ctx: MethodContext, terms: dict[str, float]) -> None:
+        """Called once per optimiser step with the step's logged terms over its global batch (e.g. a dual update)."""
 
     # Hooks for methods that are more than a loss (Task Vector, WHP, AltPO).
     def prepare(self, run) -> None:
@@ -97,7 +109,11 @@ class UnlearnMethod:
 
 
 class UnlearnTrainer(Trainer):
-    """``Trainer`` whose loss is an :class:`UnlearnMethod`, with an optional L1 penalty on LoRA weights."""
+    """``Trainer`` whose loss is an :class:`UnlearnMethod`, with an optional L1 penalty on LoRA weights; each step
+    normalised over its global batch (see the module docstring)."""
+
+    #: compute_loss divides by the step's global counts, gradient accumulation included (see get_batch_samples)
+    loss_is_scaled_for_ga = True
 
     def __init__(self, *args, method: UnlearnMethod, l1_lora: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -105,6 +121,8 @@ class UnlearnTrainer(Trainer):
         self.l1_lora = l1_lora
         self.ctx = MethodContext(trainer=self, reference=self._make_reference() if method.needs_reference else None)
         self._terms: dict[str, list[float]] = {}
+        self._step_terms: dict[str, float] = {}  # this step's terms, summed over its micro-batches on this process
+        self._micro_batches = 1  # of the current step, on every process
 
     def _make_reference(self):
         if hasattr(self.model, "disable_adapter"):  # LoRA: the base weights are the reference, no copy needed
@@ -114,27 +132,98 @@ class UnlearnTrainer(Trainer):
             p.requires_grad_(False)
         return ref.to(self.args.device)
 
+    # ------------------------------------------------------------------ the global batch of a step
+    def _epoch_positions(self, micro: int, rows: int) -> torch.Tensor:
+        """Positions in the epoch's sample order of the rows of this process's ``micro``-th micro-batch of the step.
+
+        accelerate gives batch ``b`` of the sampler to process ``b % N`` and, so that every process steps together,
+        completes the epoch's last batches with samples from its start; those have positions past the dataset."""
+        n, procs = len(self.train_dataset), self.accelerator.num_processes
+        size, accum = self.args.train_batch_size, self.args.gradient_accumulation_steps  # x GPUs under DataParallel
+        batches_per_process = math.ceil(math.ceil(n / size) / procs)
+        steps_per_epoch = max(1, math.ceil(batches_per_process / accum))
+        batch = ((self.state.global_step % steps_per_epoch) * accum + micro) * procs + self.accelerator.process_index
+        return batch * size + torch.arange(rows)
+
+    def get_batch_samples(self, epoch_iterator: Iterator, num_batches: int, device: torch.device):
+        self._flush_step_terms()
+        batches, _ = super().get_batch_samples(epoch_iterator, num_batches, device)
+        if not batches or not isinstance(batches[0], dict) or not all(isinstance(v, dict) for v in batches[0].values()):
+            return batches, None
+        n = len(self.train_dataset) if self.train_dataset is not None and hasattr(self.train_dataset, "__len__") else None
+        local: dict[str, dict[str, torch.Tensor]] = {}
+        for micro, batch in enumerate(batches):
+            for part, b in batch.items():
+                rows = b["input_ids"].shape[0]
+                weight = torch.ones(rows)
+                if n is not None:
+                    weight = (self._epoch_positions(micro, rows) < n).float()
+                weight = weight.to(b["input_ids"].device)
+                b[WEIGHT_KEY] = weight
+                if "labels" in b and not bool(weight.all()):
+                    b["labels"] = b["labels"].masked_fill(weight[:, None] == 0, -100)
+                mask = b.get("attention_mask", torch.ones_like(b["input_ids"]))
+                counts = {"rows": weight.sum(), "positions": (mask * weight[:, None]).sum().float()}
+                if "labels" in b:
+                    counts["tokens"] = (b["labels"][:, 1:] != -100).sum().float()
+                counts.update({k: v.float() for k, v in self.method.counts(part, b).items()})
+                for k, v in counts.items():
+                    acc = local.setdefault(part, {})
+                    acc[k] = acc.get(k, 0) + v.detach().float().cpu()
+        names = [(part, k) for part in sorted(local) for k in sorted(local[part])]
+        totals = torch.stack([local[part][k] for part, k in names]).to(self.args.device)
+        totals = self.accelerator.reduce(totals, reduction="sum") if self.accelerator.num_processes > 1 else totals
+        # each process's share of the global count: the processes' gradients are averaged, so dividing the local sum
+        # by count / N makes the average the sum over the global batch divided by its count
+        share = (totals / self.accelerator.num_processes).clamp_min(1e-12)
+        norms: dict[str, dict[str, torch.Tensor]] = {}
+        for (part, k), v in zip(names, share):
+            norms.setdefault(part, {})[k] = v
+        for batch in batches:
+            for part, b in batch.items():
+                b[NORM_KEY] = {k: v.to(b["input_ids"].device) for k, v in norms[part].items()}
+        self._micro_batches = len(batches)
+        return batches, None
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, terms = self.method.loss(self.ctx, model, inputs)
         if self.l1_lora > 0:
             l1 = sum(p.abs().sum() for n, p in model.named_parameters() if "lora_" in n and p.requires_grad)
-            loss = loss + self.l1_lora * l1
-            terms["l1_lora"] = float(l1)
+            # once per step: every micro-batch adds its share, as if the penalty were a mean over the step
+            loss = loss + self.l1_lora * l1 / self._micro_batches
+            terms["l1_lora"] = float(l1) / self._micro_batches
         if not torch.isfinite(loss):
             raise NonFiniteLossError(
                 f"The {self.method.name} loss is {float(loss)} at step {self.state.global_step} "
                 f"(terms: {terms}). Lower --lr, raise the method's beta, or use --lora; the last good weights are kept."
             )
         for k, v in terms.items():
-            if isinstance(v, (int, float)) and math.isfinite(v):
-                self._terms.setdefault(k, []).append(float(v))
+            if isinstance(v, (int, float)):
+                if k in self.method.state_terms:
+                    self._step_terms[k] = float(v)
+                else:
+                    self._step_terms[k] = self._step_terms.get(k, 0.0) + float(v)
         return (loss, None) if return_outputs else loss
 
+    def _flush_step_terms(self) -> None:
+        """The finished step's terms over its global batch (averaged over processes): to the log and the method."""
+        if not self._step_terms:
+            return
+        keys = sorted(self._step_terms)
+        values = torch.tensor([self._step_terms[k] for k in keys], dtype=torch.float64)
+        if self.accelerator.num_processes > 1:
+            values = self.accelerator.reduce(values.to(self.args.device), reduction="mean").cpu()
+        step = dict(zip(keys, values.tolist()))
+        self._step_terms = {}
+        self.method.after_step(self.ctx, step)
+        for k, v in step.items():
+            if math.isfinite(v):
+                self._terms.setdefault(k, []).append(v)
+
     def log(self, logs: dict[str, float], *args, **kwargs) -> None:
+        self._flush_step_terms()
         for k, values in self._terms.items():
             if values:
                 logs[k] = sum(values) / len(values)
         self._terms = {}
         super().log(logs, *args, **kwargs)
-
-

@@ -10,12 +10,44 @@ import torch
 import torch.nn.functional as F
 
 TEXT_KEYS = ("input_ids", "attention_mask", "labels")
+#: Set by :class:`unlearn_methods.base.UnlearnTrainer` on each part of a micro-batch: this process's share of the
+#: step's global counts (``rows``, ``tokens``, ``positions`` and a method's own), which the means below divide by.
+NORM_KEY = "global_norm"
+#: Set with it: each row's weight, 0 for a row repeated to fill the last batch of an epoch on several processes.
+WEIGHT_KEY = "row_weight"
+STEP_KEYS = (NORM_KEY, WEIGHT_KEY)
+
+
+def share(batch: dict, kind: str, local: torch.Tensor) -> torch.Tensor:
+    """What a mean over ``batch`` divides by: this process's share of the step's global ``kind`` count when the
+    trainer set it (so the step is normalised over its global batch), else ``local`` (at least 1)."""
+    norm = batch.get(NORM_KEY) if isinstance(batch, dict) else None
+    if norm is not None and kind in norm:
+        return norm[kind]
+    return local.clamp_min(1) if torch.is_tensor(local) else torch.tensor(max(float(local), 1.0))
+
+
+def row_weight(batch: dict, like: torch.Tensor) -> torch.Tensor:
+    """Each row's weight (1, or 0 for a filler row), shaped and typed like the per-row ``like``."""
+    weight = batch.get(WEIGHT_KEY) if isinstance(batch, dict) else None
+    return torch.ones_like(like) if weight is None else weight.to(like.device, like.dtype)
+
+
+def batch_mean(values: torch.Tensor, batch: dict) -> torch.Tensor:
+    """Mean of per-sequence ``values`` over the rows of ``batch`` (over the step's global batch in training)."""
+    return (values * row_weight(batch, values)).sum() / share(batch, "rows", torch.tensor(float(values.shape[0])))
+
+
+def position_mask(batch: dict) -> torch.Tensor:
+    """The attention mask with filler rows zeroed, [B, T]."""
+    mask = batch["attention_mask"]
+    return mask * row_weight(batch, mask[:, 0])[:, None]
 
 
 def forward(model, batch: dict, **kwargs):
     """Run ``model`` on a batch (labels are not passed: every method computes its own loss). A vision-language
     batch also carries the processor's image tensors (``pixel_values``, ...), passed on as they are."""
-    images = {k: v for k, v in batch.items() if k not in TEXT_KEYS}
+    images = {k: v for k, v in batch.items() if k not in TEXT_KEYS and k not in STEP_KEYS}
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
 
 
@@ -33,19 +65,21 @@ def sequence_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tens
     return nll.sum(-1), mask.sum(-1).clamp_min(1)
 
 
-def mean_nll(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """The usual language-model loss: NLL averaged over all answer tokens of the batch."""
+def mean_nll(logits: torch.Tensor, labels: torch.Tensor, batch: dict | None = None) -> torch.Tensor:
+    """The usual language-model loss: NLL averaged over all answer tokens of the batch (of the step's global batch
+    when ``batch`` carries the trainer's counts)."""
     nll, mask = token_nll(logits, labels)
-    return nll.sum() / mask.sum().clamp_min(1)
+    return nll.sum() / share(batch, "tokens", mask.sum())
 
 
-def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """KL(reference || model) of the next-token distributions, averaged over answer positions."""
+def kl_to_reference(logits: torch.Tensor, ref_logits: torch.Tensor, labels: torch.Tensor,
+                    batch: dict | None = None) -> torch.Tensor:
+    """KL(reference || model) of the next-token distributions, averaged over answer positions (as :func:`mean_nll`)."""
     mask = (labels[:, 1:] != -100).float()
     logp = F.log_softmax(logits[:, :-1].float(), -1)
     ref_logp = F.log_softmax(ref_logits[:, :-1].float(), -1)
     kl = (ref_logp.exp() * (ref_logp - logp)).sum(-1)
-    return (kl * mask).sum() / mask.sum().clamp_min(1)
+    return (kl * mask).sum() / share(batch, "tokens", mask.sum())
 
 
 def answer_mask(labels: torch.Tensor) -> torch.Tensor:
@@ -53,10 +87,12 @@ def answer_mask(labels: torch.Tensor) -> torch.Tensor:
     return labels[:, 1:] != -100
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` over the positions where ``mask`` is true (0 when there are none)."""
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, batch: dict | None = None,
+                kind: str = "tokens") -> torch.Tensor:
+    """Mean of ``values`` over the positions where ``mask`` is true (0 when there are none); with ``batch``, over
+    the step's global ``kind`` count (``mask`` must then count the same positions: answer tokens by default)."""
     mask = mask.to(values.dtype)
-    return (values * mask).sum() / mask.sum().clamp_min(1)
+    return (values * mask).sum() / share(batch, kind, mask.sum())
 
 
 def soft_cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

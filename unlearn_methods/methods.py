@@ -13,12 +13,16 @@ import torch.nn.functional as F
 
 from unlearn_methods.base import MethodContext, UnlearnMethod
 from unlearn_methods.losses import (
+    NORM_KEY,
     answer_mask,
+    batch_mean,
     forward,
     kl_to_reference,
     masked_mean,
     mean_nll,
+    position_mask,
     sequence_nll,
+    share,
     soft_cross_entropy,
     token_nll,
 )
@@ -32,7 +36,7 @@ def _logged(t: torch.Tensor) -> float:
 
 
 def _nll(model, batch) -> torch.Tensor:
-    return mean_nll(forward(model, batch).logits, batch["labels"])
+    return mean_nll(forward(model, batch).logits, batch["labels"], batch)
 
 
 @dataclass
@@ -86,7 +90,7 @@ class KLMinimisation(UnlearnMethod):
         p = self.params
         forget = _nll(model, inputs["forget"])
         r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
+        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"], r)
         return -p.gamma * forget + p.alpha * kl, {"forget_nll": _logged(forget), "retain_kl": _logged(kl)}
 
 
@@ -126,7 +130,7 @@ class DPO(UnlearnMethod):
         p = self.params
         win, _ = _log_ratio(ctx, model, inputs["forget_idk"])
         lose, _ = _log_ratio(ctx, model, inputs["forget"])
-        dpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
+        dpo = batch_mean(-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose)), inputs["forget"])
         retain = _nll(model, inputs["retain"])
         return p.gamma * dpo + p.alpha * retain, {"dpo": _logged(dpo), "retain_nll": _logged(retain)}
 
@@ -142,9 +146,11 @@ class NPO(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         log_ratio, nll = _log_ratio(ctx, model, inputs["forget"])
-        npo = (-2.0 / p.beta * F.logsigmoid(-p.beta * log_ratio)).mean()
+        f = inputs["forget"]
+        npo = batch_mean(-2.0 / p.beta * F.logsigmoid(-p.beta * log_ratio), f)
         retain = _nll(model, inputs["retain"])
-        return p.gamma * npo + p.alpha * retain, {"npo": _logged(npo), "forget_seq_nll": _logged(nll.mean()), "retain_nll": _logged(retain)}
+        return p.gamma * npo + p.alpha * retain, {"npo": _logged(npo), "forget_seq_nll": _logged(batch_mean(nll, f)),
+                                                  "retain_nll": _logged(retain)}
 
 
 @register
@@ -163,7 +169,7 @@ class SimNPO(UnlearnMethod):
         p = self.params
         f = inputs["forget"]
         nll, n = sequence_nll(forward(model, f).logits, f["labels"])
-        simnpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (nll / n - p.delta))).mean()
+        simnpo = batch_mean(-2.0 / p.beta * F.logsigmoid(p.beta * (nll / n - p.delta)), f)
         retain = _nll(model, inputs["retain"])
         return p.gamma * simnpo + p.alpha * retain, {"simnpo": _logged(simnpo), "retain_nll": _logged(retain)}
 
@@ -188,12 +194,12 @@ class SCRUB(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         if self.is_max_step(ctx):
             f = inputs["forget"]
-            kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"])
+            kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"], f)
             return -self.params.gamma * kl, {"forget_kl": _logged(kl)}
         r = inputs["retain"]
         logits = forward(model, r).logits
-        kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"])
-        nll = mean_nll(logits, r["labels"])
+        kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"], r)
+        nll = mean_nll(logits, r["labels"], r)
         return kl + self.params.alpha * nll, {"retain_kl": _logged(kl), "retain_nll": _logged(nll)}
 
 
@@ -217,7 +223,7 @@ class LLMU(UnlearnMethod):
         p = self.params
         forget, mismatch = _nll(model, inputs["forget"]), _nll(model, inputs["forget_random"])
         r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"])
+        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"], r)
         total = -p.eps_forget * forget + p.eps_random * mismatch + p.eps_retain * kl
         return total, {"forget_nll": _logged(forget), "random_nll": _logged(mismatch), "retain_kl": _logged(kl)}
 
@@ -253,8 +259,8 @@ class RMU(UnlearnMethod):
             mask = (batch["labels"] != -100).to(h.dtype)
             summed = (((h - target) ** 2).mean(-1) * mask).sum(-1)  # per sequence
             return summed.mean() * (1 / mask.sum(-1).clamp_min(1)).mean()
-        mask = batch["attention_mask"].unsqueeze(-1).to(h.dtype)
-        return (((h - target) ** 2) * mask).sum() / (mask.sum() * h.shape[-1])
+        mask = position_mask(batch).unsqueeze(-1).to(h.dtype)
+        return (((h - target) ** 2) * mask).sum() / (share(batch, "positions", mask.sum()) * h.shape[-1])
 
     def _hidden(self, out, n_layers: int) -> torch.Tensor:
         layer = self.params.layer if self.params.layer >= 0 else n_layers // 2
@@ -358,7 +364,7 @@ class WhosHarryPotter(UnlearnMethod):
         generic = F.softmax(base - self.params.alpha * F.relu(reinforced - base), -1)[:, :-1]
         logp = F.log_softmax(forward(model, f).logits[:, :-1].float(), -1)
         mask = (f["labels"][:, 1:] != -100).float()
-        distill = -((generic * logp).sum(-1) * mask).sum() / mask.sum().clamp_min(1)
+        distill = -((generic * logp).sum(-1) * mask).sum() / share(f, "tokens", mask.sum())
         terms = {"generic_ce": _logged(distill)}
         if self.params.retain_weight:
             retain = _nll(model, inputs["retain"])
@@ -412,8 +418,8 @@ class UNDIAL(UnlearnMethod):
         answer = (labels % teacher.shape[-1] if p.all_positions else labels.clamp_min(0)).unsqueeze(-1)
         target = F.softmax(teacher.scatter_add(-1, answer, torch.full_like(answer, -p.beta, dtype=teacher.dtype)), -1)
         ce = soft_cross_entropy(logits[:, :-1], target)
-        undial = ce.mean() if p.all_positions else masked_mean(ce, mask)
-        terms = {"undial_ce": _logged(undial), "forget_nll": _logged(masked_mean(nll, mask))}
+        undial = ce.mean() if p.all_positions else masked_mean(ce, mask, f)
+        terms = {"undial_ce": _logged(undial), "forget_nll": _logged(masked_mean(nll, mask, f))}
         loss = p.gamma * undial
         if p.alpha:
             retain = _nll(model, inputs["retain"])
@@ -426,7 +432,7 @@ def _weighted_ascent(model, batch, weight) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean over answer tokens of weight(p) * log p, with the weight not differentiated; mean token NLL)."""
     nll, mask, _ = _token_terms(model, batch)
     prob = torch.exp(-nll.detach())
-    return masked_mean(-weight(prob) * nll, mask), masked_mean(nll, mask)
+    return masked_mean(-weight(prob) * nll, mask, batch), masked_mean(nll, mask, batch)
 
 
 @register
@@ -489,14 +495,21 @@ class CEU(UnlearnMethod):
     class Params(MethodParams):
         ignore_first_n: int = param(1, "answer tokens at the start left out of the loss", ge=0)
 
+    def _kept(self, labels: torch.Tensor) -> torch.Tensor:
+        mask = answer_mask(labels)
+        return mask & (mask.cumsum(-1) > self.params.ignore_first_n)
+
+    def counts(self, part, batch):
+        return {"ceu_kept": self._kept(batch["labels"]).sum()} if part == "forget" else {}
+
     def loss(self, ctx, model, inputs):
         f = inputs["forget"]
         nll, mask, logits = _token_terms(model, f)
         logits = logits[:, :-1].float()
-        keep = mask & (mask.cumsum(-1) > self.params.ignore_first_n)
+        keep = self._kept(f["labels"])
         excluded = logits.detach().scatter(-1, f["labels"][:, 1:].clamp_min(0).unsqueeze(-1), float("-inf"))
-        ceu = masked_mean(soft_cross_entropy(logits, F.softmax(excluded, -1)), keep)
-        return ceu, {"ceu": _logged(ceu), "forget_nll": _logged(masked_mean(nll, mask))}
+        ceu = masked_mean(soft_cross_entropy(logits, F.softmax(excluded, -1)), keep, f, "ceu_kept")
+        return ceu, {"ceu": _logged(ceu), "forget_nll": _logged(masked_mean(nll, mask, f))}
 
 
 @register
@@ -508,9 +521,11 @@ class PDU(UnlearnMethod):
     Defaults: the paper's TOFU settings (lambda starts at 100, eps 0.3, step 5, 5 warm-up epochs).
 
     The margin is taken over the logits that predict the answer tokens; ``all_positions=true`` takes it over every
-    position of the forget sequence (prompt and padding included); ``ou_positions=true`` over the logits at the
-    answer tokens' own positions (labels not shifted: one position later, the last answer token's included), as
-    open-unlearning does. lambda is not saved in checkpoints: ``--resume`` restarts it from ``alpha``.
+    position of the forget sequence (prompt and padding included: its mean counts padding and so depends on how the
+    batch is split over processes); ``ou_positions=true`` over the logits at the answer tokens' own positions (labels
+    not shifted: one position later, the last answer token's included), as open-unlearning does. lambda is not saved
+    in checkpoints: ``--resume`` restarts it from ``alpha``. lambda moves once per optimiser step, on the retain NLL
+    of the step's whole batch (every process, every micro-batch).
     """
 
     name = "pdu"
@@ -529,26 +544,37 @@ class PDU(UnlearnMethod):
         ou_positions: bool = param(False, "margin over the logits at the answer tokens' own positions (labels not "
                                    "shifted), as open-unlearning's PDU")
 
+    state_terms = ("dual",)
+
     def __init__(self, params=None) -> None:
         super().__init__(params)
         self.dual = self.params.alpha  # lambda, updated after every training step
+        self._warm = False  # the step being taken started after the warm-up epochs
 
     def loss(self, ctx, model, inputs):
         p, f = self.params, inputs["forget"]
         logits = forward(model, f).logits.float()
         if p.all_positions:
-            margin = ((logits.max(-1).values - logits.mean(-1)) ** 2).mean()
+            margin = batch_mean(((logits.max(-1).values - logits.mean(-1)) ** 2).mean(-1), f)
         elif p.ou_positions:
-            margin = masked_mean((logits.max(-1).values - logits.mean(-1)) ** 2, f["labels"] != -100)
+            margin = masked_mean((logits.max(-1).values - logits.mean(-1)) ** 2, f["labels"] != -100, f)
         else:
             z = logits[:, :-1]
-            margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]))
-        retain = _nll(model, inputs["retain"])
-        loss = p.gamma * margin + self.dual * (retain - p.retain_eps)
+            margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]), f)
+        r = inputs["retain"]
+        retain = _nll(model, r)
+        # retain is this micro-batch's share of the step's mean; the constant takes the same share
+        tokens = answer_mask(r["labels"]).sum()
+        loss = p.gamma * margin + self.dual * (retain - p.retain_eps * tokens / share(r, "tokens", tokens))
         terms = {"forget_margin": _logged(margin), "retain_nll": _logged(retain), "dual": self.dual}
-        if (ctx.trainer.state.epoch or 0.0) >= p.dual_warmup_epochs:
-            self.dual = max(0.0, self.dual + p.dual_step_size * (_logged(retain) - p.retain_eps))
+        self._warm = (ctx.trainer.state.epoch or 0.0) >= p.dual_warmup_epochs
+        if NORM_KEY not in r:  # called outside the trainer's steps: one call, one step
+            self.after_step(ctx, terms)
         return loss, terms
+
+    def after_step(self, ctx, terms):
+        if self._warm:
+            self.dual = max(0.0, self.dual + self.params.dual_step_size * (terms["retain_nll"] - self.params.retain_eps))
 
 
 @register
@@ -597,8 +623,9 @@ class AltPO(UnlearnMethod):
         p = self.params
         win, alternate_nll = _log_ratio(ctx, model, inputs["forget_alternate"])
         lose, forget_nll = _log_ratio(ctx, model, inputs["forget"])
-        altpo = (-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose))).mean()
+        altpo = batch_mean(-2.0 / p.beta * F.logsigmoid(p.beta * (win - lose)), inputs["forget"])
         retain = _nll(model, inputs["retain"])
         return p.gamma * altpo + p.alpha * retain, {
-            "altpo": _logged(altpo), "alternate_seq_nll": _logged(alternate_nll.mean()), "forget_seq_nll": _logged(forget_nll.mean()),
+            "altpo": _logged(altpo), "alternate_seq_nll": _logged(batch_mean(alternate_nll, inputs["forget_alternate"])),
+            "forget_seq_nll": _logged(batch_mean(forget_nll, inputs["forget"])),
             "retain_nll": _logged(retain)}

@@ -1,6 +1,10 @@
 """One unlearning training run: load the model, pair forget/retain data, train with the method's loss, save the
 checkpoint folder. Evaluating it, writing its model card and pushing it are the application's
-(:mod:`unlearn_app.pipeline`)."""
+(:mod:`unlearn_app.pipeline`).
+
+Under a launcher (``accelerate launch``, ``torchrun``) every process runs :func:`train`: each loads the model (and
+its reference copy) and trains on its share of every step; the main process alone prepares ``OUT.partial``, writes
+the files and publishes the folder, the others waiting for it (:func:`main_process`)."""
 
 from __future__ import annotations
 
@@ -18,6 +22,8 @@ from typing import Any
 
 import torch
 import yaml
+from accelerate import PartialState
+from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
@@ -106,9 +112,13 @@ def _wrap_lora(cfg: RunConfig, model):
     return get_peft_model(model, lora)
 
 
+def main_process() -> PartialState:
+    """The processes of this run (one without a launcher): ``.is_main_process`` writes, ``.wait_for_everyone()``."""
+    return PartialState(cpu=not torch.cuda.is_available())  # processes on CPUs meet over gloo
+
+
 def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
-    steps_per_epoch = max(1, -(-n_examples // (cfg.batch_size * cfg.grad_accum)))
-    return TrainingArguments(
+    args = TrainingArguments(
         output_dir=str(out / "checkpoints"),
         num_train_epochs=cfg.epochs,
         learning_rate=cfg.lr,
@@ -117,9 +127,7 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         warmup_steps=cfg.warmup_steps,
         lr_scheduler_type="constant_with_warmup" if cfg.warmup_steps else "constant",
         weight_decay=0.0,
-        logging_steps=max(1, steps_per_epoch // 2),
         save_strategy="steps",
-        save_steps=cfg.save_steps or steps_per_epoch,
         save_total_limit=2,
         report_to=[],
         seed=cfg.seed,
@@ -129,6 +137,12 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         disable_tqdm=not cfg.progress,
         dataloader_num_workers=0,
     )
+    # the steps of an epoch: --batch-size rows per process (per GPU under DataParallel) and micro-batch
+    global_batch = args.train_batch_size * cfg.grad_accum * main_process().num_processes
+    steps_per_epoch = max(1, -(-n_examples // global_batch))
+    args.logging_steps = max(1, steps_per_epoch // 2)
+    args.save_steps = cfg.save_steps or steps_per_epoch
+    return args
 
 
 def portable_config(cfg: RunConfig, out: Path) -> dict[str, Any]:
@@ -291,8 +305,13 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
     the evaluated step whose weights are saved; ``on_row(row)`` is called with every evaluation row once written.
     """
     method, final = check_run(cfg, select)
-    out = working_folder(cfg, final)  # a fresh folder unless resuming: nothing of an earlier run is kept
-    (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
+    procs = main_process()
+    procs.wait_for_everyone()  # every process has checked --out before the main one prepares it
+    if procs.is_main_process:
+        out = working_folder(cfg, final)  # a fresh folder unless resuming: nothing of an earlier run is kept
+        (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
+    procs.wait_for_everyone()
+    out = checkpoint_folder.partial_path(final)
     fitted = fit(cfg, method, out, select, evaluator, on_row)
     return save(cfg, fitted, final, finish)
 
@@ -342,17 +361,25 @@ class Fitted:
     adapter: bool
     train_metrics: dict[str, Any]
     eval_record: dict[str, Any] | None
+    trainer: Any = None  # the Trainer that trained it (its save_model gathers FSDP / ZeRO-3 shards)
 
 
 def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule | None = None,
         evaluator: Callable[[Any], Metrics] | None = None,
         on_row: Callable[[dict[str, Any]], None] | None = None) -> Fitted:
-    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`)."""
+    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`); under a
+    launcher, every process trains its share and the main process alone writes."""
+    procs = main_process()
     source = cfg.source
     torch.manual_seed(cfg.seed)
     tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
-    data_dir = source.local_data(cfg, out)
-    source.write_corpus(cfg, out, data_dir, model, tokenizer)
+    data_dir = None
+    if procs.is_main_process:
+        data_dir = source.local_data(cfg, out)
+        source.write_corpus(cfg, out, data_dir, model, tokenizer)
+    if procs.num_processes > 1:
+        data_dir = broadcast_object_list([data_dir])[0]
+    procs.wait_for_everyone()
     forget, retain = source.load(cfg, data_dir)
     run = UnlearnRun(cfg, method, tokenizer, model, forget, retain, out)
     method.prepare(run)
@@ -385,8 +412,10 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         except NonFiniteLossError as e:
             keep = out / "last_good"
             trainer.save_model(str(keep))
-            tokenizer.save_pretrained(str(keep))
-            (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)}, indent=2))
+            if procs.is_main_process:
+                tokenizer.save_pretrained(str(keep))
+                (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)},
+                                                           indent=2))
             raise UnlearningFailed(
                 f"{e} The weights before the failing step are in {keep}; periodic checkpoints are in "
                 f"{out / 'checkpoints'} (resume with --resume after changing the settings)."
@@ -401,25 +430,32 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
                 raise UnlearningFailed(str(e)) from e
             eval_record = saved["eval_during_training"] = _selection_record(cfg, callback, selected,
                                                                             trainer.state.global_step)
-        (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
-    return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record)
+        if procs.is_main_process:
+            (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
+    return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record,
+                  trainer if method.trains else None)
 
 
 def save(cfg: RunConfig, fitted: Fitted, final: Path,
          finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
     """Save the fitted model in its working folder, call ``finish`` there, and publish the folder as ``final``."""
-    out, run, tokenizer = fitted.out, fitted.run, fitted.run.tokenizer
+    procs = main_process()
+    out, run, tokenizer, trainer = fitted.out, fitted.run, fitted.run.tokenizer, fitted.trainer
     model = fitted.method.finalize(run, fitted.model)
     if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
-    model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-
+    if trainer is not None and model is fitted.model and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
+        trainer.save_model(str(out))  # every process: the shards are gathered; the main process writes
+    elif procs.is_main_process:
+        model.save_pretrained(str(out))
     trained = TrainedCheckpoint(out, fitted.method, fitted.adapter, fitted.data_dir, fitted.train_metrics,
                                 fitted.eval_record)
-    if finish is not None:
-        finish(trained)
-    checkpoint_folder.publish(out, final)
+    if procs.is_main_process:
+        tokenizer.save_pretrained(str(out))
+        if finish is not None:
+            finish(trained)
+        checkpoint_folder.publish(out, final)
+    procs.wait_for_everyone()
     data_dir = fitted.data_dir
     if data_dir and Path(data_dir).is_relative_to(out):  # the demo corpus moved with the folder
         trained.data_dir = str(final / Path(data_dir).relative_to(out))

@@ -23,7 +23,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_app.checkpoint.hub import HubUploadError
     from unlearn_app.pipeline import run_unlearning
     from unlearn_methods.config import load_run_config
-    from unlearn_methods.training import UnlearningFailed
+    from unlearn_methods.training import UnlearningFailed, main_process
 
     overrides = option_values(args)
     params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
@@ -34,7 +34,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
         return error(str(e))
-    print(f"Checkpoint written to {out}")
+    if main_process().is_main_process:  # once under a launcher
+        print(f"Checkpoint written to {out}")
     return 0
 
 
