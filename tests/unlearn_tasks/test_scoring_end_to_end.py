@@ -1,0 +1,176 @@
+"""Per-item scoring through each benchmark's scorer, and every aggregation on fixtures where the alternatives differ.
+
+Two kinds of wrong number these guard against: a benchmark's call of a shared helper changed at the call site
+(ROUGE precision or F1 for recall, a summed log-likelihood for a per-token mean, ...), which the helper's own
+tests do not see; and an aggregation changed where one or two values per group make the alternatives agree (mean
+and median, micro and macro). Every expected value is computed by hand in a comment; no model is needed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from unlearn_tasks.clear import scoring as clear_scoring
+from unlearn_tasks.muse import aggregate as muse_aggregate
+from unlearn_tasks.muse import scoring as muse_scoring
+from unlearn_tasks.tofu import aggregate as tofu_aggregate
+
+# ROUGE-L on "the cat sat on the mat" (6 tokens) vs "the cat sat" (3 tokens): the LCS is 3 tokens, so
+# recall = 3/6 = 0.5, precision = 3/3 = 1, F1 = 2 * 0.5 * 1 / 1.5 = 2/3. A scorer that passes the wrong one of the
+# three gives 1 or 2/3 where 0.5 is expected (or 0.5 where 2/3 is expected).
+REFERENCE = "the cat sat on the mat"
+SHORT = "the cat sat"
+RECALL, F1 = 0.5, 2 / 3
+
+
+def _lp(*values: float) -> dict:
+    """An ``unlearn_answer_logprobs`` response: the answer's token log-probs (no argmax flags, no vocab stats)."""
+    return {"logprobs": list(values)}
+
+
+# ---------------------------------------------------------------------------------------------------- TOFU
+@pytest.fixture(scope="module")
+def tofu_task(demo_data_dir):
+    from lm_eval.tasks import TaskManager
+
+    from harness_ext import tasks_dir
+
+    tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata={"data_dir": str(demo_data_dir)})
+    return tm.load(["tofu_forget01"])["tasks"]["tofu_forget01"]
+
+
+def _tofu_doc(split: str, index: int = 0) -> dict:
+    return {"id": f"{split}-{index}", "split": split, "index": index, "question": f"Who wrote book {index}?",
+            "answer": REFERENCE, "paraphrased_answer": "a cat sat on a mat",
+            "perturbed_answers": ["the dog ran", "a bird flew", "the fish swam"]}
+
+
+def test_tofu_forget_item_through_process_results(tofu_task):
+    # lm-eval's results for a forget document: the generation, then answer, paraphrase and 3 perturbed answers.
+    # answer [-1, -3]: per-token mean -2, so prob = e^-2 = 0.135335 (a per-sequence sum would give e^-4);
+    # paraphrase [-0.5, -0.5, -2]: mean -1; perturbed means -1, -2 ([-1, -3]), -3 ([-2, -4]);
+    # truth ratio (geometric, TOFU's code) = exp(mean(-1, -2, -3) - (-1)) = exp(-1) = 0.367879
+    # (arithmetic: (e^-1 + e^-2 + e^-3) / 3 / e^-1 = 0.184334 / 0.367879 = 0.501071, different);
+    # LOSS = -mean(answer) = 2 (sum: 4); Min-K% (k 0.4 of 2 tokens -> 1 token, the lowest -3) = 3.
+    results = [SHORT, _lp(-1.0, -3.0), _lp(-0.5, -0.5, -2.0), _lp(-1.0), _lp(-1.0, -3.0), _lp(-2.0, -4.0)]
+    out = tofu_task.process_results(_tofu_doc("forget"), results)
+    record = out["forget_rougeL_recall"]
+    assert set(out) == set(tofu_task.aggregation())  # one record under every metric name
+    assert record["rougeL_recall"] == pytest.approx(RECALL)
+    assert record["prob"] == pytest.approx(math.exp(-2.0))
+    assert record["truth_ratio"] == pytest.approx(math.exp(-1.0))
+    assert record["mia_loss"] == pytest.approx(2.0)
+    assert record["mia_min_k"] == pytest.approx(3.0)
+
+
+def test_tofu_world_facts_item_normalises_over_the_options(tofu_task):
+    # wf: answer then 3 perturbed (no paraphrase). answer mean -1 ([0, -2]), perturbed means -2, -2, -3 ([-2, -4]):
+    # prob = e^-1 / (e^-1 + 2 e^-2 + e^-3) = 0.367879 / (0.367879 + 0.270671 + 0.049787) = 0.534447;
+    # truth ratio = exp(mean(-2, -2, -3) - (-1)) = exp(-4/3) = 0.263597.
+    results = [SHORT, _lp(0.0, -2.0), _lp(-2.0), _lp(-2.0), _lp(-2.0, -4.0)]
+    record = tofu_task.process_results(_tofu_doc("wf"), results)["wf_prob"]
+    e = math.exp
+    assert record["prob"] == pytest.approx(e(-1) / (e(-1) + 2 * e(-2) + e(-3)))
+    assert record["prob"] == pytest.approx(0.534447, abs=1e-6)
+    assert record["truth_ratio"] == pytest.approx(e(-4 / 3))
+
+
+def _tofu_records() -> list[dict]:
+    """Three items per set with one skewed value, so mean and median differ."""
+    records = []
+    rouge = [0.0, 0.1, 0.8]  # mean 0.3, median 0.1
+    probs = [0.1, 0.2, 0.9]  # mean 0.4, median 0.2
+    ratios = [0.5, 2.0, 4.0]  # forget: min(R, 1/R) = 0.5, 0.5, 0.25 -> mean 5/12; retain: max(0, 1-R) = 0.5, 0, 0 -> 1/6
+    for split in ("forget", "retain", "ra", "wf"):
+        for i in range(3):
+            records.append({"split": split, "index": i, "rougeL_recall": rouge[i], "prob": probs[i],
+                            "truth_ratio": ratios[i]})
+    return records
+
+
+def test_tofu_aggregations_through_the_task(tofu_task):
+    records = _tofu_records()
+    agg = tofu_task.aggregation()
+    assert agg["forget_rougeL_recall"](records) == pytest.approx(0.3)  # mean, not the median 0.1
+    assert agg["retain_prob"](records) == pytest.approx(0.4)  # mean, not the median 0.2
+    assert agg["forget_truth_ratio"](records) == pytest.approx(5 / 12)  # mean(min(R, 1/R)); median 0.5
+    assert agg["ra_truth_ratio"](records) == pytest.approx(1 / 6)  # mean(max(0, 1 - R)); 1 - mean(R) < 0
+    # Model Utility: harmonic mean of the 9 (retain, ra, wf) x (prob 0.4, ROUGE 0.3, truth ratio 1/6):
+    # 9 / (3 / 0.4 + 3 / 0.3 + 3 * 6) = 9 / 35.5 = 0.253521 (arithmetic mean would be 0.288889).
+    assert agg["model_utility"](records) == pytest.approx(9 / 35.5)
+
+
+def test_tofu_memorization_mean_skips_items_without_a_score():
+    # exact memorization 1.0, 0.0, absent, 0.5: mean of the scored three = 0.5 (counting the absent one as 0: 0.375).
+    records = [{"split": "forget", "index": i, "exact_memorization": v, "extraction_strength": v}
+               for i, v in enumerate([1.0, 0.0, 0.5])]
+    records.insert(2, {"split": "forget", "index": 9})
+    out = tofu_aggregate.compute_metrics(records, None)
+    assert out["exact_memorization"] == pytest.approx(0.5)
+
+
+# ---------------------------------------------------------------------------------------------------- MUSE
+def test_muse_verbmem_and_knowmem_items_score_rouge_l_f1():
+    # MUSE scores ROUGE-L F1 (unstemmed): 2/3 for the short continuation (recall would be 0.5).
+    verb = muse_scoring.score_document({"set": "verbmem_forget", "index": 0}, SHORT, 0.4, lambda d: REFERENCE)
+    assert verb["rougeL_f1"] == pytest.approx(F1)
+    # KnowMem cuts the answer at MUSE's stop strings first: "the cat sat\n\nQuestion: ..." -> "the cat sat".
+    know = muse_scoring.score_document({"set": "knowmem_forget", "index": 0}, SHORT + "\n\nQuestion: more on the mat",
+                                       0.4, lambda d: REFERENCE)
+    assert know["generation"] == SHORT and know["rougeL_f1"] == pytest.approx(F1)
+
+
+def test_muse_privleak_passage_is_scored_per_token():
+    # A passage of 5 token log-probs [-1, -1, -1, -2, -5]: LOSS = mean NLL = 10/5 = 2 (sum: 10);
+    # Min-K% at k = 0.4: int(0.4 * 5) = 2 lowest tokens (-5, -2) -> 3.5.
+    record = muse_scoring.score_document({"set": "privleak_forget", "index": 0, "text": "a b c d e"},
+                                         _lp(-1.0, -1.0, -1.0, -2.0, -5.0), 0.4, lambda d: "")
+    assert record["mia_loss"] == pytest.approx(2.0)
+    assert record["mia_min_k"] == pytest.approx(3.5)
+
+
+def test_muse_rouge_means_per_set():
+    # forget VerbMem F1 0.0, 0.1, 0.8 -> mean 0.3 (median 0.1); retain KnowMem 0.2 and 0.6 -> 0.4, kept apart from
+    # forget KnowMem 1.0 (pooling the two KnowMem sets would give 0.6).
+    records = [{"set": "verbmem_forget", "index": i, "rougeL_f1": v} for i, v in enumerate([0.0, 0.1, 0.8])]
+    records += [{"set": "knowmem_retain", "index": i, "rougeL_f1": v} for i, v in enumerate([0.2, 0.6])]
+    records += [{"set": "knowmem_forget", "index": 0, "rougeL_f1": 1.0}]
+    out = muse_aggregate.compute_metrics(records, ["verbmem", "knowmem"], None)
+    assert out["forget_verbmem"] == pytest.approx(0.3)
+    assert out["retain_knowmem"] == pytest.approx(0.4)
+    assert out["forget_knowmem"] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------- CLEAR
+def test_clear_caption_and_option_items():
+    # forget_caption: answer, paraphrase, perturbed. answer [-1, -3] -> prob e^-2 (per-token mean);
+    # paraphrase [-1] ; perturbed means -2 and -4 ([-3, -5]) -> truth ratio exp(-3 - (-1)) = e^-2.
+    cap = {"split": "forget_caption", "index": 0, "answer": REFERENCE, "paraphrased": "x", "perturbed": ["y", "z"]}
+    rec = clear_scoring.score_document(cap, SHORT, [_lp(-1.0, -3.0), _lp(-1.0), _lp(-2.0), _lp(-3.0, -5.0)],
+                                       "all", "geometric")
+    assert rec["rougeL_recall"] == pytest.approx(RECALL)
+    assert rec["prob"] == pytest.approx(math.exp(-2.0))
+    assert rec["truth_ratio"] == pytest.approx(math.exp(-2.0))
+    # retain_facerec (options, no paraphrase): answer mean -1 ([0, -2]), perturbed -2, -3:
+    # prob = e^-1 / (e^-1 + e^-2 + e^-3) = 0.367879 / 0.453337 = 0.665241; truth ratio exp(-2.5 + 1) = e^-1.5.
+    opt = {"split": "retain_facerec", "index": 0, "answer": REFERENCE, "perturbed": ["y", "z"]}
+    rec = clear_scoring.score_document(opt, None, [_lp(0.0, -2.0), _lp(-2.0), _lp(-3.0)], "all", "geometric")
+    e = math.exp
+    assert rec["prob"] == pytest.approx(e(-1) / (e(-1) + e(-2) + e(-3)))
+    assert rec["truth_ratio"] == pytest.approx(e(-1.5))
+
+
+def test_clear_set_means_and_truth_ratio_statistics():
+    records = []
+    for split in clear_scoring.SETS:
+        for i, (rouge, prob, ratio) in enumerate([(0.0, 0.1, 0.5), (0.1, 0.2, 2.0), (0.8, 0.9, 4.0)]):
+            records.append({"split": split, "index": i, "rougeL_recall": rouge, "prob": prob, "truth_ratio": ratio})
+    out = clear_scoring.compute_metrics(records, "default", None)
+    assert out["forget_caption_rougeL_recall"] == pytest.approx(0.3)  # mean; median 0.1
+    assert out["real_world_prob"] == pytest.approx(0.4)  # mean; median 0.2
+    assert out["forget_facerec_truth_ratio"] == pytest.approx(5 / 12)  # mean(0.5, 0.5, 0.25)
+    assert out["retain_caption_truth_ratio"] == pytest.approx(1 / 6)  # mean(0.5, 0, 0)
+    # Model Utility: harmonic mean of 12 numbers, 4 sets x (0.4, 0.3, 1/6): 12 / (4 * (2.5 + 10/3 + 6)) = 0.253521.
+    assert out["model_utility"] == pytest.approx(12 / (4 * (2.5 + 10 / 3 + 6)))
