@@ -174,3 +174,123 @@ def test_clear_set_means_and_truth_ratio_statistics():
     assert out["retain_caption_truth_ratio"] == pytest.approx(1 / 6)  # mean(0.5, 0, 0)
     # Model Utility: harmonic mean of 12 numbers, 4 sets x (0.4, 0.3, 1/6): 12 / (4 * (2.5 + 10/3 + 6)) = 0.253521.
     assert out["model_utility"] == pytest.approx(12 / (4 * (2.5 + 10 / 3 + 6)))
+
+
+# ---------------------------------------------------------------------------------------------------- RWKU
+def _load(name: str, **metadata):
+    from lm_eval.tasks import TaskManager
+
+    from harness_ext import tasks_dir
+
+    return TaskManager(include_path=str(tasks_dir()), include_defaults=False, metadata=metadata).load([name])["tasks"][name]
+
+
+@pytest.fixture(scope="module")
+def rwku_task(tmp_path_factory):
+    from fixtures.rwku import write_rwku_corpus
+
+    return _load("rwku_forget_level1", data_dir=str(write_rwku_corpus(tmp_path_factory.mktemp("rwku") / "hub", "hub")))
+
+
+def test_rwku_probe_item_through_process_results(rwku_task):
+    # The release's ROUGE-L recall counts distinct words: "the cat sat on the mat" has 5 ({the, cat, sat, on, mat}),
+    # the answer "the cat sat" hits 3 -> 3/5 = 0.6 (Google's rouge-score recall, 3/6 = 0.5; F1 3/4 or 2/3).
+    doc = {"set": "forget_level1", "subject": "Orla Venn", "type_slug": "", "answer": REFERENCE}
+    record = rwku_task.process_results(doc, ["  the cat sat  "])[rwku_task.metric_names()[0]]
+    assert record["prediction"] == SHORT  # stripped, as the release scores it
+    assert record["rougeL_recall"] == pytest.approx(0.6)
+
+
+def test_rwku_set_mean_pools_the_probes_and_per_target_keeps_each(rwku_task):
+    from unlearn_tasks.rwku.task import compute_probe_metrics, per_target_metrics
+
+    # Target A: 0.0, 0.1, 0.8 (mean 0.3, median 0.1); target B: 1.0 (one probe).
+    # Set-level: mean over all 4 probes = 1.9 / 4 = 0.475 (the mean of the targets' means would be 0.65);
+    # per type: "fill" (0.0, 1.0) -> 0.5, "qa" (0.1, 0.8) -> 0.45.
+    rows = [("A", "fill", 0.0), ("A", "qa", 0.1), ("A", "qa", 0.8), ("B", "fill", 1.0)]
+    records = [{"set": "forget_level1", "subject": s, "type_slug": t, "rougeL_recall": v} for s, t, v in rows]
+    out = compute_probe_metrics(records, "forget_level1")
+    assert out["forget_level1"] == pytest.approx(0.475)
+    assert out["forget_level1_fill"] == pytest.approx(0.5) and out["forget_level1_qa"] == pytest.approx(0.45)
+    per = per_target_metrics(records, is_mia=False)
+    assert per["A"]["rougeL_recall"] == pytest.approx(0.3) and per["A"]["n"] == 3
+    assert per["B"]["rougeL_recall"] == pytest.approx(1.0)
+
+
+# ---------------------------------------------------------------------------------------------------- ReLU formats
+@pytest.fixture(scope="module")
+def relu_tasks(tmp_path_factory):
+    from lm_eval.tasks import TaskManager
+
+    from fixtures.tofu_formats import write_fixture
+    from harness_ext import tasks_dir
+
+    names = ["tofu_cloze", "tofu_comprehension_qa", "tofu_analogy_qa", "tofu_mcqa"]
+    tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
+                     metadata={"data_dir": str(write_fixture(tmp_path_factory.mktemp("relu")))})
+    return tm.load(names)["tasks"]
+
+
+def _relu_doc(role: str, target: str = REFERENCE, gold: int = -1) -> dict:
+    return {"id": f"{role}/0", "split": f"{role}10", "role": role, "index": 0, "prompt": "p", "target": target,
+            "choices": ["A", "B", "C"], "gold": gold, "options": [], "max_gen_toks": 0, "context_ids": [],
+            "target_ids": []}
+
+
+def _only(out: dict, role: str) -> float:
+    (value,) = {v for v in out.values()}  # one (role, value) under every metric name
+    assert value[0] == role
+    return value[1]
+
+
+def test_relu_items_through_process_results(relu_tasks):
+    # Cloze: the blank's tokens [-1, -3] and the appended EOS (-7, dropped): exp(mean(-1, -3)) = e^-2
+    # (with the EOS: exp(-11/3); a product instead of the geometric mean: e^-4).
+    cloze = relu_tasks["tofu_cloze"].process_results(_relu_doc("forget"), [_lp(-1.0, -3.0, -7.0)])
+    assert _only(cloze, "forget") == pytest.approx(math.exp(-2.0))
+    # Comprehension QA: mean of ROUGE-1, -2, -L F1. "the cat sat" vs "the cat sat on the mat":
+    # ROUGE-1 P 3/3 R 3/6 F 2/3; ROUGE-2 P 2/2 R 2/5 F 4/7; ROUGE-L F 2/3 -> (2/3 + 4/7 + 2/3) / 3 = 40/63
+    # (the recalls would give (1/2 + 2/5 + 1/2) / 3 = 7/15).
+    qa = relu_tasks["tofu_comprehension_qa"].process_results(_relu_doc("retain"), [SHORT])
+    assert _only(qa, "retain") == pytest.approx(40 / 63)
+    # Analogy QA: ROUGE-L recall, 0.5 (F1 2/3).
+    analogy = relu_tasks["tofu_analogy_qa"].process_results(_relu_doc("forget"), [SHORT])
+    assert _only(analogy, "forget") == pytest.approx(RECALL)
+    # MCQA: the letters' log-likelihoods (-2, -0.5, -1): argmax is B (index 1) -> 1 if gold is 1, 0 if gold is 2.
+    mcqa = relu_tasks["tofu_mcqa"]
+    results = [(-2.0, False), (-0.5, True), (-1.0, False)]
+    assert _only(mcqa.process_results(_relu_doc("forget", gold=1), results), "forget") == 1.0
+    assert _only(mcqa.process_results(_relu_doc("forget", gold=2), results), "forget") == 0.0
+
+
+def test_relu_pair_aggregation_per_role(relu_tasks):
+    # forget 0.0, 0.1, 0.8 -> mean 0.3 (median 0.1); retain 0.5, 1.0 and a NaN (skipped) -> 0.75;
+    # gap = 0.3 - 0.75 = -0.45 (pooling both roles would give mean 0.48).
+    items = [("forget", 0.0), ("retain", 0.5), ("forget", 0.1), ("retain", float("nan")), ("forget", 0.8),
+             ("retain", 1.0)]
+    from unlearn_tasks.tofu_formats.formats import pair_metric_names
+
+    task = relu_tasks["tofu_cloze"]
+    agg = task.aggregation()
+    forget, retain, gap = pair_metric_names(task.options.fmt)
+    assert agg[forget](items) == pytest.approx(0.3)
+    assert agg[retain](items) == pytest.approx(0.75)
+    assert agg[gap](items) == pytest.approx(-0.45)
+
+
+# ---------------------------------------------------------------------------------------------------- WaterDrum
+def test_waterdrum_text_item_scores():
+    from unlearn_tasks.waterdrum.options import WaterDrumOptions
+    from unlearn_tasks.waterdrum.scoring import score_document
+
+    opts = WaterDrumOptions(benchmark="tofu")  # plan: K samples, answer log-probs, a greedy KnowMem answer
+    doc = {"id": "t0", "kind": "text", "split": "forget", "owner": 1, "index": 0, "reference": REFERENCE}
+    # ROUGE-L recall averaged over the K samples: ("the cat sat" 0.5, the reference itself 1.0) -> 0.75
+    # (F1: (2/3 + 1) / 2 = 5/6; the first sample only: 0.5). KnowMem: ROUGE-L F1 of the greedy answer, 2/3.
+    # Min-K% at k 0.4 of [-1, -1, -1, -2, -5]: the 2 lowest (-5, -2) -> 3.5 (the whole mean: 2).
+    results = [[SHORT, REFERENCE], _lp(-1.0, -1.0, -1.0, -2.0, -5.0), SHORT]
+    record = score_document(doc, results, opts)
+    assert record["generations"] == [SHORT, REFERENCE]
+    assert record["rougeL_recall"] == pytest.approx(0.75)
+    assert record["knowmem"] == pytest.approx(F1)
+    assert record["min_k"] == pytest.approx(3.5)
