@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from unlearn_tasks.clear import scoring as clear_scoring
@@ -294,3 +295,58 @@ def test_waterdrum_text_item_scores():
     assert record["rougeL_recall"] == pytest.approx(0.75)
     assert record["knowmem"] == pytest.approx(F1)
     assert record["min_k"] == pytest.approx(3.5)
+
+
+# ---------------------------------------------------------------------------------------------------- KLoM margins
+@pytest.fixture(scope="module")
+def margins_task(demo_data_dir):
+    return _load("margins_tofu_forget01", data_dir=str(demo_data_dir))
+
+
+def _margins_doc(sample: int = 0, split: str = "forget") -> dict:
+    return {"sample": sample, "split": split, "prompt": "Question: q\nAnswer:", "question": "q", "target": "a",
+            "style": "tofu"}
+
+
+def test_margins_item_through_process_results(margins_task):
+    # Token margins [1, 3] and the appended EOS's 8 (dropped by default): the per-token mean is 2
+    # (sum: 4; with the EOS: 4).
+    out = margins_task.process_results(_margins_doc(), [{"logprobs": [-0.1] * 3, "margins": [1.0, 3.0, 8.0]}])
+    record = out["margin"]
+    assert record["margin"] == pytest.approx(2.0) and record["n_tokens"] == 2
+    # From log-probs only: margin = log p - log(1 - p); p = 0.5 -> 0, p = 0.8 -> log 4, the EOS (p 0.9) dropped:
+    # mean (0 + log 4) / 2 = log 2.
+    lps = [math.log(0.5), math.log(0.8), math.log(0.9)]
+    record = margins_task.process_results(_margins_doc(), [{"logprobs": lps}])["margin"]
+    assert record["margin"] == pytest.approx(math.log(2.0))
+
+
+def test_margins_means_per_split_and_over_samples(margins_task):
+    # forget 0, 1, 8 (mean 3, median 1); retain 2 and a NaN (skipped) -> 2;
+    # overall: mean over the 4 defined samples = 11/4 = 2.75 (the mean of the split means would be 2.5).
+    rows = [("forget", 0.0), ("retain", 2.0), ("forget", 1.0), ("retain", float("nan")), ("forget", 8.0)]
+    records = [{"sample": i, "split": s, "key": str(i), "margin": m, "n_tokens": 1, "tokens": None}
+               for i, (s, m) in enumerate(rows)]
+    metrics = margins_task.compute_metrics(records)
+    assert metrics["margin_forget"] == pytest.approx(3.0)
+    assert metrics["margin_retain"] == pytest.approx(2.0)
+    assert metrics["margin"] == pytest.approx(2.75)
+
+
+# ---------------------------------------------------------------------------------------------------- deep unlearning
+def test_deep_unlearning_item_and_accuracies():
+    from unlearn_tasks.deep_unlearning.metrics import accuracy_all, answer_is_correct, set_recall_and_accuracy
+
+    # Per fact: the gold answer or an alias is a case-insensitive substring of the generation.
+    assert answer_is_correct(" It was PARIS, I think", "Paris")
+    assert answer_is_correct("the French capital", "Paris", ["french capital"])
+    assert not answer_is_correct("Lyon", "Paris")
+    # 10 relationship facts, forgotten = {0, 1, 5}; the minimal set {0, 1, 2}: recall = 2 hits / 3 members = 2/3;
+    # accuracy on the other 7 facts = 1 - 1 forgotten (fact 5) / 7 = 6/7 (over all 10 facts: 7/10).
+    forgotten = np.zeros(10, dtype=bool)
+    forgotten[[0, 1, 5]] = True
+    recall, acc_rel = set_recall_and_accuracy(forgotten, [0, 1, 2])
+    assert recall == pytest.approx(2 / 3) and acc_rel == pytest.approx(6 / 7)
+    # acc_all weights by counts: 2 biographies at 1.0 and the 7 facts outside the set at 6/7:
+    # (2 * 1 + 7 * 6/7) / 9 = 8/9 (the plain mean of the two accuracies would be 13/14).
+    assert accuracy_all(1.0, 2, 6 / 7, 10, 3) == pytest.approx(8 / 9)
