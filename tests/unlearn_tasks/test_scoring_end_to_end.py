@@ -78,6 +78,20 @@ def test_tofu_world_facts_item_normalises_over_the_options(tofu_task):
     assert record["truth_ratio"] == pytest.approx(e(-4 / 3))
 
 
+def test_tofu_boundary_rule_in_the_tofu_scoring_mode():
+    from unlearn_tasks.tofu.options import TofuOptions
+    from unlearn_tasks.tofu.scoring import score_document
+
+    # answer_scoring "tofu" on the plain prompt hides each answer's first token (TOFU's boundary rule):
+    # answer [-5, -1, -3] -> [-1, -3], mean -2, prob e^-2 (all three: mean -3); LOSS 2 (sum 4);
+    # Min-K% also drops the last token (the EOS): [-1] -> 1 (k 0.4 of 1 token is that token).
+    opts = TofuOptions.from_metadata({"answer_scoring": "tofu"})
+    record = score_document(_tofu_doc("holdout"), None, [_lp(-5.0, -1.0, -3.0)], opts)
+    assert record["prob"] == pytest.approx(math.exp(-2.0))
+    assert record["mia_loss"] == pytest.approx(2.0)
+    assert record["mia_min_k"] == pytest.approx(1.0)
+
+
 def _tofu_records() -> list[dict]:
     """Three items per set with one skewed value, so mean and median differ."""
     records = []
