@@ -405,3 +405,11 @@ def test_only_the_tofu_chat_mode_marks_generation_for_ou_mask(llama3_lm, demo_da
     assert marks() == ({True}, {True})
     assert marks(ou_chat_mask=False) == ({False}, {False})
     assert marks(answer_scoring="all") == ({False}, set())
+
+
+def test_ou_chat_mask_takes_true_or_false():
+    from unlearn_tasks.tofu.options import TofuOptions
+
+    assert TofuOptions.from_metadata({}).ou_chat_mask is True
+    with pytest.raises(ValueError, match=r"TOFU task option: ou_chat_mask must be true or false \(check --metadata"):
+        TofuOptions.from_metadata({"ou_chat_mask": "no"})
