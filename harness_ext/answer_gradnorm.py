@@ -18,7 +18,7 @@ import math
 from typing import Any
 
 from harness_ext.answer_logprobs import encode_request
-from harness_ext.chat_tokens import ou_attention_mask
+from harness_ext.chat_tokens import ou_attention_mask, uses_ou_mask
 from harness_ext.lm_eval_patches import is_backend, request_options
 
 ANSWER_GRADNORM = "unlearn_answer_gradnorm"
@@ -50,7 +50,7 @@ def hf_answer_gradnorm(lm: Any, requests: list) -> list[float]:
             with torch.enable_grad():
                 inputs = torch.tensor([full[:-1]], device=lm.device)
                 mask = None
-                if "conversation" in options:  # open-unlearning's attention mask on its chat tokens
+                if uses_ou_mask(options):  # open-unlearning's attention mask on its chat tokens
                     mask = torch.tensor([ou_attention_mask(lm.tokenizer, full[:-1])], device=lm.device)
                 logits = model(inputs, attention_mask=mask).logits[0, -n:]
                 targets = torch.tensor(full[-n:], device=lm.device)

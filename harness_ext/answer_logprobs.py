@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from harness_ext.chat_tokens import encode_conversation, ou_attention_mask
+from harness_ext.chat_tokens import encode_conversation, ou_attention_mask, uses_ou_mask
 from harness_ext.lm_eval_patches import hf_batch_size, is_backend, request_options
 
 ANSWER_LOGPROBS = "unlearn_answer_logprobs"
@@ -87,7 +87,7 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         targets = [encoded[i][1][-n:] for i, n in zip(idx, n_conts, strict=True)]
         # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
         # time, reading the model's logits in place: no [B, T, V] float32 tensor.
-        ou_rows = ["conversation" in request_options(requests[i]) for i in idx]
+        ou_rows = [uses_ou_mask(request_options(requests[i])) for i in idx]
         if any(ou_rows):  # open-unlearning's attention mask on its chat tokens (pad-token positions hidden)
             mask = torch.zeros_like(batch)
             for r, (row, ou) in enumerate(zip(rows, ou_rows, strict=True)):

@@ -118,5 +118,11 @@ def ou_attention_mask(tokenizer: Any, ids: list[int]) -> list[int]:
     return [0 if t == pad else 1 for t in ids]
 
 
-__all__ = ["check_generation_prompt", "ou_attention_mask", "encode_chat_qa", "encode_conversation", "render_chat", "split_conversation",
+def uses_ou_mask(options: dict) -> bool:
+    """Whether a request's options ask for :func:`ou_attention_mask`: a ``conversation`` request, unless its
+    ``ou_mask`` is false (the task's choice)."""
+    return "conversation" in options and bool(options.get("ou_mask", True))
+
+
+__all__ = ["check_generation_prompt", "ou_attention_mask", "uses_ou_mask", "encode_chat_qa", "encode_conversation", "render_chat", "split_conversation",
            "template_kwargs"]

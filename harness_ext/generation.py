@@ -16,14 +16,25 @@ model's generation config already stops at (TOFU, ReLU generation, deep unlearni
 lm-eval's per-step string check is then redundant and skipped. Anything else (real stop strings such as MUSE
 KnowMem's, sampling, beams, generation-config settings that count steps) takes lm-eval's path unchanged.
 ``UNLEARN_FAST_GENERATE=0`` switches it off.
+
+open-unlearning's attention mask (:func:`harness_ext.chat_tokens.ou_attention_mask`) on generation: a task marks a
+``generate_until`` request with :func:`mark_ou_attention_mask` (TOFU's ``tofu`` mode in a chat template); ``hf``
+then generates the marked requests as their own batches, with every prompt position holding the pad token hidden,
+and the position ids ``generate`` derives from that mask (both paths above). The mark is an attribute of the
+request, not a generation keyword, so no backend ever receives it: on ``vllm`` (no attention mask over a prompt)
+marked requests generate from the plain prompt.
 """
 
 from __future__ import annotations
 
+import contextvars
 import os
 from typing import Any
 
 ENV_SWITCH = "UNLEARN_FAST_GENERATE"
+#: the request attribute a task sets to generate under open-unlearning's attention mask (``hf`` only).
+OU_MASK_ATTRIBUTE = "unlearn_ou_attention_mask"
+_OU_MASK = contextvars.ContextVar("unlearn_ou_attention_mask", default=False)
 #: generation kwargs under which the segmented path is the same computation as lm-eval's (others fall back).
 _ALLOWED_KWARGS = {"attention_mask", "do_sample", "temperature"}
 #: generation-config settings that count steps from the start of a ``generate`` call.
@@ -132,15 +143,54 @@ def generate_dropping_ended_rows(lm: Any, context: Any, attention_mask: Any, max
     return out_ids
 
 
+def mark_ou_attention_mask(request: Any) -> Any:
+    """Mark the ``generate_until`` request ``request`` to be generated under open-unlearning's attention mask."""
+    setattr(request, OU_MASK_ATTRIBUTE, True)
+    return request
+
+
+def ou_generation_mask(tokenizer: Any, context: Any, attention_mask: Any) -> Any:
+    """``attention_mask`` with every position of ``context`` holding open-unlearning's pad token hidden (the
+    tokenizer's pad token, its EOS when it has none), as :func:`harness_ext.chat_tokens.ou_attention_mask`."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return attention_mask * (context != pad).to(attention_mask.dtype)
+
+
 def patch_hf_generation() -> None:
-    """Route ``HFLM._model_generate`` through :func:`generate_dropping_ended_rows` where it is exact (idempotent)."""
+    """Route ``HFLM._model_generate`` through :func:`generate_dropping_ended_rows` where it is exact, and generate
+    the requests marked by :func:`mark_ou_attention_mask` under open-unlearning's mask (idempotent)."""
     from lm_eval.models.huggingface import HFLM
 
     original = HFLM._model_generate
     if getattr(original, "_unlearn_patched", False):
         return
+    original_until = HFLM.generate_until
+
+    def generate_until(self: Any, requests: list, disable_tqdm: bool = False) -> list:
+        marked = [i for i, r in enumerate(requests) if getattr(r, OU_MASK_ATTRIBUTE, False)]
+        if not marked:
+            return original_until(self, requests, disable_tqdm)
+        results: list = [None] * len(requests)
+        plain = [i for i, r in enumerate(requests) if not getattr(r, OU_MASK_ATTRIBUTE, False)]
+        for indices, masked in ((plain, False), (marked, True)):
+            if not indices:
+                continue
+            token = _OU_MASK.set(masked)
+            try:
+                out = original_until(self, [requests[i] for i in indices], disable_tqdm)
+            finally:
+                _OU_MASK.reset(token)
+            for i, text in zip(indices, out, strict=True):
+                results[i] = text
+        return results
 
     def _model_generate(self: Any, context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
+        if _OU_MASK.get() and getattr(self, "backend", None) == "causal":
+            import torch
+
+            mask = kwargs.get("attention_mask")
+            mask = torch.ones_like(context) if mask is None else mask
+            kwargs["attention_mask"] = ou_generation_mask(self.tokenizer, context, mask)
         eos = _eos_ids(self, kwargs)
         if type(self) is not HFLM or context.shape[0] < 2 or not _eligible(self, stop, kwargs, eos):
             return original(self, context, max_length, stop, **kwargs)
@@ -157,6 +207,7 @@ def patch_hf_generation() -> None:
 
     _model_generate._unlearn_patched = True  # type: ignore[attr-defined]
     HFLM._model_generate = _model_generate
+    HFLM.generate_until = generate_until
 
 
 def _autocast(lm: Any) -> Any:

@@ -294,3 +294,122 @@ def test_ou_attention_mask_hides_pad_token_positions(llama3_lm, demo_data_dir):
         tok.pad_token = saved
     assert out["logprobs"] == pytest.approx(expected.tolist(), abs=1e-5)
     assert out["logprobs"] != pytest.approx(unmasked.tolist(), abs=1e-5)
+
+
+
+def _strip_left(row, pad):
+    """A left-padded prompt row without its padding (the prompts start with BOS, never with the pad token)."""
+    start = next(i for i, t in enumerate(row) if t != pad)
+    return tuple(row[start:])
+
+
+def _until_eos(ids, eos):
+    return tuple(ids[: ids.index(eos) + 1] if eos in ids else ids)
+
+
+def _hand_generation(lm, prompts, ou_mask):
+    """Greedy ``model.generate`` on the left-padded prompt ids (pad = EOS = <|eot_id|>, 200 new tokens), the attention
+    mask built by hand: the padding's, and with ``ou_mask`` every <|eot_id|> of the prompts hidden too.
+    Returns {prompt ids: generated ids up to the first <|eot_id|>}."""
+    tok = lm.tokenizer
+    eot = tok.eos_token_id
+    tok.padding_side = "left"
+    batch = tok(prompts, add_special_tokens=False, return_tensors="pt", padding=True)
+    ids = batch["input_ids"]
+    mask = batch["attention_mask"] * (ids != eot) if ou_mask else batch["attention_mask"]
+    with torch.no_grad():
+        out = lm.model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=200,
+                                pad_token_id=eot)
+    return {_strip_left(row, eot): _until_eos(gen, eot)
+            for row, gen in zip(ids.tolist(), out[:, ids.shape[1]:].tolist(), strict=True)}
+
+
+def _backend_generation(lm, instances, monkeypatch):
+    """The backend's ``generate_until`` on ``instances``: ({prompt ids: generated ids up to the first EOS}, read
+    from the tensors its ``_model_generate`` returns; the texts)."""
+    eot = lm.tokenizer.eos_token_id
+    generated = {}
+    own = type(lm)._model_generate
+
+    def spy(context, max_length, stop, **kwargs):
+        out = own(lm, context, max_length, stop, **kwargs)
+        for row, gen in zip(context.tolist(), out[:, context.shape[1]:].tolist(), strict=True):
+            generated[_strip_left(row, eot)] = _until_eos(gen, eot)
+        return out
+
+    monkeypatch.setattr(lm, "_model_generate", spy, raising=False)
+    texts = lm.generate_until(instances)
+    monkeypatch.delattr(lm, "_model_generate")
+    return generated, texts
+
+
+@pytest.fixture(scope="module")
+def varied_llama3_lm(llama3_chat_dir, tmp_path_factory):
+    """The Llama-3-template tiny model with re-drawn weights (std 0.3): greedy answers that depend on the prompt
+    (the tiny model's own repeat one token whatever it reads)."""
+    out = tmp_path_factory.mktemp("llama3_varied")
+    shutil.copytree(llama3_chat_dir, out, dirs_exist_ok=True)
+    model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for weight in (p for p in model.parameters() if p.dim() == 2):
+            weight.normal_(0.0, 0.3)
+    model.save_pretrained(out)
+    install_request_types()
+    return HFLM(pretrained=str(out), dtype="float32", device="cpu", batch_size=4, chat_template_args={"date_string": DATE})
+
+
+@pytest.mark.slow
+def test_chat_generation_under_ou_mask_equals_masked_generate_by_hand(varied_llama3_lm, demo_data_dir, monkeypatch):
+    """With the pad token set to <|eot_id|> (open-unlearning pads Llama-3 with EOS, which ends every turn), the TOFU
+    chat mode generates as ``model.generate`` does on the left-padded prompts with every <|eot_id|> hidden (and the
+    position ids ``generate`` derives from that mask): the same ids, the same texts. The plain mask gives other
+    ids on this model; with ``ou_chat_mask: false`` the backend generates as the plain hand-built call."""
+    from harness_ext.generation import OU_MASK_ATTRIBUTE
+
+    tok = varied_llama3_lm.tokenizer
+    eot = tok.eos_token_id
+    monkeypatch.setattr(tok, "pad_token", tok.eos_token)
+    gens = [i for i in _tofu_requests(varied_llama3_lm, demo_data_dir, limit=3) if i.request_type == "generate_until"][:3]
+    assert len(gens) == 3 and all(getattr(i, OU_MASK_ATTRIBUTE, False) for i in gens)
+    prompts = [llama3_prompt(i.doc["question"]) for i in gens]
+    masked = _hand_generation(varied_llama3_lm, prompts, ou_mask=True)
+    plain = _hand_generation(varied_llama3_lm, prompts, ou_mask=False)
+    assert all(prompt.count(eot) == 2 for prompt in masked)  # the system turn's and the question's end of turn
+    assert masked != plain  # what the mask hides changes the greedy ids on this model
+
+    ours, texts = _backend_generation(varied_llama3_lm, gens, monkeypatch)
+    assert ours == masked
+    by_prompt = {p: tok.decode(list(masked[_strip_left(tok(p, add_special_tokens=False)["input_ids"], eot)]),
+                               skip_special_tokens=True).strip() for p in prompts}
+    assert [t.strip() for t in texts] == [by_prompt[p] for p in prompts]
+
+    off = [i for i in _tofu_requests(varied_llama3_lm, demo_data_dir, limit=3, ou_chat_mask=False)
+           if i.request_type == "generate_until"][:3]
+    assert not any(getattr(i, OU_MASK_ATTRIBUTE, False) for i in off)
+    unmasked, _ = _backend_generation(varied_llama3_lm, off, monkeypatch)
+    assert unmasked == plain
+
+
+def test_only_the_tofu_chat_mode_marks_generation_for_ou_mask(llama3_lm, demo_data_dir):
+    """The default mode (``answer_scoring: all``) and ``ou_chat_mask: false`` leave generation requests unmarked:
+    lm-eval's own ``generate_until`` path; the ``tofu`` mode marks them and passes the choice to its scoring."""
+    from harness_ext.generation import OU_MASK_ATTRIBUTE
+
+    def marks(**metadata):
+        insts = _tofu_requests(llama3_lm, demo_data_dir, limit=2, **metadata)
+        gens = [getattr(i, OU_MASK_ATTRIBUTE, False) for i in insts if i.request_type == "generate_until"]
+        scored = {i.args[2]["ou_mask"] for i in insts if i.request_type == ANSWER_LOGPROBS and len(i.args) > 2}
+        return set(gens), scored
+
+    assert marks() == ({True}, {True})
+    assert marks(ou_chat_mask=False) == ({False}, {False})
+    assert marks(answer_scoring="all") == ({False}, set())
+
+
+def test_ou_chat_mask_takes_true_or_false():
+    from unlearn_tasks.tofu.options import TofuOptions
+
+    assert TofuOptions.from_metadata({}).ou_chat_mask is True
+    with pytest.raises(ValueError, match=r"TOFU task option: ou_chat_mask must be true or false \(check --metadata"):
+        TofuOptions.from_metadata({"ou_chat_mask": "no"})

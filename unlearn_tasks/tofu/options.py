@@ -47,6 +47,10 @@ class TofuOptions(MetadataOptions):
     #: Score the forget generations with a text classifier (open-unlearning's gibberish metric): true for its
     #: default classifier, or a local folder / Hub id of any sequence-classification model.
     gibberish: bool | str = False
+    #: In the ``tofu`` mode with a chat template (``--apply_chat_template``): read and generate under
+    #: open-unlearning's attention mask, which hides every position holding the pad token (SmolLM2's and
+    #: Llama-3's end of turn), as its numbers are computed (``hf`` backend; default). false: the plain mask.
+    ou_chat_mask: bool = True
 
     def complete(self, metadata: dict[str, Any]) -> None:
         if self.generation_prompt is None:
@@ -65,6 +69,7 @@ class TofuOptions(MetadataOptions):
              f"set's) or {{set: aggregator}} for sets {tuple(DEFAULT_AGGREGATORS)}"),
             (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
             (isinstance(self.mia_reference, (bool, type(None))), "mia_reference must be true or false"),
+            (isinstance(self.ou_chat_mask, bool), "ou_chat_mask must be true or false"),
             *option_checks(self.gibberish),
             (isinstance(self.mia_k, (int, float)) and not isinstance(self.mia_k, bool) and 0 < self.mia_k <= 1,
              "mia_k must be a number in (0, 1]"),

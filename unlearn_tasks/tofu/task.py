@@ -13,6 +13,7 @@ from typing import Any
 
 from lm_eval.api.instance import Instance
 
+from harness_ext.generation import mark_ou_attention_mask
 from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
@@ -131,17 +132,19 @@ class TofuTask(UnlearningTask):
         self._chat = chat
         kwargs.pop("chat_template", None)
         tofu = self.options.answer_scoring == "tofu"  # open-unlearning's tokens and its train-mode switch
+        ou_mask = chat and tofu and self.options.ou_chat_mask  # its attention mask (pad-token positions hidden)
         requests = []
         if "generation" in self.options.parts and doc["split"] in GENERATED_SETS:
             gen_ctx = tofu_generation_prompt(ctx) if self.options.generation_prompt == "tofu" and not chat else ctx
             args = (gen_ctx, deepcopy(self.config.generation_kwargs))
-            requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
+            request = Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)
+            requests.append(mark_ou_attention_mask(request) if ou_mask else request)
         if "likelihood" in self.options.parts:
             delimiter = "" if chat else ANSWER_DELIMITER
 
             def request_args(text: str, options: dict) -> tuple:
                 if chat and tofu:  # open-unlearning's chat tokens: the answer as given, the template's end of turn
-                    return ctx, text, {**options, "conversation": self._conversation(doc, text)}
+                    return ctx, text, {**options, "conversation": self._conversation(doc, text), "ou_mask": ou_mask}
                 return (ctx, delimiter + text.strip(), options) if options else (ctx, delimiter + text.strip())
 
             for text in answer_texts(doc):
