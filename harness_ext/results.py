@@ -60,18 +60,24 @@ def latest_results_file(path: str | Path) -> Path:
     return files[0]
 
 
+def read_json_file(path: str | Path, error: type[Exception], what: str, writer: str) -> Any:
+    """A JSON file; ``error`` (one line naming the file, ``what`` it should be and the ``writer`` to re-run) when it
+    cannot be read, is not JSON or is nested too deeply to parse."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"Cannot read the {what} {path}: {e}") from None
+    except json.JSONDecodeError as e:
+        raise error(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run {writer} to rewrite it, or "
+                    "leave it out.") from None
+    except RecursionError:
+        raise error(f"{path} is nested too deeply to be an {what}; re-run {writer} to rewrite it, or leave it "
+                    "out.") from None
+
+
 def read_results_file(path: str | Path) -> dict[str, Any]:
     """One results file as a dict; a file that is not an lm-eval results JSON raises :class:`ResultsFileError`."""
-    try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise ResultsFileError(f"Cannot read the results file {path}: {e}") from None
-    except json.JSONDecodeError as e:
-        raise ResultsFileError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run lm_eval to "
-                               "rewrite it, or leave it out.") from None
-    except RecursionError:
-        raise ResultsFileError(f"{path} is nested too deeply to be an lm-eval results file; re-run lm_eval to "
-                               "rewrite it, or leave it out.") from None
+    data = read_json_file(path, ResultsFileError, "lm-eval results file", "lm_eval")
     if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
         raise ResultsFileError(f"{path} is not an lm-eval results file (no 'results' mapping).")
     return data

@@ -96,18 +96,9 @@ class OuFolderError(ResultsFileError):
 
 def read_json(path: Path) -> Any:
     """One of OU's JSON files; :class:`OuFolderError` naming it when it cannot be read."""
-    import json
+    from harness_ext.results import read_json_file
 
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError) as e:
-        raise OuFolderError(f"Cannot read the open-unlearning log {path}: {e}") from None
-    except json.JSONDecodeError as e:
-        raise OuFolderError(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run open-unlearning's "
-                            "evaluation to rewrite it, or leave it out.") from None
-    except RecursionError:
-        raise OuFolderError(f"{path} is nested too deeply to be an open-unlearning log; re-run open-unlearning's "
-                            "evaluation to rewrite it, or leave it out.") from None
+    return read_json_file(path, OuFolderError, "open-unlearning log", "open-unlearning's evaluation")
 
 
 # --------------------------------------------------------------------------- finding OU folders
