@@ -16,13 +16,15 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 import yaml
 
 from harness_ext.provenance import note_data_source
 from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, read_json_records, resolve_local_folder
+
+if TYPE_CHECKING:
+    import datasets
 
 #: config -> (its split on the Hub, its file name under All/ and Target/<n>_<Name>/)
 CONFIGS = {
@@ -116,6 +118,8 @@ def _read_local(folder: Path, config: str, repo_id: str) -> tuple[list[dict], st
     for f in files:
         note_data_source("local", repo_id, config, path=f)
         if f.suffix == ".parquet":
+            import datasets  # imported here: `unlearn --help` and option checks stay fast
+
             rows += datasets.Dataset.from_parquet(str(f)).to_list()
         else:
             rows += read_json_records(f, text_array=False)
@@ -206,6 +210,8 @@ def _doc(config: str, index: int, row: dict) -> dict[str, Any]:
 
 def load_docs(**metadata: Any) -> datasets.DatasetDict:
     """lm-eval ``custom_dataset`` entry point: metadata (YAML, ``--metadata``, model args) arrives as keywords."""
+    import datasets
+
     from unlearn_tasks.rwku.options import RwkuOptions
 
     docs = build_docs(RwkuOptions.from_metadata(metadata))
