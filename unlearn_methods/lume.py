@@ -40,13 +40,18 @@ class Lume(DataSource):
     class Options:
         lume_subtask: list[int] = option([], "With --data lume: a sub-task to unlearn (1 creative documents, 2 PII "
                                          "biographies, 3 real biographies); repeatable; default all three.",
-                                         repeat=True, resume=True, choices=(1, 2, 3), metavar="N")
+                                         repeat=True, resume=True, metavar="N")
         lume_split: str = option("train", "With --data lume: the fold of the Hub layout to unlearn (a local "
                                  "forget.jsonl / retain.jsonl folder has one).", choices=("train", "validation"),
                                  resume=True)
 
     def dataset(self, data: str) -> str:
         return HUB_ID
+
+    def check(self, cfg) -> None:
+        bad = [n for n in cfg.lume_subtask if n not in (1, 2, 3)]
+        if bad:
+            raise ValueError(f"--lume-subtask must be 1, 2 or 3 (repeatable), got {bad[0]!r}.")
 
     def resolve_splits(self, cfg) -> None:
         cfg.forget = "forget"
