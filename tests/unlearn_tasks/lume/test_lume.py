@@ -66,9 +66,13 @@ def test_subtask_means_and_the_aggregate_by_hand():
     assert math.isnan(lume_scores(tasks)["final_score"])  # no MMLU, no MIA: no final score
 
 
-@pytest.mark.parametrize("parts, final", [((0.827, 0.847, 0.443), 0.706),  # 7B, 1st place (AILS-NTUA)
-                                          ((0.944, 0.048, 0.471), 0.487),  # 7B, 2nd place (ZJUKLAB)
-                                          ((0.973, 0.741, 0.243), 0.652)])  # 1B, 2nd place (SHA256)
+#: the leaderboards' rows in task_yaml/lume/README.md: (task aggregate, MIA score, MMLU), final score
+BOARD = [((0.827, 0.847, 0.443), 0.706), ((0.944, 0.048, 0.471), 0.487), ((0.834, 0.139, 0.436), 0.470),  # 7B top 3
+         ((0.964, 0.857, 0.242), 0.688), ((0.973, 0.741, 0.243), 0.652), ((0.887, 0.622, 0.248), 0.586),  # 1B top 3
+         ((0.0, 0.382, 0.348), 0.243), ((0.021, 0.080, 0.463), 0.188)]  # the organisers' GradDiff and NPO on 7B
+
+
+@pytest.mark.parametrize("parts, final", BOARD)
 def test_final_score_is_the_mean_the_leaderboard_publishes(parts, final):
     aggregate, mia, mmlu = parts
     per = {"forget_regurgitation": 1 - aggregate, "forget_knowledge": 1 - aggregate,
@@ -77,6 +81,17 @@ def test_final_score_is_the_mean_the_leaderboard_publishes(parts, final):
                           "mmlu": {"acc": mmlu}})
     assert scores["task_aggregate"] == pytest.approx(aggregate)
     assert scores["final_score"] == pytest.approx(final, abs=1e-3)  # the board rounds its parts to 3 digits
+
+
+def test_report_rows_and_directions():
+    from unlearn_app.reports.tables import generic_rows
+    from unlearn_tasks.benchmarks import benchmark_of_task
+
+    assert benchmark_of_task("lume_task2").name == benchmark_of_task("lume").name == "lume"
+    models = {"a": {"final_score": 0.5, "forget_knowledge": 0.1, "retain_knowledge": 0.9}}
+    assert [k for k, _ in generic_rows(models, "lume")] == ["forget_knowledge", "retain_knowledge", "final_score"]
+    lower = benchmark_of_task("lume").lower_is_better
+    assert {"forget_regurgitation", "forget_knowledge", "mia_loss_auc"} == lower
 
 
 def test_group_scores_fill_the_groups_row_in_lm_evals_format():
