@@ -104,13 +104,15 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
         "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file",
-        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS
+        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS | LUME_KEYS
     assert set(PATH_KEYS) == {"model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file"}
 
 
 #: the options of --data rwku, added after the declaration (all compared by --resume)
 RWKU_KEYS = {"rwku_target", "rwku_targets_file", "rwku_corpus", "rwku_decoding", "rwku_max_new_tokens",
              "rwku_prefixes", "rwku_questions"}
+#: the options of --data lume, added after the declaration (all compared by --resume)
+LUME_KEYS = {"lume_subtask", "lume_split"}
 #: how a config saved before them is saved now: the same, with their defaults after the Eval-DU options
 RWKU_DEFAULTS = """\
 rwku_target: []
@@ -177,7 +179,7 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     # the same keys and values (the data sources' options, declared on the sources since, saved under their names;
     # the prompt format's options, added since, at their defaults)
     assert cfg.to_dict() == {**yaml.safe_load(SAVED_BEFORE), **yaml.safe_load(RWKU_DEFAULTS),
-                             "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
+                             "lume_subtask": [], "lume_split": "train", "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
     assert set(cfg.to_dict()) == set(FIELDS)
 
 
