@@ -25,6 +25,9 @@ CASES = {
     "rwku": ({"data": "rwku", "rwku_target": ["Orla Venn"], "data_dir": "RWKU_FIXTURE"},
              "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks rwku "
              """--metadata '{"rwku_targets": ["Orla Venn"]}'"""),
+    "lume": ({"data": "lume", "lume_subtask": [2]},
+             "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks lume "
+             """--metadata '{"lume_split": "train"}'"""),
 }
 
 
