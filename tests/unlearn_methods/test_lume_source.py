@@ -48,7 +48,7 @@ def test_unlearning_a_subtask_gives_a_checkpoint_the_lume_tasks_evaluate(tmp_pat
     tm = TaskManager(include_path=str(tasks_dir()), include_defaults=False,
                      metadata={"data_dir": str(lume_dir), "lume_max_tokens": 2})
     out = simple_evaluate(model="hf", model_args=f"pretrained={trained.out},dtype=float32", tasks=["lume_task1"],
-                          task_manager=tm, device="cpu", batch_size=4, bootstrap_iters=0)
+                          task_manager=tm, device="cpu", batch_size=8, bootstrap_iters=0)
     metrics = out["results"]["lume_task1"]
     assert {"forget_regurgitation,none", "retain_knowledge,none"} <= set(metrics)
     assert all(0.0 <= metrics[f"{s}_{k},none"] <= 1.0 for s in ("forget", "retain")

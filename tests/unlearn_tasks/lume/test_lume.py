@@ -138,9 +138,9 @@ def test_lume_group_with_mmlu_on_the_tiny_model(tmp_path, tiny_model_dir):
 
     data = write_lume_corpus(tmp_path / "lume", "github")
     tm = TaskManager(include_path=[str(tasks_dir()), str(write_mmlu_fixture(tmp_path / "mmlu"))],
-                     include_defaults=False, metadata={"data_dir": str(data), "lume_max_tokens": 4})
+                     include_defaults=False, metadata={"data_dir": str(data), "lume_max_tokens": 2})
     out = simple_evaluate(model="hf", model_args=f"pretrained={tiny_model_dir},dtype=float32", tasks=["lume"],
-                          task_manager=tm, device="cpu", batch_size=8, bootstrap_iters=0, log_samples=True)
+                          task_manager=tm, device="cpu", batch_size=16, bootstrap_iters=0, log_samples=True)
     results = out["results"]
     for n in (1, 2, 3):  # each item scored as the official script scores it, from the logged answers
         samples = out["samples"][f"lume_task{n}"]
