@@ -16,7 +16,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from unlearn_tasks.settings import allowed, in_range, matches, words
+from unlearn_tasks.settings import allowed, in_range, markdown_table, matches, words
 
 #: Keys every task YAML may carry (a benchmark's own keys are the fields of its options classes, which register
 #: themselves: see :class:`MetadataOptions`).
@@ -149,14 +149,34 @@ class MetadataOptions:
             if wrong is None:
                 raise
         if wrong is not None:
-            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {words(hints[wrong])}, got "
-                             f"{values[wrong]!r} (check --metadata / the task YAML).")
+            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {cls._expected(wrong, hints[wrong])}, "
+                             f"got {values[wrong]!r} (check --metadata / the task YAML).")
         for key, f in by_key.items():  # the range and choices a field declares (param(...))
-            value = getattr(opts, f.name)
+            value, choices = getattr(opts, f.name), f.metadata.get("choices")
+            if isinstance(value, list) and choices and not (value and set(value) <= set(choices)):
+                raise ValueError(f"{cls.WHERE} option: {key} must be {cls._expected(f.name, hints[f.name])}, "
+                                 f"got {value!r} (check --metadata / the task YAML).")
             if value is not None and not isinstance(value, (list, dict)) and not in_range(f, value):
                 raise ValueError(f"{cls.WHERE} option: {key} must be {allowed(f)}, got {value!r} (check --metadata "
                                  "/ the task YAML).")
         return opts
+
+    @classmethod
+    def _expected(cls, name: str, hint: Any) -> str:
+        """What a field takes, in words: its type, or for a list with choices the choices it is a subset of."""
+        f = next(f for f in dataclasses.fields(cls) if f.name == name)  # type: ignore[arg-type]
+        choices = f.metadata.get("choices")
+        if choices and typing.get_origin(hint) is list:
+            return f"a non-empty subset of {', '.join(map(str, choices))}"
+        return words(hint)
+
+    @classmethod
+    def markdown(cls) -> list[str]:
+        """The options declared with :func:`unlearn_tasks.settings.param` as a Markdown table, by ``--metadata``
+        key (the docs' tables; :mod:`unlearn_app.catalogue` writes them)."""
+        keys = {f.name: key for key, f in cls._fields_by_key().items()}
+        declared = {f.name for f in dataclasses.fields(cls) if "help" in f.metadata and f.name in keys}
+        return markdown_table(cls, "`--metadata` key", keys) if declared else []
 
     @classmethod
     def help(cls) -> dict[str, str]:
