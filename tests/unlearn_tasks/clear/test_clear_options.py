@@ -12,7 +12,7 @@ from unlearn_tasks.clear.options import ClearOptions
     ({"sets": ["forget_caption", "faces"]}, "CLEAR task option: sets must be a non-empty subset of forget_caption, "
      "retain_caption, forget_facerec, retain_facerec, real_faces, real_world, got ['forget_caption', 'faces'] (check "
      "--metadata / the task YAML)."),
-    ({"max_items_per_split": 0}, "CLEAR task option: max_items_per_split must be >= 1, got 0 (check --metadata / the "
+    ({"max_items_per_split": 0}, "CLEAR task option: max_items_per_split must be a whole number >= 1, got 0 (check --metadata / the "
                                  "task YAML)."),
 ])
 def test_a_bad_value_is_one_line_naming_what_the_key_takes(metadata, message):

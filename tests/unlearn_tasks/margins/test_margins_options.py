@@ -11,7 +11,7 @@ from unlearn_tasks.margins.options import MarginOptions
                                                     "'max' (check --metadata / the task YAML)."),
     ({"benchmark": "tofu", "forget_split": "forget5"}, "margins task option: forget_split must be one of forget01, "
      "forget05, forget10, got 'forget5' (check --metadata / the task YAML)."),
-    ({"data_file": "f.jsonl", "max_items_per_split": -2}, "margins task option: max_items_per_split must be >= 1, got "
+    ({"data_file": "f.jsonl", "max_items_per_split": -2}, "margins task option: max_items_per_split must be a whole number >= 1, got "
                                                            "-2 (check --metadata / the task YAML)."),
 ])
 def test_a_bad_value_is_one_line_naming_what_the_key_takes(metadata, message):

@@ -9,8 +9,8 @@ from unlearn_tasks.muse.options import MuseOptions
 @pytest.mark.parametrize(("metadata", "message"), [
     ({"corpus": "news2"}, "MUSE task option: corpus must be one of news, books, got 'news2' (check --metadata / the "
                           "task YAML)."),
-    ({"mia_k": 0}, "MUSE task option: mia_k must be > 0, <= 1, got 0 (check --metadata / the task YAML)."),
-    ({"verbmem_max_tokens": 0}, "MUSE task option: verbmem_max_tokens must be >= 1, got 0 (check --metadata / the "
+    ({"mia_k": 0}, "MUSE task option: mia_k must be a number > 0, <= 1, got 0 (check --metadata / the task YAML)."),
+    ({"verbmem_max_tokens": 0}, "MUSE task option: verbmem_max_tokens must be a whole number >= 1, got 0 (check --metadata / the "
                                 "task YAML)."),
     ({"parts": "verbmem"}, "MUSE task option: parts must be a non-empty subset of verbmem, knowmem, privleak, got "
                            "'verbmem' (check --metadata / the task YAML)."),

@@ -11,7 +11,8 @@ from unlearn_tasks.tofu.options import TofuOptions
                                    "'forget20' (check --metadata / the task YAML)."),
     ({"parts": ["likelihood", "rouge"]}, "TOFU task option: parts must be a non-empty subset of generation, "
                                          "likelihood, got ['likelihood', 'rouge'] (check --metadata / the task YAML)."),
-    ({"mia_k": 1.5}, "TOFU task option: mia_k must be a number in (0, 1] (check --metadata / the task YAML)."),
+    ({"mia_k": 1.5}, "TOFU task option: mia_k must be a number > 0, <= 1, got 1.5 (check --metadata / the task "
+                     "YAML)."),
     ({"mia_gradnorm": "yes"}, "TOFU task option: mia_gradnorm must be true or false, got 'yes' (check --metadata / "
                               "the task YAML)."),
 ])

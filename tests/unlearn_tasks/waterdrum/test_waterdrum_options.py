@@ -11,7 +11,7 @@ from unlearn_tasks.waterdrum.options import WaterDrumOptions
                              "/ the task YAML)."),
     ({"splits": "retain, full"}, "WaterDrum task option: splits must be a non-empty subset of retain, forget, "
      "exact_duplicate, semantic_duplicate, got ['retain', 'full'] (check --metadata / the task YAML)."),
-    ({"k_p": 0}, "WaterDrum task option: k_p must be >= 1, got 0 (check --metadata / the task YAML)."),
+    ({"k_p": 0}, "WaterDrum task option: k_p must be a whole number >= 1, got 0 (check --metadata / the task YAML)."),
     ({"parts": "rouge"}, "WaterDrum task option: parts must be a subset of ('watermark', 'rouge', 'knowmem', 'mia') "
                          "that includes 'watermark' (check --metadata / the task YAML)."),
 ])
