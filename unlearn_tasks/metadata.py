@@ -117,9 +117,9 @@ class MetadataOptions:
     @classmethod
     def _fields_by_key(cls) -> dict[str, dataclasses.Field]:
         """The fields read from the metadata, by the key they are read under."""
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in cls.DERIVED}  # type: ignore[arg-type]
-        renamed = {key: fields.pop(name) for key, name in cls.RENAMED.items() if name in fields}
-        return {**fields, **renamed}
+        key_of = {name: key for key, name in cls.RENAMED.items()}
+        return {key_of.get(f.name, f.name): f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if f.name not in cls.DERIVED}
 
     @classmethod
     def metadata_keys(cls) -> set[str]:
