@@ -11,7 +11,10 @@ from typing import Any
 from unlearn_tasks.metadata import MetadataOptions
 from unlearn_tasks.settings import param
 from unlearn_tasks.tofu.splits import FORGET_SPLITS
-from unlearn_tasks.tofu_formats.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, SPLITS, Format, retain_of
+from unlearn_tasks.tofu_formats.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
+
+#: Every split of any format (the comprehension formats add ``full``); the format's own are checked in validate().
+ALL_SPLITS = tuple(dict.fromkeys(split for fmt in FORMATS.values() for split in fmt.splits))
 
 
 @dataclass
@@ -25,7 +28,7 @@ class ReluOptions(MetadataOptions):
 
     format: str = param(None, "the format (set by each task YAML)", choices=tuple(FORMATS), required=True)
     splits: list[str] = param([], "one split, or a forget and its retain split for a pair task (set by each task "
-                              "YAML)", choices=SPLITS)
+                              "YAML)", choices=ALL_SPLITS)
     n_options: int | None = param(None, "the number of options of a multiple-choice format (set by each task YAML)")
     mode: str = param("default", "default: this package's scoring; parity: reproduces the release (its prompts, cloze "
                       "scoring and budgets, see below)", choices=MODES)
