@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions
 from unlearn_tasks.settings import param
 from unlearn_tasks.waterdrum.data import AX_HUB_ID, SPLITS, TOFU_HUB_ID
 
@@ -67,7 +67,6 @@ class WaterDrumOptions(MetadataOptions):
         return self.waterdrum_data_dir or self.data_dir
 
     def validate(self) -> None:
-        check_positive_int(self.max_items_per_split, "max_items_per_split", "WaterDrum task option")
         dup = [s for s in self.splits if s in ("exact_duplicate", "semantic_duplicate")]
         checks = [  # what the fields' declarations do not say
             (not dup or self.duplicate_owner is not None,
