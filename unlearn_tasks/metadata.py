@@ -163,7 +163,7 @@ class MetadataOptions:
 
     @staticmethod
     def _in_range(f: dataclasses.Field, value: Any) -> bool:
-        """Whether ``value`` is within the field's declared range; a list's items among its choices (and some)."""
+        """Whether ``value`` is within the field's declared range; a list: some items, all among its choices."""
         if isinstance(value, list):
             choices = f.metadata.get("choices")
             return not choices or bool(value) and set(value) <= set(choices)
