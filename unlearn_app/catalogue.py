@@ -3,7 +3,9 @@
 Each is written into its page between two markers (``<!-- BEGIN NAME ... -->`` and ``<!-- END NAME -->``), so the page
 reads the same on GitHub and on the site; the rest of the page is written by hand:
 The settings files' keys, from the declared settings (:mod:`unlearn_tasks.settings`), go the same way into
-``docs/sweep.md`` (``sweep-spec``), ``docs/ci.md`` (``ci-suite``) and ``docs/evaluating.md`` (``task-options``).
+``docs/sweep.md`` (``sweep-spec``), ``docs/ci.md`` (``ci-suite``); the task options, from each benchmark's
+``options.py`` (its ``param(...)`` fields), into ``task_yaml/<name>/README.md`` (``<name>-options``) and, as an
+index of the keys, into ``docs/evaluating.md`` (``task-options``).
 
 - ``docs/methods.md`` (``methods``): the method registry (name, summary, paper, capabilities: reference model, QA
   only, vision; typed hyperparameters with their defaults and ranges: what `unlearn methods` prints);
@@ -236,19 +238,45 @@ def ci_suite_markdown() -> str:
     return "\n".join(markdown_table(Suite)) + "\n"
 
 
+def option_families(root: Path = ROOT) -> list[str]:
+    """The benchmarks of this package that declare task options (``unlearn_tasks/<name>/options.py``), by name; each
+    has its options table in ``task_yaml/<name>/README.md`` (found on disk: nothing is imported)."""
+    return sorted(p.parent.name for p in (root / "unlearn_tasks").glob("*/options.py"))
+
+
+def options_class(family: str) -> type:
+    """The options class that ``unlearn_tasks/<family>/options.py`` defines (one per benchmark)."""
+    import importlib
+
+    from unlearn_tasks.metadata import MetadataOptions
+
+    module = importlib.import_module(f"unlearn_tasks.{family}.options")
+    found = [cls for cls in vars(module).values() if isinstance(cls, type) and issubclass(cls, MetadataOptions)
+             and cls.__module__ == module.__name__]
+    if len(found) != 1:
+        raise ValueError(f"unlearn_tasks/{family}/options.py defines {len(found)} options classes; one is expected")
+    return found[0]
+
+
+def family_options_markdown(family: str) -> str:
+    """One benchmark's ``--metadata`` keys (its options class's ``param(...)`` fields): type and range, default,
+    help."""
+    cls = options_class(family)
+    rows = cls.markdown()
+    if not rows:
+        raise ValueError(f"unlearn_tasks/{family}/options.py: {cls.__name__} declares no option with param(...)")
+    return "\n".join(rows) + "\n"
+
+
 def task_options_markdown() -> str:
-    """The task options declared with help (``param(...)``), per benchmark options class."""
-    from unlearn_tasks.benchmarks import import_options
-    from unlearn_tasks.metadata import _REGISTERED
-    from unlearn_tasks.settings import markdown_table
-
-    import_options()
-    lines: list[str] = []
-    for name, cls in sorted(_REGISTERED.items()):
-        if cls.help():
-            lines += [f"**{cls.WHERE}** (`{name}`)", "", *markdown_table(cls, "`--metadata` key"), ""]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
+    """The index of every benchmark's ``--metadata`` keys, each linking to its README's generated table."""
+    lines = ["| benchmark | its `--metadata` keys | type, range, default, help |", "|---|---|---|"]
+    for family in option_families():
+        cls = options_class(family)
+        keys = ", ".join(f"`{key}`" for key in cls.help())
+        lines.append(f"| {cls.WHERE.removesuffix(' task')} | {_cell(keys)} | "
+                     f"[task_yaml/{family}](../task_yaml/{family}/README.md#options) |")
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- pages
@@ -259,6 +287,9 @@ PARTS: dict[str, tuple[Path, Callable[[Path], str]]] = {
     "sweep-spec": (Path("docs") / "sweep.md", lambda root: sweep_spec_markdown()),
     "ci-suite": (Path("docs") / "ci.md", lambda root: ci_suite_markdown()),
     "task-options": (Path("docs") / "evaluating.md", lambda root: task_options_markdown()),
+    **{f"{family}-options": (Path("task_yaml") / family / "README.md",
+                             lambda root, family=family: family_options_markdown(family))
+       for family in option_families()},
 }
 
 

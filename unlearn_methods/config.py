@@ -243,8 +243,20 @@ def _default(f: dataclasses.Field) -> Any:
 
 
 def source_fields() -> dict[str, dataclasses.Field]:
-    """Every registered data source's options (:attr:`DataSource.Options`), by name."""
-    return {f.name: f for s in reversed(SOURCES) for f in dataclasses.fields(s.Options)}
+    """Every registered data source's options (:attr:`DataSource.Options`), by name; each help begins with the
+    source it applies to (``With --data clear: ...``), unless it names a narrower condition itself (``With
+    --rwku-corpus generated: ...``)."""
+    return {f.name: _for_source(f, s.name) for s in reversed(SOURCES) for f in dataclasses.fields(s.Options)}
+
+
+def _for_source(f: dataclasses.Field, source: str) -> dataclasses.Field:
+    """``f`` with ``With --data SOURCE:`` before its help (a copy: the declaration stays as written)."""
+    if f.metadata["help"].startswith("With --"):
+        return f
+    text = f.metadata["help"]
+    f = copy.copy(f)
+    f.metadata = types.MappingProxyType({**f.metadata, "help": f"With --data {source}: {text[:1].lower()}{text[1:]}"})
+    return f
 
 
 def run_fields() -> list[dataclasses.Field]:

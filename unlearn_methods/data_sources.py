@@ -164,9 +164,9 @@ class EvalDU(DataSource):
 
     @dataclass
     class Options:
-        evaldu_target: int | None = option(None, "With --data evaldu: the relationship fact id to unlearn (e.g. 272).",
+        evaldu_target: int | None = option(None, "The relationship fact id to unlearn (e.g. 272).",
                                            resume=True)
-        evaldu_minimal_set: bool = option(False, "With --data evaldu: unlearn a whole minimal deep-unlearning set of the "
+        evaldu_minimal_set: bool = option(False, "Unlearn a whole minimal deep-unlearning set of the "
                                           "target (white-box).", flag="--minimal-set", resume=True)
 
     def check(self, cfg) -> None:
@@ -231,7 +231,7 @@ class Clear(DataSource):
 
     @dataclass
     class Options:
-        modality: str = option("both", "With --data clear: unlearn from the people's text rows, their image-caption rows, "
+        modality: str = option("both", "Unlearn from the people's text rows, their image-caption rows, "
                                "or both.", choices=("text", "image", "both"))
 
     def dataset(self, data: str) -> str:

@@ -130,12 +130,12 @@ class Rwku(DataSource):
 
     @dataclass
     class Options:
-        rwku_target: list[str] = option([], "With --data rwku: a target to unlearn, a name of the data's forget_target "
+        rwku_target: list[str] = option([], "A target to unlearn, a name of the data's forget_target "
                                         "list or a 1-based position or range in it (1-10); repeatable.", flag="--target",
                                         repeat=True, resume=True, metavar="NAME")
-        rwku_targets_file: str | None = option(None, "With --data rwku: a file of targets to unlearn, one a line (as "
+        rwku_targets_file: str | None = option(None, "A file of targets to unlearn, one a line (as "
                                                "--target).", flag="--targets", resume=True, path=True, metavar="FILE")
-        rwku_corpus: str = option("llama3", "With --data rwku: the forget corpus, the release's (written by Llama-3-8B-"
+        rwku_corpus: str = option("llama3", "The forget corpus, the release's (written by Llama-3-8B-"
                                   "Instruct or Phi-3-mini) or one the model writes about each target as the release did "
                                   "(saved in OUT/rwku_generated/ with its provenance).",
                                   choices=("llama3", "phi3", "generated"), resume=True)

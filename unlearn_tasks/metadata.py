@@ -16,7 +16,7 @@ import typing
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
-from unlearn_tasks.settings import allowed, in_range, matches, words
+from unlearn_tasks.settings import allowed, in_range, markdown_table, matches, words
 
 #: Keys every task YAML may carry (a benchmark's own keys are the fields of its options classes, which register
 #: themselves: see :class:`MetadataOptions`).
@@ -93,9 +93,10 @@ class MetadataOptions:
     ``metadata`` + ``--metadata`` + lm-eval's model arguments) into the dataclass's fields.
 
     It refuses keys no benchmark knows (:func:`check_metadata_keys`: the union of every registered options class's
-    keys), fills the fields (:meth:`complete` then sets what comes from elsewhere), runs :meth:`validate` (its
-    messages say which values are allowed) and checks every field's value against its type, naming the key and the
-    type. A subclass registers itself when it is defined.
+    keys, with a suggestion from the task's own), fills the fields (:meth:`complete` then sets what comes from
+    elsewhere), checks each value of its declared type against the field's declared range and choices, runs
+    :meth:`validate` (what involves several keys) and checks every field's value against its type; each message
+    names the key and what it takes. A subclass registers itself when it is defined.
     Class attributes: ``WHERE`` (the task's name in messages), ``EXTRA_KEYS`` (keys accepted that are not fields),
     ``DERIVED`` (fields never read from the metadata), ``COMMA_LISTS`` (list fields that also take "a,b" text),
     ``RENAMED`` (metadata key -> field, for fields read under another key, e.g. ``relu_mode`` -> ``mode``).
@@ -116,9 +117,9 @@ class MetadataOptions:
     @classmethod
     def _fields_by_key(cls) -> dict[str, dataclasses.Field]:
         """The fields read from the metadata, by the key they are read under."""
-        fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in cls.DERIVED}  # type: ignore[arg-type]
-        renamed = {key: fields.pop(name) for key, name in cls.RENAMED.items() if name in fields}
-        return {**fields, **renamed}
+        key_of = {name: key for key, name in cls.RENAMED.items()}
+        return {key_of.get(f.name, f.name): f for f in dataclasses.fields(cls)  # type: ignore[arg-type]
+                if f.name not in cls.DERIVED}
 
     @classmethod
     def metadata_keys(cls) -> set[str]:
@@ -142,21 +143,51 @@ class MetadataOptions:
         opts.complete(md)
         hints = typing.get_type_hints(cls)
         key_of = {f.name: key for key, f in by_key.items()}
+        for key, f in by_key.items():  # the range and choices a field declares (param(...)), on values of its type
+            value = getattr(opts, f.name)
+            if value is not None and matches(value, hints[f.name]) and not cls._in_range(f, value):
+                raise ValueError(f"{cls.WHERE} option: {key} must be {cls._expected(f, hints[f.name])}, got "
+                                 f"{value!r} (check --metadata / the task YAML).")
         wrong = next((k for k, v in sorted(values.items()) if not matches(v, hints[k])), None)
         try:
-            opts.validate()  # its own messages first (they say which values are allowed)
+            opts.validate()  # what involves several keys, and the messages a benchmark words itself
         except TypeError:  # a value of the wrong type met a comparison: the type check below says which
             if wrong is None:
                 raise
         if wrong is not None:
-            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {words(hints[wrong])}, got "
-                             f"{values[wrong]!r} (check --metadata / the task YAML).")
-        for key, f in by_key.items():  # the range and choices a field declares (param(...))
-            value = getattr(opts, f.name)
-            if value is not None and not isinstance(value, (list, dict)) and not in_range(f, value):
-                raise ValueError(f"{cls.WHERE} option: {key} must be {allowed(f)}, got {value!r} (check --metadata "
-                                 "/ the task YAML).")
+            f = next(f for f in dataclasses.fields(cls) if f.name == wrong)  # type: ignore[arg-type]
+            expected = cls._expected(f, hints[wrong]) if typing.get_origin(hints[wrong]) is list else words(hints[wrong])
+            raise ValueError(f"{cls.WHERE} option: {key_of[wrong]} must be {expected}, got {values[wrong]!r} (check "
+                             "--metadata / the task YAML).")
         return opts
+
+    @staticmethod
+    def _in_range(f: dataclasses.Field, value: Any) -> bool:
+        """Whether ``value`` is within the field's declared range; a list: some items, all among its choices."""
+        if isinstance(value, list):
+            choices = f.metadata.get("choices")
+            return not choices or bool(value) and set(value) <= set(choices)
+        return isinstance(value, dict) or in_range(f, value)
+
+    @staticmethod
+    def _expected(f: dataclasses.Field, hint: Any) -> str:
+        """What a field takes, in words: ``one of a, b``; ``a whole number >= 1``; for a list with choices the
+        choices it is a subset of; else its type."""
+        choices, rng = f.metadata.get("choices"), allowed(f)
+        if choices and typing.get_origin(hint) is list:
+            return f"a non-empty subset of {', '.join(map(str, choices))}"
+        if choices:
+            return rng
+        plain = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        return f"{words(plain[0] if len(plain) == 1 else hint)}{f' {rng}' if rng else ''}"
+
+    @classmethod
+    def markdown(cls) -> list[str]:
+        """The options declared with :func:`unlearn_tasks.settings.param` as a Markdown table, by ``--metadata``
+        key (the docs' tables; :mod:`unlearn_app.catalogue` writes them)."""
+        keys = {f.name: key for key, f in cls._fields_by_key().items()}
+        declared = {f.name for f in dataclasses.fields(cls) if "help" in f.metadata and f.name in keys}
+        return markdown_table(cls, "`--metadata` key", keys) if declared else []
 
     @classmethod
     def help(cls) -> dict[str, str]:

@@ -367,15 +367,22 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}.{name}" if prefix else str(name)
 
 
-def markdown_table(cls: type, title: str = "key") -> list[str]:
-    """The declared section ``cls`` as a Markdown table: key, type and range, default, what it holds."""
+def markdown_table(cls: type, title: str = "key", keys: dict[str, str] | None = None) -> list[str]:
+    """The declared section ``cls`` as a Markdown table: key, type and range, default, what it holds. ``keys``:
+    the key a field is written under, where it is not the field's name (``{field: key}``). A list field's choices
+    are those of its items."""
     hints = typing.get_type_hints(cls)
     rows = [f"| {title} | type | default | what it holds |", "|---|---|---|---|"]
     for f in declared(cls):
         default = ("required" if f.metadata.get("required") else
                    repr(f.default_factory()) if f.default_factory is not dataclasses.MISSING else repr(f.default))
-        kind = words(f.metadata.get("file_type") or hints[f.name]) + (f" ({allowed(f)})" if allowed(f) else "")
-        rows.append(f"| `{f.name}` | {_cell(kind)} | `{_cell(default)}` | {_cell(f.metadata['help'])} |")
+        hint = f.metadata.get("file_type") or hints[f.name]
+        rng = allowed(f)
+        if rng and f.metadata.get("choices") and typing.get_origin(hint) is list:
+            rng = "each " + rng
+        kind = words(hint) + (f" ({rng})" if rng else "")
+        key = (keys or {}).get(f.name, f.name)
+        rows.append(f"| `{key}` | {_cell(kind)} | `{_cell(default)}` | {_cell(f.metadata['help'])} |")
     return rows
 
 

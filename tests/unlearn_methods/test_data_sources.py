@@ -103,3 +103,31 @@ def test_a_toy_source_with_its_own_option_touches_no_other_file(tmp_path, capsys
         assert load_run_config(None, model="m", out="o").toy_repeats == 2  # the default, for every other source
     finally:
         data_sources.SOURCES.remove(next(s for s in data_sources.SOURCES if s.name == "toy"))
+
+
+def test_a_source_option_s_help_names_its_source():
+    """A source's options are declared without the "With --data NAME:" of their --help: it comes from the source;
+    a help naming a narrower condition itself ("With --rwku-corpus generated: ...") keeps it."""
+    from dataclasses import dataclass
+
+    from unlearn_methods.config import run_fields, source_fields
+    from unlearn_methods.params import option
+
+    @register
+    class Toy(DataSource):
+        name = "toy"
+        help = "'toy' (a test)"
+
+        @dataclass
+        class Options:
+            toy_repeats: int = option(2, "How often each forget record is shown.", gt=0)
+
+    try:
+        helps = {f.name: f.metadata["help"] for f in run_fields()}
+        assert helps["toy_repeats"] == "With --data toy: how often each forget record is shown."
+        assert Toy.Options.__dataclass_fields__["toy_repeats"].metadata["help"] == "How often each forget record is shown."
+        assert helps["modality"].startswith("With --data clear: unlearn from the people's text rows")
+        assert helps["rwku_decoding"].startswith("With --rwku-corpus generated: ")
+        assert all(helps[name].startswith("With --") for name in source_fields())
+    finally:
+        data_sources.SOURCES.remove(next(s for s in data_sources.SOURCES if s.name == "toy"))

@@ -1,19 +1,25 @@
 """The options of the ``evaldu`` and ``mquake_du`` tasks, read from their metadata (task YAML ``metadata`` +
-``--metadata``); see :mod:`unlearn_tasks.deep_unlearning.task` for what each does."""
+``--metadata``)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.settings import param
+
+BENCHMARKS = ("evaldu", "mquake")
 
 
 @dataclass
 class DeepUnlearningOptions(MetadataOptions):
     WHERE = "Deep unlearning task"
 
-    benchmark: str = "evaldu"  # "mquake" for mquake_du
-    data_dir: str | None = None  # Eval-DU JSON folder or a clone of the upstream release
-    mquake_path: str | None = None  # a local MQuAKE JSON file
-    target: int | str | None = None  # one relationship fact id; None: the mean over every target
-    fix_rule_typos: bool = False
+    benchmark: str = param("evaldu", "evaldu: Eval-DU's knowledge base; mquake: MQuAKE's (set by each task YAML)",
+                           choices=BENCHMARKS)
+    data_dir: str | None = param(None, "evaldu: an Eval-DU JSON folder or a clone of the upstream release "
+                                 "(wrh14/deep_unlearning); default $UNLEARN_DATA_DIR/wrh14/deep_unlearning")
+    mquake_path: str | None = param(None, "mquake: a local MQuAKE JSON file such as MQuAKE-CF-3k-v2.json")
+    target: int | str | None = param(None, "one relationship fact id (e.g. 272); without it every metric is the mean "
+                                     "over all targets of the knowledge base (55 for Eval-DU)")
+    fix_rule_typos: bool = param(False, "evaldu: repair the release's newphe rule typo")

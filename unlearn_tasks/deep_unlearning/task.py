@@ -1,14 +1,9 @@
 """The lm-eval tasks ``evaldu`` and ``mquake_du``: one greedy short answer per fact, per-fact correctness, and
 Success-DU / Recall / Accuracy at corpus level.
 
-Options come from the task metadata (``--metadata '{...}'``):
-
-* ``data_dir`` (evaldu): an Eval-DU JSON folder or the upstream release (``wrh14/deep_unlearning`` clone);
-  default ``$UNLEARN_DATA_DIR/wrh14/deep_unlearning``;
-* ``mquake_path`` (mquake_du): a local MQuAKE JSON file such as ``MQuAKE-CF-3k-v2.json``;
-* ``target``: one relationship fact id (e.g. 272). Without it every metric is the mean over all targets of the
-  knowledge base (55 for Eval-DU), since one model's per-fact correctness serves every target;
-* ``fix_rule_typos`` (evaldu, default false): repair the release's ``newphe`` rule typo.
+Options come from the task metadata (``--metadata '{...}'``; :class:`DeepUnlearningOptions` declares them).
+Without ``target`` every metric is the mean over all targets, since one model's per-fact correctness serves every
+target.
 
 The per-fact correctness vectors (and the per-target scores) are written into the results file under
 ``configs.<task>.deep_unlearning``, so ``unlearn deep-unlearning score`` / ``sweep`` can rescore any target later.
@@ -62,11 +57,10 @@ def _load_kb(benchmark: str, path: str, fix_rule_typos: bool) -> KnowledgeBase:
     return load_evaldu(path, fix_rule_typos=True) if fix_rule_typos else load_evaldu(path)
 
 
-def load_kb_from_metadata(metadata: dict[str, Any] | None, task: str = "evaldu") -> tuple[KnowledgeBase, str]:
-    """The knowledge base named by the task metadata and the path it came from; ``ValueError`` if none."""
-    meta = metadata or {}
-    if meta.get("benchmark") == "mquake":
-        path = meta.get("mquake_path")
+def load_kb_from_options(options: DeepUnlearningOptions, task: str = "evaldu") -> tuple[KnowledgeBase, str]:
+    """The knowledge base the options name and the path it came from; ``ValueError`` if none."""
+    if options.benchmark == "mquake":
+        path = options.mquake_path
         if not path:
             raise ValueError(
                 f"{task}: pass the local MQuAKE file (e.g. MQuAKE-CF-3k-v2.json from the MQuAKE repository) with "
@@ -74,11 +68,11 @@ def load_kb_from_metadata(metadata: dict[str, Any] | None, task: str = "evaldu")
             )
         note_data_source("local", "mquake", path=Path(path).expanduser())
         return _load_kb("mquake", str(Path(path).expanduser()), False), str(path)
-    directory = resolve_data_dir(meta.get("data_dir"))
+    directory = resolve_data_dir(options.data_dir)
     if directory is None:
         raise ValueError(MISSING_DATA.format(task=task))
     note_data_source("local", "evaldu", path=directory)
-    return _load_kb("evaldu", str(directory), bool(meta.get("fix_rule_typos", False))), str(directory)
+    return _load_kb("evaldu", str(directory), options.fix_rule_typos), str(directory)
 
 
 def _mean(values: list[Any]) -> float:
@@ -92,10 +86,9 @@ class DeepUnlearningTask(UnlearningTask):
     RESULTS_KEY = "deep_unlearning"
 
     def setup(self, config: dict) -> None:
-        meta = config.get("metadata") or {}
-        target = DeepUnlearningOptions.from_metadata(meta).target  # checks the keys and their types
-        self.kb, self.kb_path = load_kb_from_metadata(meta, config.get("task", "evaldu"))
-        self.target = None if target is None else self.kb.check_target(target)
+        options = DeepUnlearningOptions.from_metadata(config.get("metadata"))
+        self.kb, self.kb_path = load_kb_from_options(options, config.get("task", "evaldu"))
+        self.target = None if options.target is None else self.kb.check_target(options.target)
         if not self.kb.targets and self.target is None:
             raise ValueError(f"{self.kb.name} lists no targets; pass --metadata '{{\"target\": ID}}'")
         self._record: dict[str, Any] | None = None

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.settings import param
+from unlearn_tasks.tofu.splits import FORGET_SPLITS
 
 BENCHMARKS = ("tofu", "file")
 REDUCTIONS = ("mean", "sum")
@@ -14,25 +16,24 @@ REDUCTIONS = ("mean", "sum")
 class MarginOptions(MetadataOptions):
     WHERE = "margins task"
 
-    benchmark: str = "file"
-    forget_split: str = "forget10"
-    dataset_path: str | None = None
-    data_dir: str | None = None
-    data_file: str | None = None
-    prompt_field: str = "prompt"
-    target_field: str = "target"
-    text_field: str = "text"
-    split_field: str = "split"
-    max_items_per_split: int | None = None
-    reduction: str = "mean"
-    include_eos: bool = False
-    keep_token_margins: bool = False
+    benchmark: str = param("file", "tofu: TOFU's forget, retain_perturbed and holdout sets (margins_tofu_*); file: "
+                           "records of a local file (data_file); set by each task YAML", choices=BENCHMARKS)
+    forget_split: str = param("forget10", "TOFU's forget split (benchmark tofu)", choices=FORGET_SPLITS)
+    dataset_path: str | None = param(None, "another Hub id in TOFU's schema (benchmark tofu)")
+    data_dir: str | None = param(None, "a local copy of TOFU (benchmark tofu)")
+    data_file: str | None = param(None, "a JSON or JSON-lines file of {\"prompt\": ..., \"target\": ...} or "
+                                  "{\"text\": ...} records, each with an optional \"split\" (benchmark file)")
+    prompt_field: str = param("prompt", "the records' prompt field (benchmark file)")
+    target_field: str = param("target", "the records' target field (benchmark file)")
+    text_field: str = param("text", "the records' text field, a target with no prompt (benchmark file)")
+    split_field: str = param("split", "the records' split field (benchmark file)")
+    max_items_per_split: int | None = param(None, "keep the first N records of every split", ge=1)
+    reduction: str = param("mean", "how the target tokens' margins make the record's margin", choices=REDUCTIONS)
+    include_eos: bool = param(False, "count the margin of the EOS appended to the target too")
+    keep_token_margins: bool = param(False, "write the per-token margins into the record too")
 
     def validate(self) -> None:
-        check_positive_int(self.max_items_per_split, "max_items_per_split", "margins task option")
         checks = [
-            (self.benchmark in BENCHMARKS, f"benchmark must be one of {BENCHMARKS}"),
-            (self.reduction in REDUCTIONS, f"reduction must be one of {REDUCTIONS}"),
             (self.benchmark != "file" or bool(self.data_file),
              'the generic margins task needs a data file: --metadata \'{"data_file": "FILE.jsonl"}\' (JSON lines of '
              '{"prompt": ..., "target": ...} or {"text": ...}, optional "split")'),

@@ -8,6 +8,7 @@ from typing import Any
 from unlearn_tasks.classifier import chosen_classifier, option_checks
 from unlearn_tasks.metadata import MetadataOptions, per_key
 from unlearn_tasks.muse.corpora import HUB_IDS, PARTS
+from unlearn_tasks.settings import param
 
 
 @dataclass
@@ -15,23 +16,26 @@ class MuseOptions(MetadataOptions):
     WHERE = "MUSE task"
     DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
 
-    corpus: str = "news"
-    dataset_path: str | None = None  # another Hub id in MUSE's layout
-    data_dir: str | dict[str, str] | None = None  # local copy (or {"news": DIR, "books": DIR})
-    muse_data_dir: str | dict[str, str] | None = None  # wins over data_dir, so TOFU's and MUSE's copies can live apart
-    reference: str | float | dict[str, Any] | None = None  # retrained model's run, "published", or an AUROC
-    parts: list[str] = field(default_factory=lambda: list(PARTS))
-    mia_k: float = 0.4
-    verbmem_max_tokens: int = 128
-    knowmem_max_tokens: int = 32
-    max_items_per_split: int | None = None
-    #: open-unlearning's optional MUSE metrics (off by default, as in its muse.yaml): the GradNorm MIA on the PrivLeak
-    #: passages (hf only), the reference MIA (needs a reference run that logged per-item losses) and gibberish
-    #: (a classifier's class-0 probability of the forget VerbMem generations; true: OU's classifier, or a folder / id).
-    mia_gradnorm: bool = False
-    mia_reference: bool = False
-    gibberish: bool | str = False
-    tokenizer: str | None = None  # for VerbMem's 128-token reference (default: the model's, from pretrained=)
+    corpus: str = param("news", "the corpus (set by each task YAML)", choices=tuple(HUB_IDS))
+    dataset_path: str | None = param(None, "another Hub id in MUSE's layout")
+    data_dir: str | dict[str, str] | None = param(None, "a local copy, or {\"news\": DIR, \"books\": DIR} for the group")
+    muse_data_dir: str | dict[str, str] | None = param(
+        None, "wins over data_dir, so TOFU's and MUSE's copies can live apart in one invocation")
+    reference: str | float | dict[str, Any] | None = param(
+        None, "the retrained model's run (a results folder or file, or an open-unlearning MUSE_EVAL.json), "
+        "\"published\", or its Min-K% AUROC; or {corpus: ...}: PrivLeak")
+    parts: list[str] = param(list(PARTS), "what to evaluate", choices=PARTS)
+    mia_k: float = param(0.4, "fraction of tokens for Min-K% and Min-K%++", gt=0, le=1)
+    verbmem_max_tokens: int = param(128, "VerbMem's generated tokens and reference tokens", ge=1)
+    knowmem_max_tokens: int = param(32, "KnowMem's generated tokens", ge=1)
+    max_items_per_split: int | None = param(None, "keep the first N items of every set", ge=1)
+    mia_gradnorm: bool = param(False, "open-unlearning's GradNorm MIA on the PrivLeak passages (hf only)")
+    mia_reference: bool = param(False, "open-unlearning's reference MIA (needs a reference run that logged per-item "
+                                "losses)")
+    gibberish: bool | str = param(
+        False, "open-unlearning's gibberish metric: a classifier's class-0 probability of the forget VerbMem "
+        "generations; true: open-unlearning's classifier, or a folder / Hub id")
+    tokenizer: str | None = None
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def complete(self, metadata: dict[str, Any]) -> None:
@@ -40,16 +44,7 @@ class MuseOptions(MetadataOptions):
         self.tokenizer_kwargs = {k: metadata[k] for k in ("revision", "trust_remote_code") if metadata.get(k) is not None}
 
     def validate(self) -> None:
-        checks = [
-            (self.corpus in HUB_IDS, f"corpus must be one of {sorted(HUB_IDS)}"),
-            (bool(self.parts) and set(self.parts) <= set(PARTS), f"parts must be a non-empty subset of {PARTS}"),
-            (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
-            (self.verbmem_max_tokens >= 1 and self.knowmem_max_tokens >= 1, "verbmem/knowmem_max_tokens must be >= 1"),
-            (self.max_items_per_split is None or self.max_items_per_split >= 1, "max_items_per_split must be >= 1"),
-            (isinstance(self.mia_gradnorm, bool), "mia_gradnorm must be true or false"),
-            (isinstance(self.mia_reference, bool), "mia_reference must be true or false"),
-            *option_checks(self.gibberish),
-        ]
+        checks = option_checks(self.gibberish)  # the rest come from the fields' declarations
         self.require(checks)
 
     def gibberish_classifier(self) -> str | None:

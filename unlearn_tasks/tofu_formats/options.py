@@ -8,8 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.settings import param
+from unlearn_tasks.tofu.splits import FORGET_SPLITS
 from unlearn_tasks.tofu_formats.formats import FORMATS, HUB_ID, MODES, RETAIN_OF, Format, retain_of
+
+#: Every split of any format (the comprehension formats add ``full``); the format's own are checked in validate().
+ALL_SPLITS = tuple(dict.fromkeys(split for fmt in FORMATS.values() for split in fmt.splits))
 
 
 @dataclass
@@ -17,25 +22,31 @@ class ReluOptions(MetadataOptions):
     WHERE = "ReLU task"
     #: The ``relu_`` keys and the fields they fill; ``data_dir`` is read too when ``relu_data_dir`` is absent.
     RENAMED = {"relu_format": "format", "relu_splits": "splits", "relu_options": "n_options", "relu_mode": "mode",
-               "relu_data_dir": "data_dir", "relu_dataset_path": "dataset_path"}
-    EXTRA_KEYS = frozenset({"version", "data_dir", "relu_pair"})
+               "relu_pair": "pair", "relu_data_dir": "data_dir", "relu_dataset_path": "dataset_path"}
+    EXTRA_KEYS = frozenset({"version", "data_dir"})
     DERIVED = frozenset({"tokenizer", "tokenizer_kwargs"})
 
-    format: str
-    splits: list[str] = field(default_factory=list)  # one split, or [forget, retain] for a pair task
-    n_options: int | None = None
-    mode: str = "default"
-    data_dir: str | None = None
-    dataset_path: str = HUB_ID
-    max_items_per_split: int | None = None
-    tokenizer: str | None = None  # for comprehension QA's generation budget
+    format: str = param(None, "the format (set by each task YAML)", choices=tuple(FORMATS), required=True)
+    splits: list[str] = param([], "one split, or a forget and its retain split for a pair task (set by each task "
+                              "YAML)", choices=ALL_SPLITS)
+    n_options: int | None = param(None, "the number of options of a multiple-choice format (set by each task YAML)")
+    mode: str = param("default", "default: this package's scoring; parity: reproduces the release (its prompts, cloze "
+                      "scoring and budgets, see below)", choices=MODES)
+    pair: str | None = param(None, "the forget split of a pair task, with its retain split (forget05 with "
+                             "retain95); default the task YAML's, forget10", choices=FORGET_SPLITS)
+    data_dir: str | None = param(None, "a local copy (below); wins over data_dir, so TOFU's and ReLU's copies can "
+                                 "live apart")
+    dataset_path: str = param(HUB_ID, "another Hub id with the same layout")
+    max_items_per_split: int | None = param(None, "keep the first N items of every split", ge=1)
+    tokenizer: str | None = None
     tokenizer_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def complete(self, metadata: dict[str, Any]) -> None:
         """``relu_pair`` picks a pair task's forget split (its retain split follows); ``data_dir`` stands in for
-        ``relu_data_dir``; the tokenizer comes from the model arguments."""
-        if len(self.splits) == 2 and metadata.get("relu_pair"):
-            self.splits = [metadata["relu_pair"], retain_of(metadata["relu_pair"])]
+        ``relu_data_dir``; the tokenizer (comprehension QA's budget, parity-mode cloze) comes from the model
+        arguments (``pretrained=`` or ``tokenizer``)."""
+        if len(self.splits) == 2 and isinstance(self.pair, str) and self.pair in RETAIN_OF:
+            self.splits = [self.pair, retain_of(self.pair)]
         self.data_dir = self.data_dir or metadata.get("data_dir")
         self.mode = self.mode or "default"
         self.dataset_path = self.dataset_path or HUB_ID
@@ -58,11 +69,8 @@ class ReluOptions(MetadataOptions):
         return [(self.splits[0], self.splits[0])]
 
     def validate(self) -> None:
-        check_positive_int(self.max_items_per_split, "max_items_per_split", "ReLU task option")
         fmt = FORMATS.get(self.format)
-        checks = [
-            (fmt is not None, f"relu_format must be one of {sorted(FORMATS)}"),
-            (self.mode in MODES, f"relu_mode must be one of {MODES}"),
+        checks = [  # what depends on the format or on two keys (the rest comes from the fields' declarations)
             (len(self.splits) in (1, 2), "relu_splits must name one split, or a forget and a retain split"),
             (fmt is None or set(self.splits) <= set(fmt.splits), f"splits must be among {fmt and fmt.splits}"),
             (fmt is None or (self.n_options in fmt.options if fmt.options else self.n_options is None),

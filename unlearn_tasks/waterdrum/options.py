@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from unlearn_tasks.metadata import MetadataOptions, check_positive_int
+from unlearn_tasks.metadata import MetadataOptions
+from unlearn_tasks.settings import param
 from unlearn_tasks.waterdrum.data import AX_HUB_ID, SPLITS, TOFU_HUB_ID
 
 BENCHMARKS = {"ax": AX_HUB_ID, "tofu": TOFU_HUB_ID}
@@ -14,34 +15,42 @@ PARTS = ("watermark", "rouge", "knowmem", "mia")
 
 @dataclass
 class WaterDrumOptions(MetadataOptions):
-    """Options of ``waterdrum_ax`` / ``waterdrum_tofu`` (all settable with ``--metadata``)."""
-
     WHERE = "WaterDrum task"
     DERIVED = frozenset({"model_tokenizer"})
     COMMA_LISTS = frozenset({"splits", "parts"})
 
-    benchmark: str = "ax"
-    config: str = "forget_01"
-    dataset_path: str | None = None
-    data_dir: str | None = None
-    waterdrum_data_dir: str | None = None
-    splits: list[str] = field(default_factory=lambda: ["retain", "forget"])
-    duplicate_owner: int | None = None
-    owners: int = 20
-    generations: int = 10
-    prompt_tokens: int = 50
-    prompt_tokenizer: str | None = None
-    verify_tokenizer: str | None = None
-    verify_vocab_size: int | None = None
-    ids: str | list[int] | None = None
-    k_p: int = 1
-    workers: int | None = None
-    parts: list[str] = field(default_factory=lambda: list(PARTS))
-    knowmem_split: str = "watermarked"
-    knowmem_max_tokens: int = 32
-    mia_k: float = 0.4
-    max_items_per_split: int | None = None
-    model_tokenizer: str | None = None  # from lm-eval's model args (tokenizer= or pretrained=)
+    benchmark: str = param("ax", "ax: WaterDrum-Ax (arXiv abstracts); tofu: WaterDrum-TOFU (set by each task YAML)",
+                           choices=tuple(BENCHMARKS))
+    config: str = param("forget_01", "the dataset config, e.g. forget_05 or unwatermarked_forget_01")
+    dataset_path: str | None = param(None, "another Hub id with the same layout")
+    data_dir: str | None = param(None, "a local copy in the Hub's layout")
+    waterdrum_data_dir: str | None = param(None, "wins over data_dir, so TOFU's and WaterDrum's copies can live "
+                                           "apart")
+    splits: list[str] = param(["retain", "forget"], "the splits to verify (text \"a, b\" works too); "
+                              "exact_duplicate / semantic_duplicate need duplicate_owner", choices=SPLITS[1:])
+    duplicate_owner: int | None = param(None, "the owner id the duplicates were watermarked with (default 0 on "
+                                        "WaterDrum-TOFU, whose duplicates sit in the retain set)")
+    owners: int = param(20, "WaterDrum-Ax's owners when the data has no integer owner column (the rows are in "
+                        "equal owner blocks)", ge=1)
+    generations: int = param(10, "sampled continuations per prompt", ge=1)
+    prompt_tokens: int = param(50, "tokens of each text the prompt keeps", ge=1)
+    prompt_tokenizer: str | None = param(None, "the tokenizer that cuts the prompts (default: the model's, from "
+                                         "pretrained= / tokenizer=)")
+    verify_tokenizer: str | None = param(None, "the verification tokenizer (default: Llama-3's; any Hugging Face name "
+                                         "or folder)")
+    verify_vocab_size: int | None = param(None, "the vocabulary the watermark keys span (default: that tokenizer's "
+                                          "base vocabulary, 128000 for Llama-3)", ge=1)
+    ids: str | list[int] | None = param(None, "owner ids to verify with, e.g. \"0-19\" or a list (default: the owners "
+                                        "in the data)")
+    k_p: int = param(1, "the watermark's perturbation key", ge=1)
+    workers: int | None = param(None, "verification processes", ge=1)
+    parts: list[str] = param(list(PARTS), "what to evaluate (text \"a, b\" works too); it must include "
+                             "watermark", choices=PARTS)
+    knowmem_split: str = param("watermarked", "the split of the KnowMem questions")
+    knowmem_max_tokens: int = param(32, "KnowMem's generated tokens", ge=1)
+    mia_k: float = param(0.4, "fraction of tokens for Min-K% and Min-K%++", gt=0, le=1)
+    max_items_per_split: int | None = param(None, "keep the first N texts of every split", ge=1)
+    model_tokenizer: str | None = None
 
     def complete(self, metadata: dict[str, Any]) -> None:
         model_tok = metadata.get("tokenizer") or metadata.get("pretrained")
@@ -58,20 +67,10 @@ class WaterDrumOptions(MetadataOptions):
         return self.waterdrum_data_dir or self.data_dir
 
     def validate(self) -> None:
-        check_positive_int(self.max_items_per_split, "max_items_per_split", "WaterDrum task option")
-        dup = [s for s in self.splits if s not in ("retain", "forget")]
-        checks = [
-            (self.benchmark in BENCHMARKS, f"benchmark must be one of {sorted(BENCHMARKS)}"),
-            (bool(self.splits) and set(self.splits) <= set(SPLITS) - {"full"},
-             f"splits must be a non-empty subset of {[s for s in SPLITS if s != 'full']}"),
+        dup = [s for s in self.splits if s in ("exact_duplicate", "semantic_duplicate")]
+        checks = [  # what the fields' declarations do not say
             (not dup or self.duplicate_owner is not None,
              f"splits {dup} need duplicate_owner (the owner id the duplicates were watermarked with)"),
-            (isinstance(self.generations, int) and self.generations >= 1, "generations must be an int >= 1"),
-            (isinstance(self.prompt_tokens, int) and self.prompt_tokens >= 1, "prompt_tokens must be an int >= 1"),
-            (isinstance(self.owners, int) and self.owners >= 1, "owners must be an int >= 1"),
-            (bool(self.parts) and set(self.parts) <= set(PARTS) and "watermark" in self.parts,
-             f"parts must be a subset of {PARTS} that includes 'watermark'"),
-            (0 < self.mia_k <= 1, "mia_k must be in (0, 1]"),
-            (isinstance(self.knowmem_max_tokens, int) and self.knowmem_max_tokens >= 1, "knowmem_max_tokens must be >= 1"),
+            ("watermark" in self.parts, f"parts must be a subset of {PARTS} that includes 'watermark'"),
         ]
         self.require(checks)
