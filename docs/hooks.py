@@ -7,11 +7,10 @@
   a blank line is put where MkDocs needs one, so a page written for GitHub renders the same on the site.
   ``docs/check_site.py`` checks the built HTML for what still comes out as literal text.
 - A link to a benchmark's README in its task folder (``task_yaml/<benchmark>/README.md``, what the repository's
-  Markdown files link to, and what include-markdown rewrites relative to the including page) points to that README's
-  page on the site, ``benchmarks/<benchmark>.md``.
+  Markdown files link to) points to that README's page on the site, ``benchmarks/<benchmark>.md`` (the README's copy,
+  written by ``python -m unlearn_app.catalogue``).
 
-Hooks run after the plugins, so included files (include-markdown) are already in the page. Nothing here imports the
-package: the site builds from a docs-only install (``docs/requirements.txt``, no torch).
+Nothing here imports the package: the site builds from a docs-only install (``docs/requirements.txt``, no torch).
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def run_lm_eval(
     ``device``: default :func:`default_device` (``cuda`` when a GPU is visible, else ``cpu``).
     ``apply_chat_template`` / ``system_instruction``: lm-eval's ``--apply_chat_template`` and ``--system_instruction``
     (the chat template's keyword arguments, e.g. ``date_string``, go in ``extra_model_args["chat_template_args"]``).
-    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``); None on the other
+    Returns lm-eval's results dictionary (with the per-document ``samples`` when ``log_samples``, also written to
+    ``samples_<task>_<date>.jsonl`` beside the results file, as ``lm_eval --log_samples`` does); None on the other
     processes of a multi-process launch (``accelerate launch``), which score their share of the requests. Only this package's
     tasks and the lm-eval tasks named are indexed, once per process (:mod:`harness_ext.task_index`).
     """
@@ -106,8 +107,24 @@ def evaluate_lm(
         system_instruction=system_instruction,
     )
     if tracker is not None and results is not None:  # under a launcher, lm-eval returns them on the main process only
-        tracker.save_results_aggregated(results=results, samples=None)
+        save_results(tracker, results)
     return results
+
+
+def save_results(tracker: Any, results: dict) -> None:
+    """Write ``results`` as the ``lm_eval`` command does (lm-eval 0.4.13's ``_cli/run.py``): ``results_<date>.json``
+    (without the per-document samples, with their hashes), and with ``log_samples`` one
+    ``samples_<task>_<date>.jsonl`` per task beside it (lm-eval's ``EvaluationTracker.save_results_samples``, which
+    rewrites each record's arguments and responses as strings; it gets copies, so ``results["samples"]`` stays as
+    lm-eval returned it)."""
+    samples = results.pop("samples", None)
+    try:
+        tracker.save_results_aggregated(results=results, samples=samples)
+        for task in results["configs"] if samples else ():
+            tracker.save_results_samples(task_name=task, samples=[dict(sample) for sample in samples[task]])
+    finally:
+        if samples is not None:
+            results["samples"] = samples
 
 
 def live_hf_lm(model: Any, tokenizer: Any, batch_size: int = 16, **model_args: Any) -> Any:

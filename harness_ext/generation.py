@@ -22,7 +22,9 @@ open-unlearning's attention mask (:func:`harness_ext.chat_tokens.ou_attention_ma
 then generates the marked requests as their own batches, with every prompt position holding the pad token hidden,
 and the position ids ``generate`` derives from that mask (both paths above). The mark is an attribute of the
 request, not a generation keyword, so no backend ever receives it: on ``vllm`` (no attention mask over a prompt)
-marked requests generate from the plain prompt.
+marked requests generate from the plain prompt. lm-eval's request cache (``--use_cache``) keys the marked requests
+apart from the others (:func:`patch_generation_cache`), so a generation cached under one mask is never returned
+under the other.
 """
 
 from __future__ import annotations
@@ -167,22 +169,7 @@ def patch_hf_generation() -> None:
     original_until = HFLM.generate_until
 
     def generate_until(self: Any, requests: list, disable_tqdm: bool = False) -> list:
-        marked = [i for i, r in enumerate(requests) if getattr(r, OU_MASK_ATTRIBUTE, False)]
-        if not marked:
-            return original_until(self, requests, disable_tqdm)
-        results: list = [None] * len(requests)
-        plain = [i for i, r in enumerate(requests) if not getattr(r, OU_MASK_ATTRIBUTE, False)]
-        for indices, masked in ((plain, False), (marked, True)):
-            if not indices:
-                continue
-            token = _OU_MASK.set(masked)
-            try:
-                out = original_until(self, [requests[i] for i in indices], disable_tqdm)
-            finally:
-                _OU_MASK.reset(token)
-            for i, text in zip(indices, out, strict=True):
-                results[i] = text
-        return results
+        return _by_mark(requests, _OU_MASK, lambda part: original_until(self, part, disable_tqdm))
 
     def _model_generate(self: Any, context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
         if _OU_MASK.get() and getattr(self, "backend", None) == "causal":
@@ -208,6 +195,58 @@ def patch_hf_generation() -> None:
     _model_generate._unlearn_patched = True  # type: ignore[attr-defined]
     HFLM._model_generate = _model_generate
     HFLM.generate_until = generate_until
+
+
+def _by_mark(requests: list, flag: contextvars.ContextVar, run: Any) -> list:
+    """``run(requests)``, called once for the unmarked requests and once, with ``flag`` set, for those marked by
+    :func:`mark_ou_attention_mask`; the results in the order of ``requests``."""
+    marked = [i for i, r in enumerate(requests) if getattr(r, OU_MASK_ATTRIBUTE, False)]
+    if not marked:
+        return run(requests)
+    results: list = [None] * len(requests)
+    plain = [i for i, r in enumerate(requests) if not getattr(r, OU_MASK_ATTRIBUTE, False)]
+    for indices, masked in ((plain, False), (marked, True)):
+        if not indices:
+            continue
+        token = flag.set(masked)
+        try:
+            out = run([requests[i] for i in indices])
+        finally:
+            flag.reset(token)
+        for i, text in zip(indices, out, strict=True):
+            results[i] = text
+    return results
+
+
+_CACHE_MARKED = contextvars.ContextVar("unlearn_cache_ou_attention_mask", default=False)
+
+
+def patch_generation_cache() -> None:
+    """``lm_eval --use_cache``: lm-eval's ``CachingLM`` keys a ``generate_until`` request by a hash of its arguments
+    (prompt, generation keywords: ``lm_eval.api.model.hash_args``), which the mark of :func:`mark_ou_attention_mask`
+    is not part of, so a generation cached under one attention mask would be returned under the other (TOFU's
+    ``ou_chat_mask`` option). Here the marked requests are looked up and stored under the hash of their arguments
+    followed by the mark, ``{"unlearn_ou_attention_mask": true}``; unmarked requests keep lm-eval's keys
+    (idempotent)."""
+    import lm_eval.api.model as lm_model
+
+    original_getattr = lm_model.CachingLM.__getattr__
+    if getattr(original_getattr, "_unlearn_patched", False):
+        return
+    original_hash = lm_model.hash_args
+
+    def hash_args(attr: str, args: Any) -> str:
+        return original_hash(attr, [*args, {OU_MASK_ATTRIBUTE: True}] if _CACHE_MARKED.get() else args)
+
+    def __getattr__(self: Any, attr: str) -> Any:
+        cached = original_getattr(self, attr)
+        if attr != "generate_until":
+            return cached
+        return lambda requests: _by_mark(requests, _CACHE_MARKED, cached)
+
+    __getattr__._unlearn_patched = True  # type: ignore[attr-defined]
+    lm_model.hash_args = hash_args
+    lm_model.CachingLM.__getattr__ = __getattr__
 
 
 def _autocast(lm: Any) -> Any:

@@ -28,13 +28,14 @@ REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
 
 def install_request_types() -> None:
     """Add our request types to lm-eval's ``LM`` base class (idempotent); let ``hf-multimodal`` generate for mixed
-    batches; greedy ``hf`` generation without the rows that ended (:mod:`harness_ext.generation`); quiet lm-eval's
-    git lookup."""
-    from harness_ext.generation import patch_hf_generation
+    batches; greedy ``hf`` generation without the rows that ended, and ``--use_cache`` keys that tell
+    open-unlearning's attention mask apart (:mod:`harness_ext.generation`); quiet lm-eval's git lookup."""
+    from harness_ext.generation import patch_generation_cache, patch_hf_generation
 
     add_request_types(REQUEST_TYPES)
     patch_multimodal_generation()
     patch_hf_generation()
+    patch_generation_cache()
     quiet_git_hash()
 
 

@@ -72,6 +72,14 @@ def test_relative_links_resolve(path):
             assert anchor in anchors(file), f"{path.relative_to(ROOT)}: no heading for #{anchor} in {target or path.name}"
 
 
+def test_no_page_holds_an_include_directive():
+    """GitHub shows an include directive (`{% include ... %}`, `--8<--`) as a raw line: pages that show another
+    file hold a copy of it (`python -m unlearn_app.catalogue`, checked by tests/unlearn_app/test_catalogue.py)."""
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text()
+        assert "{% include" not in text and "--8<--" not in text, f"{page.relative_to(ROOT)} holds an include line"
+
+
 def test_readme_links_every_benchmark_and_docs_page():
     links = set(relative_links(README))
     for folder in sorted(p for p in (ROOT / "task_yaml").iterdir() if p.is_dir() and not p.name.startswith("_")):

@@ -11,7 +11,9 @@ index of the keys, into ``docs/evaluating.md`` (``task-options``).
   only, vision; typed hyperparameters with their defaults and ranges: what `unlearn methods` prints);
 - ``docs/tasks.md`` (``tasks``): the task folders (every ``task_yaml/**/*.yaml``: task and group names, group
   members, the YAML's leading comment, the task class);
-- ``docs/cli.md`` (``cli``): the ``--help`` of ``unlearn`` and of every subcommand, from the argparse parsers.
+- ``docs/cli.md`` (``cli``): the ``--help`` of ``unlearn`` and of every subcommand, from the argparse parsers;
+- whole pages that copy a Markdown file of the repository (:func:`copied_pages`): ``README.md`` as ``docs/index.md``,
+  each ``task_yaml/<benchmark>/README.md`` as ``docs/benchmarks/<benchmark>.md``, their relative links re-based.
 
     python -m unlearn_app.catalogue            # rewrite the generated parts (after a change to methods, tasks or flags)
     python -m unlearn_app.catalogue --check    # exit 1 naming the stale pages (what tests/unlearn_app/test_catalogue.py checks)
@@ -293,6 +295,50 @@ PARTS: dict[str, tuple[Path, Callable[[Path], str]]] = {
 }
 
 
+# --------------------------------------------------------------------------- copied pages
+#: The repository's landing page, shown as the site's home page.
+README_PAGE = (Path("README.md"), Path("docs") / "index.md")
+_LINK = re.compile(r"(\]\(\s*<?)([^)\s>]+)")  # a Markdown link's or image's target: ](target
+_FENCE = re.compile(r"^ {0,3}(```|~~~)")
+
+
+def copied_pages(root: Path = ROOT) -> dict[Path, Path]:
+    """The pages that are a copy of another Markdown file (page -> source, both relative to ``root``): the README
+    as ``docs/index.md``, every benchmark's ``task_yaml/<benchmark>/README.md`` as ``docs/benchmarks/<benchmark>.md``."""
+    pages = {README_PAGE[1]: README_PAGE[0]}
+    for readme in sorted((root / "task_yaml").glob("*/README.md")):
+        pages[Path("docs") / "benchmarks" / f"{readme.parent.name}.md"] = readme.relative_to(root)
+    return pages
+
+
+def _moved_link(target: str, source: Path, page: Path, moved: dict[Path, Path]) -> str:
+    """``target``, a link in ``source``, as a link from ``page`` (paths relative to the checkout): relative links
+    re-based, and a link to a file that has a copy among the docs (``moved``: source -> page) pointed at the copy."""
+    if re.match(r"[a-z][a-z0-9+.-]*:|#|/", target):  # a URL, an anchor of the same page, or a site-absolute path
+        return target
+    path, _, anchor = target.partition("#")
+    linked = Path(os.path.normpath(source.parent / path))
+    linked = moved.get(linked, linked)
+    return os.path.relpath(linked, page.parent) + (f"#{anchor}" if anchor else "")
+
+
+def copied_page(root: Path, page: Path, source: Path) -> str:
+    """``page``: the text of ``source`` between markers saying where it comes from, with its relative links made
+    relative to ``page``, so it reads the same on GitHub and on the
+    site. Fenced code blocks are copied as they are."""
+    moved = {src: dst for dst, src in copied_pages(root).items()}
+    lines, fenced = [], False
+    for line in (root / source).read_text().splitlines():
+        if _FENCE.match(line):
+            fenced = not fenced
+        elif not fenced:
+            line = _LINK.sub(lambda m: m.group(1) + _moved_link(m.group(2), source, page, moved), line)
+        lines.append(line)
+    name = f"copy of {source}"
+    begin = f"<!-- BEGIN {name}: written by `{REGENERATE}`; edit {source}, not this page -->"
+    return f"{begin}\n\n" + "\n".join(lines).rstrip("\n") + f"\n\n{end_marker(name)}\n"
+
+
 class MarkerError(ValueError):
     """A page lacks the markers of its generated part (or holds them twice, or in the wrong order)."""
 
@@ -313,12 +359,18 @@ def render(root: Path = ROOT) -> dict[Path, str]:
     for name, (rel, make) in PARTS.items():
         page = pages.get(rel) or (root / rel).read_text()
         pages[rel] = with_part(page, name, make(root), where=str(rel))
+    for rel, source in copied_pages(root).items():  # written whole: a missing page, or an older form, is rewritten
+        pages[rel] = copied_page(root, rel, source)
     return pages
 
 
 def stale(root: Path = ROOT) -> list[Path]:
     """The pages whose generated part differs from what the code gives now."""
-    return [rel for rel, text in render(root).items() if (root / rel).read_text() != text]
+    return [rel for rel, text in render(root).items() if _read(root / rel) != text]
+
+
+def _read(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,12 +383,13 @@ def main(argv: list[str] | None = None) -> int:
     except (MarkerError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    changed = [rel for rel, text in pages.items() if (args.root / rel).read_text() != text]
+    changed = [rel for rel, text in pages.items() if _read(args.root / rel) != text]
     if args.check:
         for rel in changed:
             print(f"stale: {rel} (run `{REGENERATE}`)", file=sys.stderr)
         return 1 if changed else 0
     for rel in changed:
+        (args.root / rel).parent.mkdir(parents=True, exist_ok=True)
         (args.root / rel).write_text(pages[rel])
         print(f"wrote {args.root / rel}", file=sys.stderr)
     if not changed:

@@ -413,3 +413,40 @@ def test_ou_chat_mask_takes_true_or_false():
     assert TofuOptions.from_metadata({}).ou_chat_mask is True
     with pytest.raises(ValueError, match=r"TOFU task option: ou_chat_mask must be true or false \(check --metadata"):
         TofuOptions.from_metadata({"ou_chat_mask": "no"})
+
+
+def test_use_cache_keys_generations_under_ou_mask_apart(tmp_path):
+    """`lm_eval --use_cache`: lm-eval's CachingLM keys a generation by its prompt and generation keywords only, so
+    without our key a generation cached under the plain mask (`ou_chat_mask: false`) came back for a request marked
+    for open-unlearning's mask, and the other way round. Each is looked up under its own key; the plain request's
+    key stays lm-eval's; repeated requests are served from the cache."""
+    from lm_eval.api.instance import Instance
+    from lm_eval.api.model import CachingLM, hash_args
+
+    from harness_ext.generation import OU_MASK_ATTRIBUTE, mark_ou_attention_mask
+
+    install_request_types()
+
+    class Backend:  # answers as the hf backend would: "masked" for the marked requests
+        calls: list[list[bool]] = []
+
+        def set_cache_hook(self, hook):
+            self.cache_hook = hook
+
+        def generate_until(self, requests):
+            self.calls.append([getattr(r, OU_MASK_ATTRIBUTE, False) for r in requests])
+            return ["masked" if getattr(r, OU_MASK_ATTRIBUTE, False) else "plain" for r in requests]
+
+    def request(marked: bool) -> Instance:
+        args = ("<|user|>Who wrote it?<|assistant|>", {"until": [], "max_gen_toks": 8, "do_sample": False})
+        inst = Instance(request_type="generate_until", doc={}, arguments=args, idx=0)
+        return mark_ou_attention_mask(inst) if marked else inst
+
+    backend = Backend()
+    cached = CachingLM(backend, str(tmp_path / "cache.db"))
+    assert cached.generate_until([request(False)]) == ["plain"]
+    assert cached.generate_until([request(True)]) == ["masked"]  # not the plain generation from the cache
+    assert cached.generate_until([request(False), request(True), request(True)]) == ["plain", "masked", "masked"]
+    assert backend.calls == [[False], [True]]  # the third call: all three from the cache
+    assert hash_args("generate_until", request(False).args) in cached.dbdict  # lm-eval's own key for plain ones
+    assert len(cached.dbdict) == 2

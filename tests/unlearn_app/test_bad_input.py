@@ -204,3 +204,29 @@ def test_attack_report_repeated_names_and_an_out_folder(tmp_path, capsys):
     assert main([*base, "--attacked", f"int4={runs['q']}", "--out", f"{reports}/"]) == 0
     assert sorted(p.name for p in reports.iterdir()) == ["attack_report.json", "attack_report.md", "attack_report.png"]
     assert not (tmp_path / "reports.md").exists()  # not beside the folder
+
+
+@pytest.mark.parametrize("name", ["npo.partial", "npo.partial-4242-0a1b2c3d"])
+def test_push_refuses_an_unfinished_run_folder_and_leaves_it_as_it_was(tmp_path, capsys, name):
+    """`unlearn run --out npo` trains in npo.partial (the attack and demo writers in npo.partial-PID-XXXX) and
+    renames it when the checkpoint is complete: pushing one is refused in one line before anything is written into
+    it (no model-index in its card) or sent (no Hub is reachable here), naming the folder to push instead."""
+    from unlearn_app.cli import main
+
+    folder = tmp_path / name
+    (folder / "eval").mkdir(parents=True)
+    (folder / "README.md").write_text("card")
+    before = sorted(p.relative_to(folder) for p in folder.rglob("*"))
+    assert main(["push", str(folder), "--repo", "me/x"]) == 2
+    _one_line_error(2, capsys.readouterr().err, str(folder), "unfinished run", f"push {tmp_path / 'npo'} ", "--resume")
+    assert sorted(p.relative_to(folder) for p in folder.rglob("*")) == before
+    assert (folder / "README.md").read_text() == "card"
+    with pytest.raises(HubUploadError, match="unfinished run"):  # and the Python entry point too
+        push_folder(folder, "me/x", endpoint="http://127.0.0.1:9")
+
+
+def test_push_of_a_missing_folder_is_one_line(tmp_path, capsys):
+    from unlearn_app.cli import main
+
+    assert main(["push", str(tmp_path / "nothing"), "--repo", "me/x"]) == 2
+    _one_line_error(2, capsys.readouterr().err, "no such folder")

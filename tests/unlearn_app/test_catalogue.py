@@ -22,7 +22,7 @@ def test_committed_catalogues_match_the_code():
 def _copy_pages(tmp_path: Path) -> None:
     """A checkout in ``tmp_path`` with the task folders and the pages that hold generated parts."""
     (tmp_path / "task_yaml").symlink_to(ROOT / "task_yaml")
-    for rel, _ in catalogue.PARTS.values():
+    for rel in [*(rel for rel, _ in catalogue.PARTS.values()), *catalogue.copied_pages(ROOT), Path("README.md")]:
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_text((ROOT / rel).read_text())
 
@@ -134,3 +134,41 @@ def test_methods_table_shows_each_method_s_capabilities():
     # AltPO: DPO against the original model, on questions, generates alternates with the text tokenizer;
     # GA: plain ascent on any data; Task Vector: fine-tunes a text-only copy
     assert (flags["altpo"], flags["ga"], flags["task_vector"]) == ("yes | yes | no", "no | no | yes", "no | no | no")
+
+
+def test_copied_pages_rebase_links():
+    """docs/index.md and docs/benchmarks/<b>.md are copies of README.md and task_yaml/<b>/README.md (GitHub shows an
+    include directive as a raw line): relative links re-based from the source's folder to the page's, a link to a
+    copied file pointed at its copy, URLs, anchors and fenced code left as they are."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        (root / "task_yaml" / "toy").mkdir(parents=True)
+        (root / "README.md").write_text("# Pkg\n\n[toy](task_yaml/toy/README.md), [m](docs/metrics.md#a-b), "
+                                        "[ex](examples/run.py)\n")
+        (root / "task_yaml" / "toy" / "README.md").write_text(
+            "# Toy\n\nSee [metrics](../../docs/metrics.md#choices), [yaml](toy.yaml), [home](../../README.md),\n"
+            "[paper](https://arxiv.org/abs/1) and [below](#usage).\n\n```md\n[raw](../../docs/x.md)\n```\n")
+        assert catalogue.copied_pages(root) == {Path("docs/index.md"): Path("README.md"),
+                                                Path("docs/benchmarks/toy.md"): Path("task_yaml/toy/README.md")}
+        index = catalogue.copied_page(root, Path("docs/index.md"), Path("README.md"))
+        toy = catalogue.copied_page(root, Path("docs/benchmarks/toy.md"), Path("task_yaml/toy/README.md"))
+    begin = "<!-- BEGIN copy of README.md: written by `python -m unlearn_app.catalogue`; edit README.md, not this page -->"
+    assert index == (f"{begin}\n\n# Pkg\n\n[toy](benchmarks/toy.md), [m](metrics.md#a-b), [ex](../examples/run.py)"
+                     "\n\n<!-- END copy of README.md -->\n")
+    assert toy.split("\n")[2:10] == [
+        "# Toy", "", "See [metrics](../metrics.md#choices), [yaml](../../task_yaml/toy/toy.yaml), [home](../index.md),",
+        "[paper](https://arxiv.org/abs/1) and [below](#usage).", "", "```md", "[raw](../../docs/x.md)", "```"]
+
+
+def test_a_copied_page_follows_its_source(tmp_path, capsys):
+    """An edited README makes its copy stale; a missing copy (a new benchmark) is written by the catalogue."""
+    _copy_pages(tmp_path)
+    (tmp_path / "docs" / "benchmarks" / "tofu.md").unlink()
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text() + "\nOne more line.\n")
+    assert catalogue.stale(tmp_path) == [Path("docs/index.md"), Path("docs/benchmarks/tofu.md")]
+    assert catalogue.main(["--root", str(tmp_path)]) == 0
+    assert capsys.readouterr().err.count("wrote ") == 2
+    assert (tmp_path / "docs/benchmarks/tofu.md").read_text() == (ROOT / "docs/benchmarks/tofu.md").read_text()
+    assert (tmp_path / "docs/index.md").read_text().endswith("One more line.\n\n<!-- END copy of README.md -->\n")

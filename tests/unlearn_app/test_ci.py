@@ -294,3 +294,24 @@ def test_ci_exit_codes_for_errors_that_are_not_failed_checks(tmp_path, capsys, m
     err = capsys.readouterr().err
     assert err.startswith("error: internal error (RecursionError: xxx") and "characters cut" in err and len(err) < 1100
     assert "internal error (RecursionError" in json.loads((out / "results.json").read_text())["error"]
+
+
+@pytest.mark.parametrize("model_args", [
+    {"pretrained": "smollm2", "peft": "ckpt/npo", "chat_template_args": {"date_string": "10 Apr 2025"}},
+    'pretrained=smollm2,peft=ckpt/npo,chat_template_args={"date_string": "10 Apr 2025"}',  # as a string
+])
+def test_summary_names_the_model_as_lm_eval_model_args(tmp_path, model_args):
+    """`--from-results` of an `lm_eval` run: the summary names the model as `--model_args` was written (lm-eval's
+    results file holds a mapping), not as a Python dict, with the backend."""
+    run = tmp_path / "run"
+    path = write_results(run, RESULTS)
+    raw = json.loads(path.read_text())
+    path.write_text(json.dumps({**raw, "config": {"model": "hf", "model_args": model_args}}))
+    suite = _suite(tmp_path, ["tofu_forget10/forget_quality >= 0.05"])
+    assert main(["ci", "--suite", str(suite), "--from-results", str(run), "--out", str(tmp_path / "out")]) == 0
+    expected = 'pretrained=smollm2,peft=ckpt/npo,chat_template_args={"date_string": "10 Apr 2025"}'
+    summary = (tmp_path / "out" / "summary.md").read_text()
+    assert summary.startswith(f"## unlearn ci: {expected}\n")
+    assert f"- model: `{expected}` (hf, revision `unpinned`)" in summary and "{'" not in summary
+    record = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert record["model"] == {"name": expected, "backend": "hf", "revision": None}

@@ -22,13 +22,9 @@ def _same(a, b):
 def tofu_run(tiny_model_dir, demo_data_dir, tmp_path_factory):
     out = tmp_path_factory.mktemp("tofu_run")
     task = "tofu_forget01_likelihood"
+    # with the samples file `lm_eval --log_samples` writes beside the results file (samples_<task>_<date id>.jsonl,
+    # one JSON object per document holding each metric's process_results value)
     res = run_lm_eval(tiny_model_dir, [task], out, {"data_dir": str(demo_data_dir)}, batch_size=8, log_samples=True)
-    # the samples file `lm_eval --log_samples` writes beside the results file (lm-eval's EvaluationTracker:
-    # samples_<task>_<date id>.jsonl, one JSON object per document holding each metric's process_results value)
-    (results_file,) = out.rglob("results_*.json")
-    stamp = results_file.stem.removeprefix("results_")
-    lines = [json.dumps(sample, default=str) for sample in res["samples"][task]]
-    (results_file.parent / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
     return out, res["results"][task]
 
 

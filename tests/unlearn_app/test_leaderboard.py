@@ -255,12 +255,8 @@ def test_unlearn_run_and_lm_eval_on_the_tiny_model_submit_and_validate(tmp_path,
 
     task = "tofu_forget01_likelihood"
 
-    def evaluate(model, out, metadata):
-        res = run_lm_eval(str(model), [task], out, metadata, batch_size=8, log_samples=True)
-        (results_file,) = out.rglob("results_*.json")  # the samples file `lm_eval --log_samples` writes beside it
-        stamp = results_file.stem.removeprefix("results_")
-        lines = [json.dumps(sample, default=str) for sample in res["samples"][task]]
-        (results_file.parent / f"samples_{task}_{stamp}.jsonl").write_text("\n".join(lines) + "\n")
+    def evaluate(model, out, metadata):  # with the samples file `lm_eval --log_samples` writes beside the results
+        run_lm_eval(str(model), [task], out, metadata, batch_size=8, log_samples=True)
 
     ckpt = tmp_path / "ga"
     assert main(["run", "--method", "ga", "--model", str(tiny_model_dir), "--out", str(ckpt), "--data-dir",

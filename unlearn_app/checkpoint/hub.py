@@ -10,6 +10,8 @@ import logging
 import time
 from pathlib import Path
 
+from unlearn_methods.checkpoint_folder import PARTIAL
+
 log = logging.getLogger(__name__)
 
 
@@ -17,12 +19,33 @@ class HubUploadError(RuntimeError):
     """The upload failed after all retries; the message holds the command that resumes it."""
 
 
+class NotACheckpointError(HubUploadError):
+    """The folder is not one to upload: absent, not a folder, or an unfinished run (``NAME.partial...``)."""
+
+
+def check_pushable(folder: str | Path) -> Path:
+    """``folder`` as a Path if it can be uploaded; else :class:`NotACheckpointError` saying why. A folder named
+    ``NAME.partial`` or ``NAME.partial-XXXX`` is an unfinished (or stopped) run, never a checkpoint
+    (:mod:`unlearn_methods.checkpoint_folder`)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise NotACheckpointError(f"{folder}: no such folder (give the checkpoint folder `unlearn run --out` wrote)")
+    name = folder.resolve().name
+    if name.endswith(PARTIAL) or PARTIAL + "-" in name:
+        final = folder.resolve().with_name(name[: name.index(PARTIAL)])
+        raise NotACheckpointError(
+            f"{folder} is an unfinished run (`unlearn run` trains in NAME{PARTIAL} and renames it to NAME when the "
+            f"checkpoint is complete): push {final} once the run has finished, or finish it with `unlearn run ... "
+            f"--out {final} --resume`")
+    return folder
+
+
 def push_folder(folder: str | Path, repo_id: str, private: bool = True, retries: int = 3, backoff_s: float = 2.0,
                 commit_message: str | None = None, endpoint: str | None = None) -> str:
     """Create ``repo_id`` if absent and upload ``folder`` in one commit. Returns the commit URL."""
     from huggingface_hub import HfApi
 
-    folder = Path(folder)
+    folder = check_pushable(folder)
     api = HfApi(endpoint=endpoint)
     message = commit_message or f"Upload unlearned checkpoint ({folder.name})"
     last: Exception | None = None

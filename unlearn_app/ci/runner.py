@@ -24,7 +24,7 @@ from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
 from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
 from unlearn_app.ci.junit import write_junit
 from unlearn_app.ci.suite import Suite, SuiteError, load_suite, validate_checks
-from unlearn_app.ci.summary import markdown_summary
+from unlearn_app.ci.summary import markdown_summary, model_args_text
 from unlearn_app.output_guard import write_text
 
 log = logging.getLogger(__name__)
@@ -334,8 +334,10 @@ def run_ci(opts: CiOptions) -> int:
         baseline, baseline_unusable = read_baseline(suite.baseline) if suite.baseline else (None, {})
         outcomes = check_all(suite, metrics, baseline, unusable, unverified, baseline_unusable)
         configs = raw.get("configs") or {}
+        config = raw.get("config") or {}  # lm-eval's: the backend (`model`) and its `model_args`
         record.update({
-            "model": {"name": opts.model or raw.get("config", {}).get("model_args") or opts.from_results,
+            "model": {"name": opts.model or (config.get("model_args") and model_args_text(config["model_args"]))
+                      or opts.from_results, "backend": suite.backend if opts.model else config.get("model"),
                       "revision": cache_info.get("model_revision")},
             "results": metrics,
             "baseline_results": baseline,

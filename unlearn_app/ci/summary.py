@@ -2,10 +2,21 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from unlearn_app.reports.numbers import MISSING, format_number
 from unlearn_app.reports.tables import compare_runs
+
+
+def model_args_text(model_args: Any) -> str:
+    """lm-eval's model arguments as a user gives them to ``lm_eval --model_args``: ``pretrained=DIR,peft=ADAPTER``
+    (a results file holds them as a mapping, or as that string); a value that is itself a mapping or a list (e.g.
+    ``chat_template_args``) as JSON."""
+    if not isinstance(model_args, dict):
+        return str(model_args)
+    return ",".join(f"{k}={v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v)}"
+                    for k, v in model_args.items())
 
 
 def checks_table(checks: list[dict[str, Any]]) -> str:
@@ -27,10 +38,12 @@ def markdown_summary(record: dict[str, Any]) -> str:
     else:
         verdict = f"**all {len(checks)} checks passed**"
     model = record.get("model") or {}
+    name = model_args_text(model.get("name", ""))  # a mapping in results.json written before it was a string
     prov = record.get("provenance") or {}
     cache = prov.get("cache") or {}
-    lines = [f"## unlearn ci: {model.get('name', '')}", "", verdict, ""]
-    lines += [f"- model: `{model.get('name')}` (revision `{model.get('revision') or 'unpinned'}`)",
+    lines = [f"## unlearn ci: {name}", "", verdict, ""]
+    lines += [f"- model: `{name}` ({model['backend'] + ', ' if model.get('backend') else ''}revision "
+              f"`{model.get('revision') or 'unpinned'}`)",
               f"- suite: `{record.get('suite')}`",
               *([f"- sweep `{sweep['dir']}`: trial `{sweep['id']}` ({sweep['method']}, seed {sweep['seed']}), "
                  f"selected by `{sweep.get('selected_by') or 'its only setting'}`"] if (sweep := record.get("sweep"))
