@@ -120,6 +120,8 @@ def test_lm_eval_scores_answers_against_the_base_models(blur_dir, references):
     assert got["forget_rougeL_recall,none"] == pytest.approx((0 + 6 / 12) / 2)
     assert got["retain_rougeL_recall,none"] == pytest.approx(1.0)
     assert got["combined_rougeL_recall,none"] == pytest.approx((4 / 12 + 1) / 2)
+    assert res["higher_is_better"]["blur_rwku"] == {"forget_rougeL_recall": False, "retain_rougeL_recall": True,
+                                                    "combined_rougeL_recall": True}
     used = res["configs"]["blur_rwku"]["provenance"]["reference"]
     assert used["provenance"] == {"model": "base"} and used["settings"] == SETTINGS
 

@@ -102,6 +102,16 @@ def test_lm_eval_runs_knowundo_and_its_metrics_follow_from_the_samples(tiny_mode
         assert got["retention_perplexity,none"] == pytest.approx(
             math.exp(-np.mean([m for _, m in per_scope["retention"]])))
         assert res["configs"][task]["provenance"]
+        assert res["higher_is_better"][task] == {"unlearn_success": True, "retention_success": True,
+                                                 "unlearn_perplexity": True, "retention_perplexity": False,
+                                                 "unlearn_accuracy": False}
+
+
+def test_report_rows_follow_the_declaration():
+    from unlearn_app.reports.tables import rows_for_task
+
+    assert [k for k, _ in rows_for_task("knowundo_copyright")][:4] == [
+        "unlearn_success", "retention_success", "unlearn_perplexity", "retention_perplexity"]
 
 
 def test_unlearn_run_data_knowundo_trains_on_the_scopes(tiny_model_dir, knowundo_dir, tmp_path):
