@@ -78,8 +78,13 @@ def _cmd(args: argparse.Namespace) -> int:
                                      args.device, args.max_tokens, args.apply_chat_template, args.limit)
     except (DataError, ValueError, OSError) as e:
         return error(str(e))
-    counts = {k: len(v) for k, v in json.loads(path.read_text())["answers"].items()}
-    print(f"Wrote {path} ({sum(counts.values())} answers: {', '.join(f'{k} {n}' for k, n in counts.items())}). "
+    from unlearn_tasks.blur.task import scorable
+
+    answers = json.loads(path.read_text())["answers"]
+    counts = {k: len(v) for k, v in answers.items()}
+    wordless = sum(not scorable(r["answer"]) for rows in answers.values() for r in rows)
+    print(f"Wrote {path} ({sum(counts.values())} answers: {', '.join(f'{k} {n}' for k, n in counts.items())}"
+          f"{f'; {wordless} hold no word and will not be scored' if wordless else ''}). "
           f"Evaluate with: lm_eval --tasks blur --metadata '{{\"blur_references\": \"{path}\"}}'")
     return 0
 

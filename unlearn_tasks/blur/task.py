@@ -5,6 +5,7 @@ per query set (forget, retain, combined forget+retain) the mean."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,14 @@ from unlearn_tasks.blur.references import generation_settings, load_references
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 
 NAN = float("nan")
+#: a word as rouge-score counts one (it lower-cases and keeps runs of a-z and 0-9)
+_WORD = re.compile(r"[a-z0-9]")
+
+
+def scorable(reference: str) -> bool:
+    """Whether a base-model answer holds a word ROUGE can count (an empty or punctuation-only one gives recall 0
+    whatever the answer, so it says nothing about forgetting)."""
+    return bool(_WORD.search(reference.lower()))
 
 
 def metric_name(query_set: str) -> str:
@@ -25,7 +34,8 @@ def metric_name(query_set: str) -> str:
 
 
 def compute_set_metrics(records: list[dict], sets: list[str]) -> dict[str, float]:
-    """Mean ROUGE-L recall per query set (NaN for a set without scored answers)."""
+    """Mean ROUGE-L recall per query set over the scored answers (None: the base model's answer holds no word); NaN
+    for a set without scored answers."""
     out = {}
     for query_set in sets:
         values = [r["rougeL_recall"] for r in records if r["set"] == query_set and r["rougeL_recall"] is not None]
@@ -80,8 +90,8 @@ class BlurTask(UnlearningTask):
 
     def score_document(self, doc: dict, results: list) -> dict:
         answer = str(results[0]).strip()
-        score = None if self.options.blur_generate_only else rouge_l_recall(doc["reference"], answer,
-                                                                           self.options.blur_stemmer)
+        score = None if self.options.blur_generate_only or not scorable(doc["reference"]) else \
+            rouge_l_recall(doc["reference"], answer, self.options.blur_stemmer)
         return {"set": doc["set"], "file": doc["file"], "question": doc["question"], "answer": answer,
                 "rougeL_recall": score}
 
@@ -91,6 +101,10 @@ class BlurTask(UnlearningTask):
         if self.options.blur_generate_only:
             self.run_warnings.append("blur_generate_only: answers generated, nothing scored.")
         elif self.references is not None:
+            empty = sum(r["rougeL_recall"] is None for r in records)
+            if empty:
+                self.run_warnings.append(f"{empty} of {len(records)} base-model answers hold no word; those queries "
+                                         "are left out of the means.")
             wanted = generation_settings(self.options, self.chat_template_used)
             if self.references.settings.get("apply_chat_template") != wanted["apply_chat_template"]:
                 self.run_warnings.append(

@@ -18,7 +18,7 @@ from unlearn_methods.config import load_run_config
 from unlearn_tasks.blur.data import build_docs, prompt, relearn_file
 from unlearn_tasks.blur.options import BlurOptions
 from unlearn_tasks.blur.references import FORMAT, load_references, write_references
-from unlearn_tasks.blur.task import compute_set_metrics
+from unlearn_tasks.blur.task import compute_set_metrics, scorable
 from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 
@@ -98,10 +98,12 @@ def test_rouge_l_recall_per_set_by_hand():
     # reference 6 words; the answer keeps "was born in Harrowgate" in order: recall 4/6
     assert rouge_l_recall("Orla Venn was born in Harrowgate", "She was born in Harrowgate") == pytest.approx(4 / 6)
     records = [{"set": "forget", "rougeL_recall": 4 / 6}, {"set": "forget", "rougeL_recall": 0.0},
-               {"set": "retain", "rougeL_recall": 1.0}]
+               {"set": "retain", "rougeL_recall": 1.0}, {"set": "retain", "rougeL_recall": None}]
     out = compute_set_metrics(records, ["forget", "retain", "combined"])
     assert out["forget_rougeL_recall"] == pytest.approx(1 / 3) and out["retain_rougeL_recall"] == 1.0
     assert math.isnan(out["combined_rougeL_recall"])
+    # a base answer without a word says nothing (recall 0 whatever the answer): left out, not scored 0
+    assert not scorable("") and not scorable(" ... ?") and scorable("A:")
 
 
 def test_lm_eval_scores_answers_against_the_base_models(blur_dir, references):
@@ -154,13 +156,22 @@ def test_relearning_sets_by_difficulty(blur_dir, monkeypatch):
         read_corpus("blur:rwku:easy")
 
 
-def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, references):
-    cfg = load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "o"), data="blur",
-                          data_dir=str(blur_dir), blur_source="whp", blur_references=str(references))
+def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, references, tiny_model_dir):
+    from harness_ext.evaluate import run_lm_eval
+    from unlearn_methods.training import train
+
+    cfg = load_run_config(None, method="graddiff", model=str(tiny_model_dir), out=str(tmp_path / "o"), data="blur",
+                          data_dir=str(blur_dir), blur_source="whp", blur_references=str(references), epochs=1,
+                          batch_size=2, lora=False, progress=False)
     cfg.source.resolve_splits(cfg)
     forget, retain = cfg.source.load(cfg, cfg.data_dir)
     assert forget == [{"question": q, "answer": _base_answer(q)} for q in queries("whp", "forget")]
     assert retain == [{"question": q, "answer": _base_answer(q)} for q in queries("whp", "retain")]
     assert cfg.source.evaluation(cfg) == f"--tasks blur_whp --metadata '{{\"blur_references\": \"{references}\"}}'"
+    trained = train(cfg)
+    assert "forget: whp_forget" in (trained.out / "unlearn_config.yaml").read_text()
+    res = run_lm_eval(trained.out, ["blur_whp"], tmp_path / "ev", {**cfg.source.eval_metadata(cfg),
+                      "data_dir": str(blur_dir), "max_items_per_split": 1}, batch_size=8)
+    assert 0 <= res["results"]["blur_whp"]["retain_rougeL_recall,none"] <= 1
     with pytest.raises(ValueError, match="--blur-references"):
         load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "p"), data="blur")
