@@ -170,8 +170,11 @@ def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, r
     assert cfg.source.evaluation(cfg) == f"--tasks blur_whp --metadata '{{\"blur_references\": \"{references}\"}}'"
     trained = train(cfg)
     assert "forget: whp_forget" in (trained.out / "unlearn_config.yaml").read_text()
-    res = run_lm_eval(trained.out, ["blur_whp"], tmp_path / "ev", {**cfg.source.eval_metadata(cfg),
-                      "data_dir": str(blur_dir), "max_items_per_split": 1}, batch_size=8)
+    short = json.loads((references / "blur_references.json").read_text())  # 4-token answers keep the test cheap
+    short["settings"]["max_new_tokens"] = 4
+    (tmp_path / "short.json").write_text(json.dumps(short))
+    res = run_lm_eval(trained.out, ["blur_whp"], tmp_path / "ev", {"blur_references": str(tmp_path / "short.json"),
+                      "blur_max_tokens": 4, "data_dir": str(blur_dir), "max_items_per_split": 1}, batch_size=8)
     assert 0 <= res["results"]["blur_whp"]["retain_rougeL_recall,none"] <= 1
     with pytest.raises(ValueError, match="--blur-references"):
         load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "p"), data="blur")
