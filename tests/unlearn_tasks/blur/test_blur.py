@@ -178,3 +178,12 @@ def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, r
     assert 0 <= res["results"]["blur_whp"]["retain_rougeL_recall,none"] <= 1
     with pytest.raises(ValueError, match="--blur-references"):
         load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "p"), data="blur")
+
+
+def test_blur_references_cli_names_a_bad_source(tmp_path):
+    from fixtures.commands import run_command
+
+    proc = run_command(["unlearn", "blur-references", "--model", "m", "--out", str(tmp_path / "r"), "--sources",
+                        "rwku,muse"])
+    assert proc.returncode == 2 and "--sources: muse is not a BLUR source; give some of rwku,whp,wmdp,tofu" in proc.stderr
+    assert not (tmp_path / "r").exists()
