@@ -19,7 +19,12 @@ from typing import Any
 
 import yaml
 
-from unlearn_methods import lume, rwku  # noqa: F401 (the RWKU and LUME data sources register themselves)
+from unlearn_methods import (
+    blur,  # noqa: F401 (BLUR's data source registers itself)
+    knowundo,  # noqa: F401 (KnowUnDo's data source registers itself)
+    lume,  # noqa: F401 (LUME's data source registers itself)
+    rwku,  # noqa: F401 (RWKU's data source, beside its training code, registers itself)
+)
 from unlearn_methods.data_sources import SOURCES, DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, option
 from unlearn_methods.prompt_format import FORMATS

@@ -104,8 +104,9 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
         "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file",
-        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS | LUME_KEYS
-    assert set(PATH_KEYS) == {"model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file"}
+        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS | LUME_KEYS | NEW_SOURCE_KEYS
+    assert set(PATH_KEYS) == {"model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file",
+                              "blur_references"}
 
 
 #: the options of --data rwku, added after the declaration (all compared by --resume)
@@ -123,6 +124,10 @@ rwku_max_new_tokens: 512
 rwku_prefixes: null
 rwku_questions: 300
 """
+#: the options of --data knowundo and --data blur, added after RWKU's (all compared by --resume)
+NEW_SOURCE_KEYS = {"knowundo_domain", "knowundo_direct_prompt", "blur_source", "blur_references"}
+NEW_SOURCE_DEFAULTS = {"knowundo_domain": "copyright", "knowundo_direct_prompt": False, "blur_source": "rwku",
+                       "blur_references": None}
 
 
 #: unlearn_config.yaml as the code before the declaration wrote it (TOFU forget10, npo, LoRA).
@@ -178,8 +183,8 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     cfg = load_run_config(saved)
     # the same keys and values (the data sources' options, declared on the sources since, saved under their names;
     # the prompt format's options, added since, at their defaults)
-    assert cfg.to_dict() == {**yaml.safe_load(SAVED_BEFORE), **yaml.safe_load(RWKU_DEFAULTS),
-                             "lume_subtask": [], "lume_split": "train", "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
+    assert cfg.to_dict() == {**yaml.safe_load(SAVED_BEFORE), **yaml.safe_load(RWKU_DEFAULTS), **NEW_SOURCE_DEFAULTS,
+                             "lume_subtask": [], "lume_split": "train",                              "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
     assert set(cfg.to_dict()) == set(FIELDS)
 
 

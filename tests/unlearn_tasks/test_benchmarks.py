@@ -12,8 +12,8 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"clear", "deep_unlearning", "lume", "margins", "muse", "rwku", "tofu", "tofu_formats",
-                       "waterdrum", "wmdp"}
+    assert folders == {"blur", "clear", "deep_unlearning", "knowundo", "lume", "margins", "muse", "rwku", "tofu",
+                       "tofu_formats", "waterdrum", "wmdp"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
 
@@ -23,6 +23,7 @@ def test_every_folder_with_a_declaration_is_a_benchmark():
     ("mquake_du", "deep_unlearning"), ("clear_forget10_image", "clear"), ("waterdrum_ax", "waterdrum"),
     ("margins_tofu_forget10", "margins"), ("rwku_forget_level3", "rwku"), ("rwku", "rwku"),
     ("lume_task2", "lume"), ("lume", "lume"),
+    ("knowundo_privacy", "knowundo"), ("blur_wmdp", "blur"),
 ])
 def test_a_task_belongs_to_the_benchmark_with_the_longest_matching_name(task, name):
     assert benchmark_of_task(task).name == name
@@ -39,7 +40,7 @@ def test_tasks_of_no_benchmark_and_benchmarks_without_rows_get_the_tofu_order():
                                                                "retain_knowmem"]
     assert rows_for_task("wmdp_chem") == [("acc", "Accuracy (4 options, chance 0.25; lower = more hazardous "
                                                   "knowledge removed)")]
-    with pytest.raises(KeyError, match="no benchmark 'nope'; known: clear"):
+    with pytest.raises(KeyError, match="no benchmark 'nope'; known: .*clear, "):
         benchmark("nope")
 
 

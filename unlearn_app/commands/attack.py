@@ -128,7 +128,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--relearn-data", dest="relearn_data", metavar="PATH",
                    help="Related corpus to relearn on instead of forget items: a .jsonl/.json, .csv or .parquet file, "
                    "or a Hugging Face datasets folder (save_to_disk), with a 'text' column (every token trained) or "
-                   "'question' and 'answer' columns (formatted like the forget set).")
+                   "'question' and 'answer' columns (formatted like the forget set); or a BLUR relearning set by difficulty, "
+                   "blur:SOURCE:LEVEL (e.g. blur:rwku:hi; levels hi, mid, lo; read from "
+                   "$UNLEARN_DATA_DIR/forgelab/BLUR or the Hub).")
     p.add_argument("--steps", type=positive_int, default=20, help="Optimiser steps.")
     p.add_argument("--lr", type=positive_float, default=1e-5, help="Learning rate (cosine schedule, no warm-up).")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=4)

@@ -6,6 +6,10 @@ written by Hugging Face ``datasets`` (``save_to_disk``). Rows need a ``text`` co
 trained, as in :func:`unlearn_tasks.prompts.encode_text`) or ``question`` and ``answer`` columns (formatted like the
 forget set: TOFU's prompt, answer tokens trained, :func:`unlearn_tasks.prompts.encode_qa`); when a file has both,
 the question-answer pair is used. Errors name the file and the missing column.
+
+A BLUR relearning set is named by its difficulty instead of a path: ``blur:SOURCE:LEVEL`` (``blur:rwku:hi``,
+``blur:whp:mid``, ``blur:wmdp:lo``; :func:`unlearn_tasks.blur.data.relearn_file`), read from
+``$UNLEARN_DATA_DIR/forgelab/BLUR`` or the Hub; the corpus record keeps the spec beside the file read.
 """
 
 from __future__ import annotations
@@ -79,6 +83,11 @@ def _read_rows(path: Path) -> tuple[list[dict], str]:
 
 def read_corpus(path: str | Path) -> RelearnCorpus:
     """Read and check a relearning corpus; a :class:`DataError` names the file and what to fix."""
+    spec = str(path) if str(path).startswith("blur:") else None
+    if spec is not None:
+        from unlearn_tasks.blur.data import relearn_file
+
+        path = relearn_file(spec)
     path = Path(path)
     if not path.exists():
         raise DataError(f"--relearn-data {path}: no such file or folder; give {ACCEPTED}.")
@@ -98,4 +107,4 @@ def read_corpus(path: str | Path) -> RelearnCorpus:
                         "token trained) or 'question' and 'answer' columns (formatted like the forget set).")
     check_rows(rows, needed, str(path))
     records = [{k: str(r[k]) for k in needed} for r in rows]
-    return RelearnCorpus(str(path), fmt, kind, _sha256(path), records)
+    return RelearnCorpus(f"{spec} ({path})" if spec else str(path), fmt, kind, _sha256(path), records)

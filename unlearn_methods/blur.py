@@ -1,0 +1,71 @@
+"""BLUR's data source for ``unlearn run --data blur``: a source's forget queries with the base model's answers as
+the forget set, its retain queries with the base model's answers as the retain set (question-answer pairs).
+
+BLUR ships queries, not answers: the answers are the base model's own (``unlearn blur-references``), the same text
+the tasks score against, so unlearning pushes exactly those answers away on the forget queries and keeps them on the
+retain queries. The release's own experiments unlearn on the source benchmark's corpora (for RWKU: ``--data rwku``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from unlearn_methods.data_sources import DataSource, register
+from unlearn_methods.params import option
+from unlearn_tasks.blur.data import load_texts, stem
+from unlearn_tasks.blur.options import HUB_ID, SOURCES
+from unlearn_tasks.blur.references import load_references
+from unlearn_tasks.dataset_loader import DataError
+
+
+def answered(name: str, references: dict[str, dict[str, str]], data_dir: str | None) -> list[dict]:
+    """The queries of one BLUR file with the base model's answers, as ``{"question", "answer"}`` records."""
+    texts, where = load_texts(name, HUB_ID, data_dir)
+    answers = references.get(name, {})
+    missing = [t for t in texts if t not in answers]
+    if missing:
+        raise DataError(f"{len(missing)} of the {len(texts)} queries of {name} ({where}) have no base-model answer in "
+                        "--blur-references; write them for this data with `unlearn blur-references`.")
+    return [{"question": t, "answer": answers[t]} for t in texts]
+
+
+@register
+class Blur(DataSource):
+    """BLUR: forget a source's forget queries (answered by the base model), retain its retain queries."""
+
+    name = "blur"
+    help = "'blur' (forgelab/BLUR: --blur-source rwku|whp, --blur-references DIR from `unlearn blur-references`)"
+
+    @dataclass
+    class Options:
+        blur_source: str = option("rwku", "With --data blur: the source whose forget queries are unlearned and retain "
+                                  "queries kept (the release has both for rwku and whp).", choices=SOURCES, resume=True)
+        blur_references: str | None = option(None, "With --data blur: the base model's answers (the folder or file "
+                                             "`unlearn blur-references` wrote); they are the training answers.",
+                                             resume=True, path=True, metavar="PATH")
+
+    def dataset(self, data: str) -> str:
+        return HUB_ID
+
+    def check(self, cfg) -> None:
+        if not cfg.blur_references:
+            raise ValueError("--data blur needs --blur-references PATH (the base model's answers: `unlearn "
+                             "blur-references --model BASE --out DIR`).")
+
+    def resolve_splits(self, cfg) -> None:
+        cfg.forget = stem(cfg.blur_source, "forget")
+        cfg.retain = cfg.retain or stem(cfg.blur_source, "retain")
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        references = load_references(cfg.blur_references).answers
+        return answered(cfg.forget, references, data_dir), answered(cfg.retain, references, data_dir)
+
+    eval_args = "--tasks blur_{blur_source} --metadata '{blur_metadata}'"
+
+    def template_fields(self, cfg) -> dict[str, Any]:
+        return {**super().template_fields(cfg), "blur_metadata": json.dumps(self.eval_metadata(cfg))}
+
+    def eval_metadata(self, cfg) -> dict[str, Any]:
+        return {"blur_references": str(cfg.blur_references)}
