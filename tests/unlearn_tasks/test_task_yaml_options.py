@@ -36,6 +36,8 @@ def test_every_task_yaml_s_metadata_is_valid(family):
         cls = TofuOptions if path.name.endswith("_text.yaml") else options_class(family)  # CLEAR's text part is TOFU
         if metadata.get("benchmark") == "file":
             metadata = {**metadata, "data_file": "records.jsonl"}  # the generic margins task takes the user's file
+        if family == "blur":
+            metadata = {**metadata, "blur_references": "refs/BASE"}  # BLUR's tasks take the user's base-model answers
         cls.from_metadata(metadata)
         read += 1
     assert read >= 2, f"task_yaml/{family}: only {read} task YAMLs found"
