@@ -35,7 +35,8 @@ def _cmd_relearn(args: argparse.Namespace) -> int:
     try:
         r = relearn(args.model, args.out, data=args.data, forget=args.forget, data_dir=args.data_dir,
                     relearn_fraction=getattr(args, "relearn_fraction", None), relearn_data=args.relearn_data, steps=args.steps,
-                    lr=args.lr, batch_size=args.batch_size, seed=args.seed, progress=not args.quiet)
+                    lr=args.lr, batch_size=args.batch_size, seed=args.seed, progress=not args.quiet,
+                    blur_references=args.blur_references)
     except (ValueError, OSError) as e:
         return error(str(e))
     if r.relearn_data is not None:
@@ -118,9 +119,14 @@ def add_parsers(sub) -> None:
                         "the forget-set attack with that seed measures). Writes the checkpoint, relearn_split.json "
                         "(shown / measured items) and relearn.json (probabilities, what was measured, the corpus).")
     p.add_argument("--model", required=True, help="Unlearned checkpoint folder.")
-    p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus) or a Hub id.")
+    p.add_argument("--data", default="tofu", help="tofu (locuslab/TOFU), demo (embedded corpus), blur (BLUR's queries "
+                   "answered by the base model: --forget rwku_forget, --blur-references) or a Hub id.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder of the dataset's JSON configs.")
-    p.add_argument("--forget", default="forget10", help="Forget split.")
+    p.add_argument("--forget", default="forget10", help="Forget split (with --data blur: a query file such as "
+                   "rwku_forget or whp_forget).")
+    p.add_argument("--blur-references", dest="blur_references", metavar="PATH",
+                   help="With --data blur: the base model's answers (`unlearn blur-references`), whose probability "
+                   "is measured.")
     p.add_argument("--relearn-fraction", dest="relearn_fraction", type=float_range(0.0, 1.0, low_open=True), default=argparse.SUPPRESS,
                    help="Share of the forget split in the seeded split (default 0.5). Without --relearn-data that "
                    "share is shown to the model; with it, nothing of the forget set is shown and only the rest is "
@@ -138,7 +144,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--out", required=True, help="Folder for the relearned checkpoint.")
     p.add_argument("--quiet", action="store_true", help="No progress bars.")
     p.set_defaults(func=_cmd_relearn)
-    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "relearn_data"], folders=["out"])
+    output_guard.declare(p, outputs=["out"], inputs=["model", "data_dir", "relearn_data", "blur_references"],
+                         folders=["out"])
 
     p = asub.add_parser("report", help="Metrics before / after each attack, with target and retain references.",
                         description="Reads lm-eval results (output folders or results_*.json) of the unlearned "

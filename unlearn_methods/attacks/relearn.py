@@ -79,13 +79,25 @@ def answer_probability(model, tokenizer, records: list[dict]) -> float:
     return sum(probs) / len(probs)
 
 
+def _blur_records(forget: str, blur_references: str | Path | None, data_dir: str | None) -> list[dict]:
+    from unlearn_methods.blur import answered
+    from unlearn_tasks.blur.references import load_references
+
+    if not blur_references:
+        raise ValueError("--data blur needs --blur-references PATH (the base model's answers: `unlearn "
+                         "blur-references --model BASE --out DIR`).")
+    return answered(forget, load_references(blur_references).answers, data_dir)
+
+
 def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forget: str = "forget10",
             data_dir: str | None = None, relearn_fraction: float | None = None, relearn_data: str | Path | None = None,
             steps: int = 20, lr: float = 1e-5, batch_size: int = 4, seed: int = 0,
-            progress: bool = True) -> RelearnResult:
+            progress: bool = True, blur_references: str | Path | None = None) -> RelearnResult:
     """Fine-tune ``model_dir`` on a seeded part of ``forget`` (``relearn_fraction``, default 0.5) or on a related
     corpus (``relearn_data``, see the module docstring); save the checkpoint, ``relearn_split.json`` and
-    ``relearn.json`` (probabilities before/after) to ``out``."""
+    ``relearn.json`` (probabilities before/after) to ``out``. With ``data="blur"``, ``forget`` is a BLUR query file
+    (``rwku_forget``) and its records are the queries with the base model's answers from ``blur_references``
+    (:mod:`unlearn_tasks.blur.references`): the probability measured is that of the base model's answers."""
     from unlearn_methods.attacks.corpus import read_corpus
 
     with checkpoint_folder.writing(out) as folder:  # ``out`` appears when complete
@@ -94,7 +106,10 @@ def relearn(model_dir: str | Path, out: str | Path, *, data: str = "tofu", forge
             from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
             data_dir = str(write_corpus(folder / "demo_data"))
-        records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
+        if data == "blur":
+            records = _blur_records(forget, blur_references, data_dir)
+        else:
+            records = load_qa(forget, HUB_ID if data in ("tofu", "demo") else data, data_dir=data_dir)
         if corpus is None:
             relearn_fraction = 0.5 if relearn_fraction is None else relearn_fraction
             shown, held = split_forget(len(records), relearn_fraction, seed)

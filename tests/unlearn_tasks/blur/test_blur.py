@@ -144,7 +144,7 @@ def test_blur_references_writes_the_base_models_answers_with_provenance(tiny_mod
     assert set(refs.answers["tofu_paired_forget_retain"]) == set(queries("tofu", "combined"))
 
 
-def test_relearning_sets_by_difficulty(blur_dir, monkeypatch):
+def test_relearning_sets_by_difficulty(blur_dir, references, tiny_model_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("UNLEARN_DATA_DIR", str(blur_dir.parent))
     (blur_dir.parent / "forgelab").mkdir(exist_ok=True)
     (blur_dir.parent / "forgelab" / "BLUR").symlink_to(blur_dir)
@@ -154,6 +154,18 @@ def test_relearning_sets_by_difficulty(blur_dir, monkeypatch):
     assert corpus.path.startswith("blur:whp:lo (")
     with pytest.raises(DataError, match="levels hi, mid, lo"):
         read_corpus("blur:rwku:easy")
+    # the attack: relearn on D_hi, measure the base model's answers to the forget queries (none shown)
+    from unlearn_methods.attacks.relearn import relearn
+
+    r = relearn(tiny_model_dir, tmp_path / "relearned", data="blur", forget="rwku_forget", data_dir=str(blur_dir),
+                relearn_data="blur:rwku:hi", steps=1, batch_size=2, progress=False, blur_references=references)
+    assert r.held_out == [0, 1] and r.relearn_data["rows"] == 2 and r.relearn_data["path"].startswith("blur:rwku:hi (")
+    assert 0 < r.held_out_prob_before < 1 and 0 < r.held_out_prob_after < 1
+    split = json.loads((tmp_path / "relearned" / "relearn_split.json").read_text())
+    assert split["held_out_questions"] == queries("rwku", "forget")
+    with pytest.raises(ValueError, match="--blur-references"):
+        relearn(tiny_model_dir, tmp_path / "x", data="blur", forget="rwku_forget", data_dir=str(blur_dir),
+                relearn_data="blur:rwku:hi", steps=1, progress=False)
 
 
 def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, references, tiny_model_dir):
