@@ -8,9 +8,10 @@ TOFU's answer boundary) plus, on the ``hf`` backend, the mean and variance of th
 model's next-token distribution at each position (for Min-K%++), computed a few positions at a time by
 :mod:`harness_ext.token_scoring`. An optional third argument (a dict) lets a task give the token ids itself
 (``context_ids`` / ``continuation_ids``: a release's own tokenisation) and switch the EOS off
-(``append_eos: False``), or give the chat conversation whose last turn is the answer (``conversation``: the ids
-open-unlearning scores in a chat template, :mod:`harness_ext.chat_tokens`; the result then says
-``ou_labels: True``). Implemented for ``hf`` and ``vllm`` (and subclasses); image-conditioned requests on
+(``append_eos: False``), or score a text as a model's loss on it alone does (``own_tokens: True``: the tokenizer's
+own ids of the continuation, special tokens included, the first one as the context), or give the chat conversation
+whose last turn is the answer (``conversation``: the ids open-unlearning scores in a chat template,
+:mod:`harness_ext.chat_tokens`; the result then says ``ou_labels: True``). Implemented for ``hf`` and ``vllm`` (and subclasses); image-conditioned requests on
 ``hf-multimodal`` and ``vllm-vlm`` go to :mod:`harness_ext.multimodal`; other backends get a clear error.
 """
 
@@ -42,6 +43,9 @@ def encode_request(lm: Any, req: Any) -> tuple[list[int], list[int]]:
     if "continuation_ids" in options:
         ctx_enc = list(options.get("context_ids") or []) or [lm.prefix_token_id]
         cont_enc = list(options["continuation_ids"])
+    elif options.get("own_tokens"):  # a model's loss on the text alone: its own ids, the first one unscored
+        ids = list(lm.tokenizer(req.args[1]).input_ids)
+        ctx_enc, cont_enc = ids[:1], ids[1:]
     else:
         ctx_enc, cont_enc = _encode(lm, *req.args[:2])
     if options.get("append_eos", True):

@@ -77,6 +77,22 @@ def test_tofu_scoring_equals_tofu_label_masking(lm, tiny_model_dir):
         assert len(scored_tokens(o, "all")) == len(expected) + 1
 
 
+def test_own_tokens_score_a_text_as_the_models_loss_on_it(lm, tiny_model_dir):
+    """``own_tokens``: the text's own ids, the first unscored, so minus the mean log-prob is ``model(ids,
+    labels=ids).loss`` (LUME's MIA loss)."""
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    texts = [a for _, a in QA]
+    out = getattr(lm, ANSWER_LOGPROBS)([Instance(request_type=ANSWER_LOGPROBS, doc={}, arguments=(
+        "", t, {"append_eos": False, "own_tokens": True}), idx=0) for t in texts])
+    for text, o in zip(texts, out):
+        ids = tok(text, return_tensors="pt").input_ids
+        assert len(o["logprobs"]) == ids.shape[1] - 1
+        with torch.no_grad():
+            loss = model(ids, labels=ids).loss.item()
+        assert -sum(o["logprobs"]) / len(o["logprobs"]) == pytest.approx(loss, abs=1e-4)
+
+
 def test_batch_size_does_not_change_scores(tiny_model_dir):
     install_request_types()
     one = HFLM(pretrained=str(tiny_model_dir), device="cpu", batch_size=1, dtype="float32")

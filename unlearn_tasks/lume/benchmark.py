@@ -15,7 +15,7 @@ BENCHMARK = Benchmark(
         ("mia_loss_auc", "MIA loss-attack AUC (member vs nonmember)"),
         ("mia_member_loss", "MIA member mean loss"),
         ("mia_nonmember_loss", "MIA nonmember mean loss"),
-        ("mia_score", "MIA score (1 - 2|AUC - 0.5|)"),
+        ("mia_score", "MIA score (1 - 2 abs(AUC - 0.5))"),
         ("task_aggregate", "Task aggregate (harmonic mean of 12)"),
         ("mmlu_acc", "MMLU accuracy"),
         ("final_score", "Final score (mean of aggregate, MIA score, MMLU)"),

@@ -54,7 +54,8 @@ class LumeTask(UnlearningTask):
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         if self.is_mia:
-            args = ("", doc["document"], {"append_eos": False})
+            # the official script's loss: the document's own tokens, each after the ones before it (the first unscored)
+            args = ("", doc["document"], {"append_eos": False, "own_tokens": True})
             return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
         gen = {"until": [], "max_gen_toks": self.options.lume_max_tokens, "do_sample": False, "temperature": 0.0}
         return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]

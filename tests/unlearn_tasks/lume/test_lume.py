@@ -150,6 +150,7 @@ def test_lume_group_with_mmlu_on_the_tiny_model(tmp_path, tiny_model_dir):
             expected = (regurgitation if doc["kind"] == "regurgitation" else exact_match)(doc["output"], answer)
             assert results[f"lume_task{n}"][f"{doc['set']}_{doc['kind']},none"] == pytest.approx(expected)
     assert 0.0 <= results["mmlu"]["acc,none"] <= 1.0
+    _official_steps_agree(tiny_model_dir, out)
     per_task = plain_metrics(results)
     expected = lume_scores(per_task)
     row = results["lume"]
@@ -158,3 +159,29 @@ def test_lume_group_with_mmlu_on_the_tiny_model(tmp_path, tiny_model_dir):
     assert row["mmlu_acc,none"] == results["mmlu"]["acc,none"]
     assert row["final_score,none"] == pytest.approx((row["task_aggregate,none"] + row["mia_score,none"]
                                                      + row["mmlu_acc,none"]) / 3)
+
+
+def _official_steps_agree(model_dir, out):
+    """The official script's steps, restated: each item's greedy completion with ``generate`` decoded as it decodes
+    it is lm-eval's answer; each MIA document's loss is ``model(ids, labels=ids).loss`` on its own tokens."""
+    import numpy as np
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    for s in out["samples"]["lume_task1"]:
+        ids = tok(s["doc"]["input"], return_tensors="pt").input_ids
+        with torch.no_grad():
+            gen = model.generate(ids, max_new_tokens=2, do_sample=False, pad_token_id=tok.eos_token_id)
+        text = tok.batch_decode(gen[:, ids.shape[1]:], skip_special_tokens=True, clean_up_tokenization_spaces=True)[0]
+        assert s["resps"][0][0] == text
+    losses = {"member": [], "nonmember": []}
+    for s in out["samples"]["lume_mia"]:
+        ids = tok(s["doc"]["document"], return_tensors="pt").input_ids
+        with torch.no_grad():
+            losses[s["doc"]["set"]].append(model(ids, labels=ids).loss.item())
+    mia = out["results"]["lume_mia"]
+    assert mia["mia_member_loss,none"] == pytest.approx(np.mean(losses["member"]), rel=1e-4)
+    assert mia["mia_nonmember_loss,none"] == pytest.approx(np.mean(losses["nonmember"]), rel=1e-4)
+    assert mia["mia_loss_auc,none"] == pytest.approx(mia_auc(losses["member"], losses["nonmember"]))
