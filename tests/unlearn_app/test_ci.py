@@ -313,5 +313,6 @@ def test_summary_names_the_model_as_lm_eval_model_args(tmp_path, model_args):
     summary = (tmp_path / "out" / "summary.md").read_text()
     assert summary.startswith(f"## unlearn ci: {expected}\n")
     assert f"- model: `{expected}` (hf, revision `unpinned`)" in summary and "{'" not in summary
+    assert f"- results: read from `{run}`\n" in summary  # not "evaluated now"
     record = json.loads((tmp_path / "out" / "results.json").read_text())
     assert record["model"] == {"name": expected, "backend": "hf", "revision": None}

@@ -48,9 +48,9 @@ def markdown_summary(record: dict[str, Any]) -> str:
               *([f"- sweep `{sweep['dir']}`: trial `{sweep['id']}` ({sweep['method']}, seed {sweep['seed']}), "
                  f"selected by `{sweep.get('selected_by') or 'its only setting'}`"] if (sweep := record.get("sweep"))
                 else []),
+              f"- results: read from `{record['from_results']}`" if record.get("from_results") else
               f"- results: {'from the cache' if cache.get('hit') else 'evaluated now' if record.get('results') else 'none'}"
-              + (f" (key `{cache['key'][:12]}`)" if cache.get("key") else "")
-              + (f", read from `{record['from_results']}`" if record.get("from_results") else ""),
+              + (f" (key `{cache['key'][:12]}`)" if cache.get("key") else ""),
               f"- lm-eval-unlearning {prov.get('software', {}).get('version')}, git "
               f"`{prov.get('software', {}).get('git_commit') or MISSING}`", ""]
     if checks:
