@@ -9,7 +9,8 @@
 - :func:`patch_hf_data_parallel`: ``accelerate launch -m lm_eval --model hf`` splits the requests over CPU processes
   as it does over GPUs (``autoload`` installs it when lm-eval's ``hf`` backend is imported);
   :func:`in_document_order`: the per-document values the main process gathered from the processes, put back in
-  document order.
+  document order; :func:`drop_padding_responses`: the answers to the requests lm-eval adds to even out the
+  processes' request counts, taken off the request they were appended to.
 - :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 
@@ -153,6 +154,17 @@ def in_document_order(items: list, world_size: int) -> list:
     return [items[offsets[p % w] + p // w] for p in range(n)]
 
 
+def drop_padding_responses(instances: list) -> None:
+    """Keep each request's own ``repeats`` responses. Under a launcher lm-eval 0.4.13's ``evaluate`` evens out the
+    processes' request counts by sending a process with fewer requests extra copies of the last request of a request
+    type, and appends their answers to that request's ``resps``: a filter keeping every response (WaterDrum's K
+    generations) would count them, and the samples file logs them."""
+    for inst in instances:
+        repeats = inst.repeats or 1
+        if len(inst.resps) > repeats:
+            del inst.resps[repeats:]
+
+
 # --------------------------------------------------------------------------- output noise
 def _git_commit_hash() -> str | None:
     """lm-eval's ``get_git_commit_hash`` (``git describe --always``, else ``.git/HEAD`` of the working directory)
@@ -198,5 +210,6 @@ def cache_env_info() -> None:
         evaluator.add_env_info = _add_env_info_once
 
 
-__all__ = ["BACKENDS", "add_request_types", "cache_env_info", "hf_batch_size", "in_document_order", "is_backend",
-           "patch_multimodal_generation", "patch_task_manager_class", "quiet_git_hash", "request_options"]
+__all__ = ["BACKENDS", "add_request_types", "cache_env_info", "drop_padding_responses", "hf_batch_size",
+           "in_document_order", "is_backend", "patch_multimodal_generation", "patch_task_manager_class",
+           "quiet_git_hash", "request_options"]

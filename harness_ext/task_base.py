@@ -10,7 +10,8 @@ calls ``process_results`` per document and then each metric's aggregation over t
 
 Under a launcher (``accelerate launch -m lm_eval``) each process scores its share of the documents and the main
 process gathers the records, process by process; :meth:`~UnlearningTask.compute_metrics` gets them back in document
-order, as on one process (:func:`harness_ext.lm_eval_patches.in_document_order`).
+order, as on one process (:func:`harness_ext.lm_eval_patches.in_document_order`), and each request's responses
+without the answers to lm-eval's padding requests (:func:`~harness_ext.lm_eval_patches.drop_padding_responses`).
 
 Per-item data that later runs or reports need (reference truth ratios, per-fact correctness, ...) is returned by
 :meth:`~UnlearningTask.results_record` and written by lm-eval into the results file under
@@ -29,7 +30,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from harness_ext import provenance
 from harness_ext.input_errors import install_input_error_hook
-from harness_ext.lm_eval_patches import in_document_order
+from harness_ext.lm_eval_patches import drop_padding_responses, in_document_order
 from harness_ext.request_types import install_request_types
 
 #: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
@@ -147,6 +148,11 @@ class UnlearningTask(ConfigurableTask):
         """lm-eval's, remembering how many processes share the documents (the order the records come back in)."""
         self._world_size = int(kwargs.get("world_size") or 1)
         super().build_all_requests(**kwargs)
+
+    def apply_filters(self) -> Any:
+        """lm-eval's, on each request's own responses (not the answers to the padding requests of a launch)."""
+        drop_padding_responses(self.instances)
+        return super().apply_filters()
 
     def dump_config(self) -> dict:
         config = super().dump_config()

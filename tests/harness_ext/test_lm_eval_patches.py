@@ -9,7 +9,14 @@ import pytest
 from lm_eval.models.huggingface import HFLM
 
 from harness_ext import answer_gradnorm, answer_logprobs, generate_tokens
-from harness_ext.lm_eval_patches import BACKENDS, hf_batch_size, in_document_order, is_backend, request_options
+from harness_ext.lm_eval_patches import (
+    BACKENDS,
+    drop_padding_responses,
+    hf_batch_size,
+    in_document_order,
+    is_backend,
+    request_options,
+)
 from harness_ext.request_types import (
     ANSWER_GRADNORM,
     ANSWER_LOGPROBS,
@@ -55,6 +62,21 @@ def test_gathered_records_are_put_back_in_document_order(n_docs, world_size):
                 for _, doc in create_iterator(enumerate(docs), rank=rank, limit=None, world_size=world_size)]
     assert sorted(gathered) == sorted(docs)
     assert in_document_order(gathered, world_size) == docs
+
+
+def test_the_answers_to_padding_requests_are_dropped():
+    """lm-eval's ``evaluate`` pads a process's requests with copies of its last request and appends their answers to
+    that request: each request keeps its own ``repeats`` answers."""
+    from lm_eval.api.instance import Instance
+
+    sampled = Instance("generate_until", {}, ("ctx", {}), 0, metadata=("t", 3, 2))  # K = 2 generations
+    once = Instance("loglikelihood", {}, ("ctx", " a"), 0, metadata=("t", 4, 1))
+    cloned = [sampled] * 2 + [once] + [sampled] * 2 * 2  # two padding copies of the last (sampled) request
+    for answer, req in zip(["g1", "g2", (-1.0, False), "pad1", "pad2", "pad3", "pad4"], cloned, strict=True):
+        req.resps.append(answer)
+    assert len(sampled.resps) == 6
+    drop_padding_responses([sampled, once])
+    assert sampled.resps == ["g1", "g2"] and once.resps == [(-1.0, False)]
 
 
 def test_request_types_are_installed_on_lm_evals_base_class():
