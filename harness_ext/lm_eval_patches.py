@@ -15,8 +15,8 @@
   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 
 What else an upgrade can touch: the backends' own methods the request types call (``_model_call``,
-``_encode_pair``, ``_model_generate``, ``_multimodal_model_generate``, ``prompt_logprobs``) in :mod:`harness_ext.answer_logprobs`,
-:mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
+``_encode_pair``, ``_model_generate``, ``_multimodal_model_generate``, ``prompt_logprobs``) in
+:mod:`harness_ext.answer_logprobs`, :mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
 """
 
 from __future__ import annotations
