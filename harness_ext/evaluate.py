@@ -1,8 +1,13 @@
-"""Run lm-eval on a model from Python the way the ``lm_eval`` command does, and save its results files."""
+"""Run lm-eval on a model from Python the way the ``lm_eval`` command does, and save its results files.
+
+Under a launcher (``accelerate launch -m unlearn_app ...``) every process runs the evaluation and scores its share of
+the requests; lm-eval returns the results on the main process only, which writes the outputs
+(:func:`is_main_process`)."""
 
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +22,18 @@ def model_arguments(model_dir: str | Path, backend: str = "hf", extra: dict[str,
         model_args.update({"max_model_len": 512, "enforce_eager": True, "seed": 1234})
     model_args.update(extra or {})
     return model_args
+
+
+def is_main_process() -> bool:
+    """Whether this process writes a command's outputs: always when it runs alone, else when it is the main process
+    of an ``accelerate launch`` / ``torchrun`` launch (accelerate's ``PartialState``; without a ``WORLD_SIZE`` above 1
+    nothing distributed is imported)."""
+    if int(os.environ.get("WORLD_SIZE", "1") or 1) <= 1:
+        return True
+    import torch
+    from accelerate import PartialState
+
+    return PartialState(cpu=not torch.cuda.is_available()).is_main_process  # processes on CPUs meet over gloo
 
 
 def default_device(backend: str = "hf") -> str | None:

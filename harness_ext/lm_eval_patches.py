@@ -7,15 +7,18 @@
   :func:`request_options`: the dict a task put among a request's arguments; :func:`hf_batch_size`.
 - :func:`patch_multimodal_generation`: ``hf-multimodal`` generates for a batch mixing text-only and image requests.
 - :func:`patch_hf_data_parallel`: ``accelerate launch -m lm_eval --model hf`` splits the requests over CPU processes
-  as it does over GPUs (``autoload`` installs it when lm-eval's ``hf`` backend is imported).
+  as it does over GPUs (``autoload`` installs it when lm-eval's ``hf`` backend is imported);
+  :func:`in_document_order`: the per-document values the main process gathered from the processes, put back in
+  document order; :func:`drop_padding_responses`: the answers to the requests lm-eval adds to even out the
+  processes' request counts, taken off the request they were appended to.
 - :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 - :func:`harness_ext.group_scores.patch_aggregate_groups`: ``lm_eval.evaluator_utils.aggregate_groups`` also writes
   the scores a group computes from several tasks' results (LUME's aggregate) into the group's row.
 
 What else an upgrade can touch: the backends' own methods the request types call (``_model_call``,
-``_encode_pair``, ``_model_generate``, ``prompt_logprobs``) in :mod:`harness_ext.answer_logprobs`,
-:mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
+``_encode_pair``, ``_model_generate``, ``_multimodal_model_generate``, ``prompt_logprobs``) in
+:mod:`harness_ext.answer_logprobs`, :mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
 """
 
 from __future__ import annotations
@@ -139,6 +142,31 @@ def patch_hf_data_parallel(cls: type) -> None:
     cls.__init__ = __init__
 
 
+def in_document_order(items: list, world_size: int) -> list:
+    """``items`` (one value per document, as lm-eval 0.4.13's ``evaluate`` hands them to an aggregation on the main
+    process of a ``world_size``-process launch) in document order. Process ``r`` scores documents ``r, r + W,
+    r + 2W, ...`` (``Task.doc_iterator``: ``islice(docs, r, limit, W)``) and the main process concatenates the
+    processes' lists in rank order (``gather_object``), so document ``p`` sits at the offset of process ``p % W``
+    plus ``p // W``. One process (``world_size`` 1): ``items`` unchanged."""
+    n, w = len(items), max(int(world_size), 1)
+    if w == 1:
+        return list(items)
+    counts = [len(range(r, n, w)) for r in range(w)]
+    offsets = [sum(counts[:r]) for r in range(w)]
+    return [items[offsets[p % w] + p // w] for p in range(n)]
+
+
+def drop_padding_responses(instances: list) -> None:
+    """Keep each request's own ``repeats`` responses. Under a launcher lm-eval 0.4.13's ``evaluate`` evens out the
+    processes' request counts by sending a process with fewer requests extra copies of the last request of a request
+    type, and appends their answers to that request's ``resps``: a filter keeping every response (WaterDrum's K
+    generations) would count them, and the samples file logs them."""
+    for inst in instances:
+        repeats = inst.repeats or 1
+        if len(inst.resps) > repeats:
+            del inst.resps[repeats:]
+
+
 # --------------------------------------------------------------------------- output noise
 def _git_commit_hash() -> str | None:
     """lm-eval's ``get_git_commit_hash`` (``git describe --always``, else ``.git/HEAD`` of the working directory)
@@ -184,5 +212,6 @@ def cache_env_info() -> None:
         evaluator.add_env_info = _add_env_info_once
 
 
-__all__ = ["BACKENDS", "add_request_types", "cache_env_info", "hf_batch_size", "is_backend",
-           "patch_multimodal_generation", "patch_task_manager_class", "quiet_git_hash", "request_options"]
+__all__ = ["BACKENDS", "add_request_types", "cache_env_info", "drop_padding_responses", "hf_batch_size",
+           "in_document_order", "is_backend", "patch_multimodal_generation", "patch_task_manager_class",
+           "quiet_git_hash", "request_options"]

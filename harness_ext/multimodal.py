@@ -137,8 +137,6 @@ def hf_multimodal_answer_logprobs(lm: Any, requests: list, text_path: Callable[[
 def vllm_vlm_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, list], list[dict]]) -> list[dict]:
     """``unlearn_answer_logprobs`` on ``vllm-vlm``: prompt log-probs of (context + continuation + EOS) with the images
     as ``multi_modal_data``. vLLM returns only the chosen tokens' log-probs, so no Min-K%++ statistics."""
-    from vllm import SamplingParams
-
     results, with_images = _score_text_only(lm, requests, text_path)
     if not with_images:
         return results  # type: ignore[return-value]
@@ -150,8 +148,9 @@ def vllm_vlm_answer_logprobs(lm: Any, requests: list, text_path: Callable[[Any, 
         n_conts.append(_continuation_length(tokenizer, context, context + continuation) + 1)
         images = _prepare_images(lm, visuals_of(requests[i]))
         prompts.append({"prompt": context + continuation + eos, "multi_modal_data": {"image": images}})
-    params = SamplingParams(temperature=0, prompt_logprobs=1, max_tokens=1)
-    outputs = lm.model.generate(prompts, sampling_params=params, use_tqdm=lm.rank == 0)
+    # lm-eval's own scoring call (prompt_logprobs=1, one token): with the LoRA adapter, and over the replicas of
+    # ``data_parallel_size``
+    outputs = lm._multimodal_model_generate(requests=prompts, generate=False)
     for i, out, n in zip(with_images, outputs, n_conts, strict=True):
         lps = []
         for tok, dist in zip(out.prompt_token_ids[-n:], out.prompt_logprobs[-n:], strict=True):

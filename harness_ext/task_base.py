@@ -8,6 +8,11 @@ calls ``process_results`` per document and then each metric's aggregation over t
 * :meth:`~UnlearningTask.score_document`: one record per document (whatever the corpus metrics need);
 * :meth:`~UnlearningTask.compute_metrics`: every metric from the list of records, computed once per run.
 
+Under a launcher (``accelerate launch -m lm_eval``) each process scores its share of the documents and the main
+process gathers the records, process by process; :meth:`~UnlearningTask.compute_metrics` gets them back in document
+order, as on one process (:func:`harness_ext.lm_eval_patches.in_document_order`), and each request's responses
+without the answers to lm-eval's padding requests (:func:`~harness_ext.lm_eval_patches.drop_padding_responses`).
+
 Per-item data that later runs or reports need (reference truth ratios, per-fact correctness, ...) is returned by
 :meth:`~UnlearningTask.results_record` and written by lm-eval into the results file under
 ``configs.<task>.<RESULTS_KEY>``. Options come from the task's ``metadata`` (YAML and ``--metadata``) and are
@@ -25,6 +30,7 @@ from lm_eval.api.task import ConfigurableTask
 
 from harness_ext import provenance
 from harness_ext.input_errors import install_input_error_hook
+from harness_ext.lm_eval_patches import drop_padding_responses, in_document_order
 from harness_ext.request_types import install_request_types
 
 #: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
@@ -50,6 +56,7 @@ class UnlearningTask(ConfigurableTask):
             self.setup(config)
             super().__init__(config=config, **kwargs)
         self._computed: tuple[int, dict[str, float]] | None = None
+        self._world_size = 1  # the processes the documents are split over (build_all_requests)
 
     # ------------------------------------------------------------------ what a benchmark writes
     def setup(self, config: dict) -> None:
@@ -137,6 +144,16 @@ class UnlearningTask(ConfigurableTask):
         else:
             super().download(dataset_kwargs, **kwargs)
 
+    def build_all_requests(self, **kwargs: Any) -> None:
+        """lm-eval's, remembering how many processes share the documents (the order the records come back in)."""
+        self._world_size = int(kwargs.get("world_size") or 1)
+        super().build_all_requests(**kwargs)
+
+    def apply_filters(self) -> Any:
+        """lm-eval's, on each request's own responses (not the answers to the padding requests of a launch)."""
+        drop_padding_responses(self.instances)
+        return super().apply_filters()
+
     def dump_config(self) -> dict:
         config = super().dump_config()
         record = self.results_record()
@@ -152,5 +169,5 @@ class UnlearningTask(ConfigurableTask):
         """lm-eval aggregates each metric on its own list, but all lists hold the same records: compute once."""
         key = id(records[0]) ^ len(records) if records else 0
         if self._computed is None or self._computed[0] != key:
-            self._computed = (key, self.compute_metrics(records))
+            self._computed = (key, self.compute_metrics(in_document_order(records, self._world_size)))
         return self._computed[1][metric]

@@ -9,7 +9,14 @@ import pytest
 from lm_eval.models.huggingface import HFLM
 
 from harness_ext import answer_gradnorm, answer_logprobs, generate_tokens
-from harness_ext.lm_eval_patches import BACKENDS, hf_batch_size, is_backend, request_options
+from harness_ext.lm_eval_patches import (
+    BACKENDS,
+    drop_padding_responses,
+    hf_batch_size,
+    in_document_order,
+    is_backend,
+    request_options,
+)
 from harness_ext.request_types import (
     ANSWER_GRADNORM,
     ANSWER_LOGPROBS,
@@ -42,6 +49,34 @@ def test_request_options_and_batch_size():
     assert hf_batch_size(types.SimpleNamespace(batch_size=4)) == 4
     assert hf_batch_size(types.SimpleNamespace(batch_size="auto", max_batch_size=None)) == 16
     assert hf_batch_size(types.SimpleNamespace(batch_size="auto", max_batch_size=8)) == 8
+
+
+@pytest.mark.parametrize(("n_docs", "world_size"), [(7, 2), (8, 2), (10, 3), (2, 4), (0, 2), (5, 1)])
+def test_gathered_records_are_put_back_in_document_order(n_docs, world_size):
+    """What the main process aggregates under a launcher: each process's documents as lm-eval's own iterator gives
+    them (``Task.doc_iterator``'s ``create_iterator``), concatenated in rank order (``evaluate``'s gather)."""
+    from lm_eval.utils import create_iterator
+
+    docs = [f"doc{i}" for i in range(n_docs)]
+    gathered = [doc for rank in range(world_size)
+                for _, doc in create_iterator(enumerate(docs), rank=rank, limit=None, world_size=world_size)]
+    assert sorted(gathered) == sorted(docs)
+    assert in_document_order(gathered, world_size) == docs
+
+
+def test_the_answers_to_padding_requests_are_dropped():
+    """lm-eval's ``evaluate`` pads a process's requests with copies of its last request and appends their answers to
+    that request: each request keeps its own ``repeats`` answers."""
+    from lm_eval.api.instance import Instance
+
+    sampled = Instance("generate_until", {}, ("ctx", {}), 0, metadata=("t", 3, 2))  # K = 2 generations
+    once = Instance("loglikelihood", {}, ("ctx", " a"), 0, metadata=("t", 4, 1))
+    cloned = [sampled] * 2 + [once] + [sampled] * 2 * 2  # two padding copies of the last (sampled) request
+    for answer, req in zip(["g1", "g2", (-1.0, False), "pad1", "pad2", "pad3", "pad4"], cloned, strict=True):
+        req.resps.append(answer)
+    assert len(sampled.resps) == 6
+    drop_padding_responses([sampled, once])
+    assert sampled.resps == ["g1", "g2"] and once.resps == [(-1.0, False)]
 
 
 def test_request_types_are_installed_on_lm_evals_base_class():

@@ -133,17 +133,12 @@ def test_generation_of_a_mixed_batch_routes_each_request_to_its_path():
 
 
 def test_vllm_vlm_path_reads_the_continuation_and_eos_prompt_logprobs(monkeypatch):
-    """The vllm-vlm code path with a stand-in engine (vLLM's CPU build cannot start a LLaVA here; see README)."""
-    import sys
+    """The vllm-vlm code path with a stand-in engine (vLLM's CPU build cannot start a LLaVA here; see README): it
+    scores through lm-eval's own ``_multimodal_model_generate``, which applies the LoRA adapter and spreads the
+    prompts over the replicas of ``data_parallel_size``."""
     import types
 
     from harness_ext.multimodal import vllm_vlm_answer_logprobs
-
-    class Params:
-        def __init__(self, **kw):
-            self.kw = kw
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(SamplingParams=Params))
 
     class Tok:
         def __call__(self, text):
@@ -155,21 +150,23 @@ def test_vllm_vlm_path_reads_the_continuation_and_eos_prompt_logprobs(monkeypatc
     seen = {}
 
     class Engine:
-        def generate(self, prompts, sampling_params, use_tqdm):
-            seen["prompts"], seen["params"] = prompts, sampling_params.kw
+        def _multimodal_model_generate(self, requests, generate):
+            seen["prompts"], seen["generate"] = requests, generate
             outs = []
-            for p in prompts:
+            for p in requests:
                 words = p["prompt"].replace("<image>", " <image> ").split()
                 ids = [hash(w) % 1000 for w in words]
                 outs.append(types.SimpleNamespace(prompt_token_ids=ids,
                                                   prompt_logprobs=[None] + [{t: -0.1 * k} for k, t in enumerate(ids[1:], 1)]))
             return outs
 
-    lm = types.SimpleNamespace(tokenizer=Tok(), eot_token_id=9, model=Engine(), rank=0)
+    engine = Engine()
+    lm = types.SimpleNamespace(tokenizer=Tok(), eot_token_id=9, rank=0,
+                               _multimodal_model_generate=engine._multimodal_model_generate)
     req = _request("<image> Q: who?", " Ann Lee", [draw_face(0)])
     out = vllm_vlm_answer_logprobs(lm, [req], lambda lm, reqs: [])
     # words: <image> Q: who? Ann Lee </s> -> the last three are the continuation (2) + EOS (1)
     assert out[0]["logprobs"] == pytest.approx([-0.3, -0.4, -0.5]) and out[0]["vocab_mean"] is None
     assert seen["prompts"][0]["prompt"] == "<image> Q: who? Ann Lee </s>"
     assert seen["prompts"][0]["multi_modal_data"]["image"][0].size == (32, 32)
-    assert seen["params"]["prompt_logprobs"] == 1 and seen["params"]["max_tokens"] == 1
+    assert seen["generate"] is False  # lm-eval's scoring call: prompt_logprobs=1, one token

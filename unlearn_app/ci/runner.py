@@ -3,6 +3,10 @@
 Outputs in ``--out DIR``: ``results.json`` (metrics, checks, provenance), ``summary.md`` (also appended to
 ``$GITHUB_STEP_SUMMARY``), ``junit.xml`` (one test case per check) and lm-eval's own results file under
 ``DIR/lm_eval/``. Exit status: 0 all checks pass, 1 a check fails, 2 an error.
+
+Under a launcher (``accelerate launch -m unlearn_app ci ...``) every process scores its share of lm-eval's
+requests and the main process gathers them, checks the results and writes every output; the other processes write
+nothing and exit 0 once their share is scored (:func:`harness_ext.evaluate.is_main_process`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness_ext import provenance
+from harness_ext.evaluate import is_main_process
 from harness_ext.results import json_safe, latest_results_file, read_results_file, task_metrics
 from unlearn_app.checkpoint.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
@@ -131,8 +136,9 @@ def _strip_locations(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if k not in _LOCATION_KEYS}
 
 
-def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict]:
-    """Run (or reuse from the cache) lm-eval on the suite's tasks; returns lm-eval's results dict and cache info."""
+def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict | None, dict]:
+    """Run (or reuse from the cache) lm-eval on the suite's tasks; returns lm-eval's results dict and cache info
+    (the results None on the other processes of a launch, which write nothing)."""
     from harness_ext.evaluate import run_lm_eval
 
     spec = resolve_model(opts.model or "", opts.revision)
@@ -150,10 +156,14 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
     if key is None:
         log.warning("The revision of %s cannot be pinned (offline Hub id without --revision SHA): not caching", spec.name)
     lm_out = out / "lm_eval"
-    shutil.rmtree(lm_out, ignore_errors=True)
+    main = is_main_process()
+    if main:
+        shutil.rmtree(lm_out, ignore_errors=True)
     cached = cache.get(key) if info["enabled"] else None
     if cached is not None:
         info["hit"] = True
+        if not main:  # the main process reads the cached results and writes the outputs
+            return None, info
         lm_out.mkdir(parents=True)
         stamp = time.strftime("%Y-%m-%dT%H-%M-%S")
         shutil.copyfile(cached, lm_out / f"results_{stamp}.json")
@@ -161,10 +171,15 @@ def evaluate_model(opts: CiOptions, suite: Suite, out: Path) -> tuple[dict, dict
         return json.loads(cached.read_text()), info
     extra = {k: v for k, v in model_args.items() if k != "pretrained"}
     try:
-        run_lm_eval(model_args["pretrained"], objects, lm_out, suite.task_metadata(), backend=suite.backend,
-                    batch_size=suite.batch_size, limit=limit, extra_model_args=extra)
+        res = run_lm_eval(model_args["pretrained"], objects, lm_out, suite.task_metadata(), backend=suite.backend,
+                          batch_size=suite.batch_size, limit=limit, extra_model_args=extra)
     except Exception as e:  # lm-eval and the backends raise many types; exit 2 with the cause
         raise CiError(f"lm-eval failed on {spec.name}: {type(e).__name__}: {e}") from e
+    if not main:  # this process scored its share; lm-eval returned the results on the main process only
+        return None, info
+    if res is None:
+        raise CiError("lm-eval returned no results on the main process (a launcher that numbers its processes "
+                      "differently from accelerate's?)")
     file = latest_results_file(lm_out)
     if key is not None:
         cache.put(key, file, inputs)
@@ -304,7 +319,10 @@ def write_outputs(out: Path, record: dict[str, Any]) -> None:
 
 
 def run_ci(opts: CiOptions) -> int:
-    """The whole command; returns the exit status (0 pass, 1 a check failed, 2 error)."""
+    """The whole command; returns the exit status (0 pass, 1 a check failed, 2 error). Under a launcher the other
+    processes only score their share of the requests (:func:`share_of_evaluation`)."""
+    if not is_main_process():
+        return share_of_evaluation(opts)
     out = Path(opts.out)
     record: dict[str, Any] = {"suite": opts.suite, "model": {"name": opts.model or opts.from_results},
                               "provenance": {"software": provenance.software()}}
@@ -367,6 +385,22 @@ def run_ci(opts: CiOptions) -> int:
         from unlearn_app.commands import error
 
         return error(message)
+
+
+def share_of_evaluation(opts: CiOptions) -> int:
+    """A process other than the main one of a launch: read the suite, build its tasks and score this process's
+    share of lm-eval's requests, writing nothing (the main process reports and writes). 0 when done; an error
+    is printed (naming the process) and is exit 2, which stops the launch."""
+    from unlearn_app.commands import error
+
+    if opts.from_results or not opts.model:  # nothing to evaluate: the main process checks and writes
+        return 0
+    try:
+        evaluate_model(opts, load_suite(opts.suite), Path(opts.out))
+    except Exception as e:  # noqa: BLE001 - the main process waits for this one; say why it stopped
+        rank = os.environ.get("RANK", "?")
+        return error(_bounded(f"(process {rank}) {e}"))
+    return 0
 
 
 #: Longest error message printed or written (a value formatted into a message is cut there).

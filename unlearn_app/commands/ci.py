@@ -23,6 +23,7 @@ def _cmd_ci(args: argparse.Namespace) -> int:
 
 
 def _ci(args: argparse.Namespace) -> int:
+    from harness_ext.evaluate import is_main_process
     from unlearn_app.ci import runner
     from unlearn_app.ci.runner import CiOptions
 
@@ -49,8 +50,9 @@ def _ci(args: argparse.Namespace) -> int:
         sweep = {k: trial.get(k) for k in ("id", "setting", "method", "seed", "values", "selected_by",
                                            "results_file", "checkpoint")}
         sweep["dir"] = str(args.from_sweep)
-        print(f"unlearn ci: sweep {args.from_sweep}: trial {trial['id']} ({trial['method']}, seed {trial['seed']}, "
-              f"selected by {trial['selected_by'] or 'its only setting'})")
+        if is_main_process():  # once under a launcher
+            print(f"unlearn ci: sweep {args.from_sweep}: trial {trial['id']} ({trial['method']}, seed "
+                  f"{trial['seed']}, selected by {trial['selected_by'] or 'its only setting'})")
         if args.evaluate:
             args.model = trial["checkpoint"]
         else:

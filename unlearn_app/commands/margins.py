@@ -42,7 +42,7 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
 def _cmd_margins(args: argparse.Namespace) -> int:
     import tempfile
 
-    from harness_ext.evaluate import run_lm_eval
+    from harness_ext.evaluate import is_main_process, run_lm_eval
     from unlearn_tasks.margins.ensemble import read_record
     from unlearn_tasks.metrics.klom import KlomInputError
 
@@ -64,9 +64,10 @@ def _cmd_margins(args: argparse.Namespace) -> int:
     missing = [m for m in args.model if not Path(m).expanduser().exists() and not HUB_ID.fullmatch(m)]
     if missing:
         return error(f"--model {missing[0]} is neither a local folder nor a Hub id (ORG/NAME)")
+    main = is_main_process()  # under a launcher every process scores its share, the main one reads and writes
     rows, records = [], []
     models = args.model
-    if len(models) > 1 and not args.quiet:
+    if len(models) > 1 and not args.quiet and main:
         from tqdm import tqdm
 
         models = tqdm(models, desc="Models", unit="model")
@@ -76,13 +77,19 @@ def _cmd_margins(args: argparse.Namespace) -> int:
             try:
                 adapter = find_adapter(model)  # a LoRA adapter folder (unlearn run's default) loads on its base
                 pretrained, extra = (adapter.base, adapter.model_args(args.backend)) if adapter else (model, None)
-                run_lm_eval(pretrained, [task], out_dir, metadata=metadata, backend=args.backend,
-                            batch_size=args.batch_size, device=args.device, extra_model_args=extra)
+                res = run_lm_eval(pretrained, [task], out_dir, metadata=metadata, backend=args.backend,
+                                  batch_size=args.batch_size, device=args.device, extra_model_args=extra)
+                if not main:
+                    continue
+                if res is None:
+                    return error(f"{model}: lm-eval returned no results on the main process")
                 record, _ = read_record(out_dir, task)
             except (KlomInputError, ValueError) as e:
                 return error(f"{model}: {e}")
             records.append(record)
             rows.append([np.nan if v is None else v for v in record["margins"]])
+    if not main:  # this process scored its share of every model's requests; the main process writes
+        return 0
     margins = np.array(rows, dtype=np.float64)
     margins = margins[0] if len(args.model) == 1 else margins
     with output_guard.atomic_path(args.out) as tmp:
