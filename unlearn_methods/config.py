@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from unlearn_methods import rwku  # noqa: F401 (RWKU's data source, beside its training code, registers itself)
+from unlearn_methods import dusk, rwku  # noqa: F401 (DUSK's and RWKU's data sources register themselves)
 from unlearn_methods.data_sources import SOURCES, DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, option
 from unlearn_methods.prompt_format import FORMATS
