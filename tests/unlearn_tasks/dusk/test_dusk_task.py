@@ -118,6 +118,9 @@ def test_unlearn_run_then_every_dusk_metric_follows_from_the_samples(tiny_model_
         assert set(k.split(",")[0] for k in results[task] if "," in k and "stderr" not in k) == set(
             scoring.metric_names(task.removeprefix("dusk_")))
 
+    directions = res["higher_is_better"]
+    assert directions["dusk_verbatim"]["verbatim_rougeL"] is False and directions["dusk_shared_qa"]["shared_rougeL"]
+    assert directions["dusk_privacy"]["retain_deviation"] is False and directions["dusk_verbatim"]["verbatim_levenshtein"]
     verbatim = res["samples"]["dusk_verbatim"]
     assert len(verbatim) == 3
     refs = [truncate_reference(tok, s["doc"]["reference"], 8) for s in verbatim]
