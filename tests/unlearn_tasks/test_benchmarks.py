@@ -12,8 +12,8 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"clear", "deep_unlearning", "margins", "muse", "rwku", "tofu", "tofu_formats", "waterdrum",
-                       "wmdp"}
+    assert folders == {"clear", "deep_unlearning", "dusk", "margins", "muse", "rwku", "tofu", "tofu_formats",
+                       "waterdrum", "wmdp"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
 
@@ -22,6 +22,7 @@ def test_every_folder_with_a_declaration_is_a_benchmark():
     ("tofu_formats", "tofu_formats"), ("muse_news_knowmem", "muse"), ("wmdp_bio", "wmdp"), ("evaldu", "deep_unlearning"),
     ("mquake_du", "deep_unlearning"), ("clear_forget10_image", "clear"), ("waterdrum_ax", "waterdrum"),
     ("margins_tofu_forget10", "margins"), ("rwku_forget_level3", "rwku"), ("rwku", "rwku"),
+    ("dusk_privacy", "dusk"), ("dusk", "dusk"),
 ])
 def test_a_task_belongs_to_the_benchmark_with_the_longest_matching_name(task, name):
     assert benchmark_of_task(task).name == name
