@@ -145,3 +145,19 @@ def test_unlearn_run_then_every_dusk_metric_follows_from_the_samples(tiny_model_
     record = res["configs"]["dusk_privacy"]["unlearning_reference"]
     assert record["auc"]["auc_holdout_retain"] == pytest.approx(auc_hr) and not math.isnan(auc_hr)
     assert record["passages"] == {k.split("_")[1]: len(v) for k, v in scores.items()}
+
+
+def test_unlearn_run_data_dusk_takes_styles_and_names_a_wrong_one():
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.data_sources import data_source
+
+    source = data_source("dusk")
+    cfg = load_run_config(None, method="ga", model="m", out="o", data="dusk", forget="retain_interview",
+                          retain="forget_chronological")
+    source.resolve_splits(cfg)
+    assert (cfg.forget, cfg.retain) == ("retain_interview", "forget_chronological")
+    with pytest.raises(ValueError, match="--forget 'chronological' is not a DUSK style; use one of forget_chronological"):
+        load_run_config(None, method="ga", model="m", out="o", data="dusk", forget="chronological")
+    with pytest.raises(ValueError, match="--retain 'retain_interview': retain_interview is not a DUSK style other than"):
+        load_run_config(None, method="ga", model="m", out="o", data="dusk", forget="retain_interview",
+                        retain="retain_interview")
