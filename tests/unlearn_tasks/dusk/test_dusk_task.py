@@ -93,6 +93,20 @@ def test_reference_numbers_are_checked(tmp_path):
         load_reference({"auc_forget_holdout": 0.5, "auc_holdout_retain": 2})
     with pytest.raises(ReferenceLogError, match="holds no dusk_privacy results"):
         load_reference(str(tmp_path))
+    # a dusk_privacy run's results file (what the task writes): found in its output folder, never the model's own
+    import json
+
+    from unlearn_tasks.dusk.reference import reference_record
+
+    record = reference_record({"auc_forget_holdout": 0.45, "auc_holdout_retain": 0.55}, {"pretrained": "retrain"},
+                              {"forget": 2, "retain": 8, "holdout": 2}, 0.4, 1024)
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "results_2026-01-01T00-00-00.json").write_text(json.dumps(
+        {"configs": {"dusk_privacy": {"unlearning_reference": record}}, "config": {"model_args": "pretrained=retrain"}}))
+    ref = load_reference(str(tmp_path / "run"), {"pretrained": "target"})
+    assert ref.auc == {"auc_forget_holdout": 0.45, "auc_holdout_retain": 0.55} and ref.path.endswith(".json")
+    with pytest.raises(ReferenceLogError, match="produced by the model being evaluated"):
+        load_reference(str(tmp_path / "run"), {"pretrained": "retrain"})
     with pytest.raises(ValueError, match="dusk_mia_window must be >= 2"):
         DuskOptions.from_metadata({"dusk_set": "privacy", "dusk_mia_window": 1})
 
