@@ -21,6 +21,7 @@ import yaml
 
 from unlearn_methods import (
     blur,  # noqa: F401 (BLUR's data source registers itself)
+    dusk,  # noqa: F401 (DUSK's data source registers itself)
     knowundo,  # noqa: F401 (KnowUnDo's data source registers itself)
     lume,  # noqa: F401 (LUME's data source registers itself)
     rwku,  # noqa: F401 (RWKU's data source, beside its training code, registers itself)
@@ -49,9 +50,10 @@ class RunConfig:
     data_dir: str | None = option(None, "Local folder laid out like the Hub dataset repository.", resume=True,
                                   path=True)
     forget: str = option("forget10", "Forget split.", resume=True,
-                         default_text="forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2")
+                         default_text="forget10; MUSE: forget, or CONFIG/SPLIT such as scal/forget_2; DUSK: "
+                                      "forget_chronological")
     retain: str | None = option(None, "Retain split.", resume=True,
-                                default_text="retain90 for forget10, etc.; MUSE: retain1")
+                                default_text="retain90 for forget10, etc.; MUSE: retain1; DUSK: the other styles")
     lora: bool = option(True, "Train LoRA adapters.", negative=("--full", "Full fine-tuning of all weights."),
                         resume=True)
     merge: bool = option(False, "Save LoRA runs as merged full weights instead of an adapter.", resume=True)

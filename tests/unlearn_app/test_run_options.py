@@ -44,7 +44,7 @@ def test_help_shows_the_declared_defaults():
     for expected in ("--method METHOD Method name; `unlearn methods` lists them. (default: npo)",
                      "(default: tofu)", "--lora-r LORA_R LoRA rank. (default: 8)", "(default: 5)",
                      "Learning rate. (default: 0.0001)", "(default: 256)", "--lora Train LoRA adapters (default).",
-                     "(default: every epoch)", "(default: retain90 for forget10, etc.; MUSE: retain1)"):
+                     "(default: every epoch)", "(default: retain90 for forget10, etc.; MUSE: retain1; DUSK: the other styles)"):
         assert expected in text, expected
     assert "(default: None)" not in text and "(default: False)" not in text
 

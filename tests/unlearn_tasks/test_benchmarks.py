@@ -12,7 +12,7 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"blur", "clear", "deep_unlearning", "knowundo", "lume", "margins", "muse", "rwku", "tofu",
+    assert folders == {"blur", "clear", "deep_unlearning", "dusk", "knowundo", "lume", "margins", "muse", "rwku", "tofu",
                        "tofu_formats", "waterdrum", "wmdp"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
@@ -24,6 +24,7 @@ def test_every_folder_with_a_declaration_is_a_benchmark():
     ("margins_tofu_forget10", "margins"), ("rwku_forget_level3", "rwku"), ("rwku", "rwku"),
     ("lume_task2", "lume"), ("lume", "lume"),
     ("knowundo_privacy", "knowundo"), ("blur_wmdp", "blur"),
+    ("dusk_privacy", "dusk"), ("dusk", "dusk"),
 ])
 def test_a_task_belongs_to_the_benchmark_with_the_longest_matching_name(task, name):
     assert benchmark_of_task(task).name == name
