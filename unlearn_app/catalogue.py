@@ -380,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         pages = render(args.root)
-    except (MarkerError, OSError) as e:
+    except (ValueError, OSError) as e:  # a page without its markers (MarkerError), an options class without param()
         print(f"error: {e}", file=sys.stderr)
         return 2
     changed = [rel for rel, text in pages.items() if _read(args.root / rel) != text]
