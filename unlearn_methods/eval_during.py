@@ -259,12 +259,13 @@ class EvalDuringTraining(TrainerCallback):
 
 
 def _once(work: Callable[[], Any]) -> Any:
-    """``work()`` on the main process of a launch (every process gets its result), directly without one; its
-    :class:`EvalDuringTrainingError` stops every process with the same message."""
+    """``work()`` on the main process of a launch (every process gets its result), directly without one; an error
+    there (an evaluation that failed, a rows file that cannot be written) stops every process as
+    :class:`EvalDuringTrainingError` with the same message."""
     from unlearn_methods.processes import MainProcessError, on_main_process
 
     try:
-        return on_main_process(work, errors=(EvalDuringTrainingError,))
+        return on_main_process(work, errors=(Exception,))
     except MainProcessError as e:
         raise EvalDuringTrainingError(str(e)) from None
 
