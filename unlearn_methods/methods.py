@@ -620,8 +620,8 @@ class AltPO(UnlearnMethod):
                 run.alternates = on_main_process(lambda: generate_alternates(
                     run.model, run.tokenizer, run.forget, n=p.num_alternates, max_new_tokens=p.max_new_tokens,
                     temperature=p.temperature, top_p=p.top_p, seed=run.cfg.seed, progress=run.cfg.progress),
-                    errors=(ValueError,))
-            except MainProcessError as e:
+                    errors=(Exception,))
+            except MainProcessError as e:  # the main process's error, on every process
                 raise ValueError(str(e)) from None
         if main_process().is_main_process:
             write_alternates(run.out / ALTERNATES_FILE, run.forget, run.alternates)
