@@ -91,7 +91,7 @@ def test_a_launched_run_that_fails_raises_its_error_line(monkeypatch, tmp_path):
     monkeypatch.setattr(subprocess, "run", fake_run)
     config = {"method": "ga", "model": "m", "forget": "forget01", "out": str(tmp_path / "model"), "eval_tasks": None}
     with pytest.raises(UnlearningFailed, match=r"^unlearn run on 3 processes exited with 2: --forget forget01: no such "
-                                               r"split \(.*launch.log\)$"):
+                                               r"split \(output: .*launch.log\)$"):
         launch_run(config, tmp_path, processes=3, threads=6)
     command = seen["command"]
     assert command[command.index("--num_processes") + 1] == "3"

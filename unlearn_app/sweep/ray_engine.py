@@ -1,7 +1,8 @@
 """``unlearn sweep --engine ray``: every trial is a Ray task declaring the CPUs and GPUs it needs
 (``resources`` of the spec); Ray places the tasks on the cluster's machines and reruns a task whose worker died
 (``max_retries``). A trial of several processes is one task holding all its GPUs, so on one machine; it launches
-its processes there (:func:`~unlearn_app.sweep.trial.launch_run`). Ray is an optional extra (``pip install 'lm-eval-unlearning[ray]'``) and is imported only here.
+its processes there (:func:`~unlearn_app.sweep.trial.launch_run`). Ray is an optional extra
+(``pip install 'lm-eval-unlearning[ray]'``) and is imported only here.
 
 The trials write into the sweep's folder, so every Ray node must see ``--out`` at the same path (a shared file
 system), and the models and data named in the spec. Results come back to this process, which alone appends them to

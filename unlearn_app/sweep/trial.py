@@ -1,6 +1,6 @@
 """One trial: `unlearn run` (train + lm-eval on the checkpoint) in its own folder (in this process, or under
-``accelerate launch`` in several), then the spec's checks on the results. Returns the record that goes into ``trials.jsonl``; an error inside the trial is recorded, never raised
-(Ctrl-C is not an error: it stops the sweep)."""
+``accelerate launch`` in several), then the spec's checks on the results. Returns the record that goes into
+``trials.jsonl``; an error inside the trial is recorded, never raised (Ctrl-C is not an error: it stops the sweep)."""
 
 from __future__ import annotations
 
@@ -100,8 +100,8 @@ def launch_run(config: dict[str, Any], folder: Path, processes: int, threads: in
     if done.returncode != 0:
         lines = log.read_text(errors="replace").splitlines()
         said = next((line for line in reversed(lines) if line.startswith("error: ")), None)
-        raise UnlearningFailed(f"unlearn run on {processes} processes exited with {done.returncode}: "
-                               f"{said[len('error: '):] if said else 'see'} ({log})")
+        said = f": {said[len('error: '):]} (output: {log})" if said else f"; its output is in {log}"
+        raise UnlearningFailed(f"unlearn run on {processes} processes exited with {done.returncode}{said}")
     return Path(config["out"])
 
 
