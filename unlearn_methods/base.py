@@ -192,11 +192,7 @@ class UnlearnTrainer(Trainer):
             # once per step: every micro-batch adds its share, as if the penalty were a mean over the step
             loss = loss + self.l1_lora * l1 / self._micro_batches
             terms["l1_lora"] = float(l1) / self._micro_batches
-        if not torch.isfinite(loss):
-            raise NonFiniteLossError(
-                f"The {self.method.name} loss is {float(loss)} at step {self.state.global_step} "
-                f"(terms: {terms}). Lower --lr, raise the method's beta, or use --lora; the last good weights are kept."
-            )
+        self._check_finite(loss, terms)
         for k, v in terms.items():
             if isinstance(v, (int, float)):
                 if k in self.method.state_terms:
@@ -204,6 +200,28 @@ class UnlearnTrainer(Trainer):
                 else:
                     self._step_terms[k] = self._step_terms.get(k, 0.0) + float(v)
         return (loss, None) if return_outputs else loss
+
+    def _check_finite(self, loss: torch.Tensor, terms: dict[str, Any]) -> None:
+        """Raise :class:`NonFiniteLossError` before the backward pass when the loss is NaN or infinite. Under a
+        launcher every process learns every process's loss first, so all stop together with the same message (one
+        process stopping alone would leave the others waiting for its gradients)."""
+        procs = self.accelerator.num_processes
+        if procs == 1:
+            losses = [float(loss.detach())]
+        else:
+            losses = self.accelerator.gather(loss.detach().float().reshape(1)).tolist()
+        bad = [i for i, value in enumerate(losses) if not math.isfinite(value)]
+        if not bad:
+            return
+        if procs > 1:
+            from accelerate.utils import gather_object
+
+            terms = gather_object([terms])[bad[0]]  # the first failing process's terms, on every process
+        where = f" on process {', '.join(map(str, bad))} of {procs}" if procs > 1 else ""
+        raise NonFiniteLossError(
+            f"The {self.method.name} loss is {losses[bad[0]]}{where} at step {self.state.global_step} "
+            f"(terms: {terms}). Lower --lr, raise the method's beta, or use --lora; the last good weights are kept."
+        )
 
     def _flush_step_terms(self) -> None:
         """The finished step's terms over its global batch (averaged over processes): to the log and the method."""

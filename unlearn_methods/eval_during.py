@@ -92,6 +92,9 @@ class EvalDuringTraining(TrainerCallback):
     :func:`lm_eval_evaluator`, runs lm-eval in process); it is called in eval mode under ``torch.no_grad`` and the
     model's train mode and the random generators are restored afterwards. Rows go to ``out/eval_during_training.jsonl``,
     appended and flushed one by one, so an interrupted run keeps them.
+
+    Under a launcher (``accelerate launch``) the main process evaluates its copy of the weights (under DDP every
+    process holds the same) and writes, while the others wait for it: the numbers are those of one process.
     """
 
     def __init__(self, evaluate: Callable[[Any], Metrics], every: int, out: str | Path,
@@ -111,10 +114,7 @@ class EvalDuringTraining(TrainerCallback):
 
     # ------------------------------------------------------------------ Trainer hooks
     def on_train_begin(self, args, state, control, model=None, **kwargs):
-        if args.world_size > 1:
-            raise EvalDuringTrainingError(f"--eval-every runs in one process only, not across {args.world_size} "
-                                          "processes; leave it out and evaluate the checkpoint with lm_eval.")
-        self._start(state.global_step)
+        self.evaluated = _once(lambda: self._start(state.global_step))
         if state.global_step not in self.evaluated:
             self._evaluate(model, state)
 
@@ -127,8 +127,9 @@ class EvalDuringTraining(TrainerCallback):
             self._evaluate(model, state)
 
     # ------------------------------------------------------------------ rows and the best copy
-    def _start(self, step: int) -> None:
-        """A fresh run starts a new file; a resumed one keeps the rows (and best copy) up to the step it resumes."""
+    def _start(self, step: int) -> set[int]:
+        """A fresh run starts a new file; a resumed one keeps the rows (and best copy) up to the step it resumes.
+        Returns the steps already evaluated."""
         self.out.mkdir(parents=True, exist_ok=True)
         kept = [r for r in read_rows(self.rows_path) if r["step"] <= step] if self.rows_path.is_file() and step else []
         with self.rows_path.open("w") as f:
@@ -151,8 +152,14 @@ class EvalDuringTraining(TrainerCallback):
         if self.rule is not None and self.best is None and kept:
             log.warning("--resume: the weights of the steps evaluated before step %d were not kept, so --select %s "
                         "chooses among the steps evaluated from now on.", step, self.rule.text)
+        return self.evaluated
 
     def _evaluate(self, model, state) -> None:
+        """Evaluate on the main process (the weights are the same on every process); the others wait for it."""
+        _once(lambda: self._evaluate_here(model, state))
+        self.evaluated.add(state.global_step)
+
+    def _evaluate_here(self, model, state) -> None:
         step, epoch = state.global_step, round(float(state.epoch or 0.0), 4)
         was_training = model.training
         started = time.perf_counter()
@@ -215,9 +222,13 @@ class EvalDuringTraining(TrainerCallback):
     # ------------------------------------------------------------------ the end of the run
     def restore_best(self, model, final_step: int) -> Selected | None:
         """Put the selected step's weights into ``model`` (nothing to do when it is the last step); remove the
-        copy. Returns the selected step, or None when no evaluated step had a finite score."""
+        copy. Returns the selected step, or None when no evaluated step had a finite score. Under a launcher, in the
+        main process's model (the one that writes the checkpoint); every process gets the selected step."""
         if self.rule is None:
             return None
+        return _once(lambda: self._restore_best(model, final_step))
+
+    def _restore_best(self, model, final_step: int) -> Selected | None:
         if self.best is None and self.ineligible_steps:
             log.warning("--select %s: no evaluated step passed --select-if (steps %s failed); keeping the last "
                         "weights (step %d).", self.rule.text, ", ".join(map(str, self.ineligible_steps)), final_step)
@@ -245,6 +256,18 @@ class EvalDuringTraining(TrainerCallback):
                         ", ".join(map(str, self.nan_steps)))
         shutil.rmtree(self.best_dir, ignore_errors=True)
         return self.best
+
+
+def _once(work: Callable[[], Any]) -> Any:
+    """``work()`` on the main process of a launch (every process gets its result), directly without one; an error
+    there (an evaluation that failed, a rows file that cannot be written) stops every process as
+    :class:`EvalDuringTrainingError` with the same message."""
+    from unlearn_methods.processes import MainProcessError, on_main_process
+
+    try:
+        return on_main_process(work, errors=(Exception,))
+    except MainProcessError as e:
+        raise EvalDuringTrainingError(str(e)) from None
 
 
 def lm_eval_evaluator(tokenizer: Any, tasks: list[str], metadata: dict[str, Any] | None = None,

@@ -587,7 +587,8 @@ class AltPO(UnlearnMethod):
     answer to write a different, plausible answer (the paper's procedure; ``num_alternates`` sampled per question,
     each one training example), or from ``alternates_file`` (JSONL rows with ``question`` and ``alternate``, or
     ``sub_answer`` as in the authors' and open-unlearning's files). The alternates used are written to
-    ``OUT/altpo_alternates.jsonl``.
+    ``OUT/altpo_alternates.jsonl``. Under a launcher the main process generates them and writes the file; the
+    other processes receive them from it.
     """
 
     name = "altpo"
@@ -609,15 +610,21 @@ class AltPO(UnlearnMethod):
 
     def prepare(self, run) -> None:
         from unlearn_methods.alternates import ALTERNATES_FILE, generate_alternates, read_alternates, write_alternates
+        from unlearn_methods.processes import MainProcessError, main_process, on_main_process
 
         p = self.params
         if p.alternates_file:
             run.alternates = read_alternates(p.alternates_file, run.forget)
-        else:
-            run.alternates = generate_alternates(run.model, run.tokenizer, run.forget, n=p.num_alternates,
-                                                 max_new_tokens=p.max_new_tokens, temperature=p.temperature,
-                                                 top_p=p.top_p, seed=run.cfg.seed, progress=run.cfg.progress)
-        write_alternates(run.out / ALTERNATES_FILE, run.forget, run.alternates)
+        else:  # under a launcher: generated once, on the main process, and given to the others
+            try:
+                run.alternates = on_main_process(lambda: generate_alternates(
+                    run.model, run.tokenizer, run.forget, n=p.num_alternates, max_new_tokens=p.max_new_tokens,
+                    temperature=p.temperature, top_p=p.top_p, seed=run.cfg.seed, progress=run.cfg.progress),
+                    errors=(Exception,))
+            except MainProcessError as e:  # the main process's error, on every process
+                raise ValueError(str(e)) from None
+        if main_process().is_main_process:
+            write_alternates(run.out / ALTERNATES_FILE, run.forget, run.alternates)
 
     def loss(self, ctx, model, inputs):
         p = self.params

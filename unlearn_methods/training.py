@@ -22,7 +22,6 @@ from typing import Any
 
 import torch
 import yaml
-from accelerate import PartialState
 from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
@@ -40,6 +39,7 @@ from unlearn_methods.eval_during import (
     lm_eval_evaluator,
 )
 from unlearn_methods.finetune import finetune
+from unlearn_methods.processes import main_process
 from unlearn_methods.prompt_format import prompt_format_of, resolve_prompt_format
 from unlearn_tasks.settings import read_settings
 
@@ -110,11 +110,6 @@ def _wrap_lora(cfg: RunConfig, model):
     lora = LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
                       target_modules=cfg.lora_target_modules, task_type="CAUSAL_LM")
     return get_peft_model(model, lora)
-
-
-def main_process() -> PartialState:
-    """The processes of this run (one without a launcher): ``.is_main_process`` writes, ``.wait_for_everyone()``."""
-    return PartialState(cpu=not torch.cuda.is_available())  # processes on CPUs meet over gloo
 
 
 def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
@@ -396,6 +391,10 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,
                                  callbacks=[callback] if callback else None)
+        if callback and procs.num_processes > 1 and _sharded(trainer):
+            raise UnlearningFailed("--eval-every evaluates on the main process, which holds only a shard of the weights "
+                                   "under FSDP or DeepSpeed ZeRO-3; leave --eval-every out (evaluate the checkpoint "
+                                   "with lm_eval), or train with DDP or LoRA.")
         resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
         if cfg.resume and resume is None:
             log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
@@ -434,6 +433,12 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
     return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record,
                   trainer if method.trains else None)
+
+
+def _sharded(trainer: Any) -> bool:
+    """Whether the trainer's processes hold shards of the weights (FSDP, DeepSpeed ZeRO-3) rather than copies."""
+    plugin = getattr(trainer.accelerator.state, "deepspeed_plugin", None)
+    return bool(trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and getattr(plugin, "zero_stage", 3) == 3))
 
 
 def save(cfg: RunConfig, fitted: Fitted, final: Path,

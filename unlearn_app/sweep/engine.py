@@ -5,7 +5,8 @@ Layout of ``--out DIR``::
 
     DIR/spec.yaml              the spec as given (the last run's)
     DIR/trials.jsonl           one JSON record per finished trial (ok or failed); a rerun's record comes later
-    DIR/trials/<id>/           trial.json (its options), model/ (the `unlearn run --out`, with eval/), error.txt
+    DIR/trials/<id>/           trial.json (its options), model/ (the `unlearn run --out`, with eval/), error.txt;
+                               run.yaml and launch.log for a trial of several processes
     DIR/leaderboard.{md,json,html,png}
     DIR/.sweep.lock            the OS lock of the sweep running on DIR (one at a time)
 """
@@ -27,7 +28,7 @@ import yaml
 
 from harness_ext.results import json_safe
 from unlearn_app.sweep.spec import Spec, Trial
-from unlearn_app.sweep.trial import CHECKPOINT, run_trial
+from unlearn_app.sweep.trial import CHECKPOINT, run_trial, trial_options
 from unlearn_app.sweep.validate import check_results_names
 
 TRIALS_FILE = "trials.jsonl"
@@ -279,7 +280,7 @@ def run_local(spec: Spec, out: str | Path, trials: list[Trial], on_record: Calla
         return
     records = read_records(out)
     for trial in trials:
-        record = blocked(trial, records) or trial_fn(*trial_args(spec, trial, out))
+        record = blocked(trial, records) or trial_fn(*trial_args(spec, trial, out), **trial_options(spec.resources))
         record["engine"] = "local"
         records[trial.id] = record
         on_record(record)
@@ -311,7 +312,8 @@ def _run_pinned(spec: Spec, out: str | Path, trials: list[Trial], on_record: Cal
     def start(lane: str) -> None:
         if pending:
             trial = pending.pop()
-            running[pools[lane].submit(trial_fn, *trial_args(spec, trial, out))] = (trial, lane)
+            running[pools[lane].submit(trial_fn, *trial_args(spec, trial, out), **trial_options(spec.resources))] = \
+                (trial, lane)
 
     try:
         for lane in pinned:

@@ -24,7 +24,7 @@ Example::
     select: tofu_forget01/forget_quality:max          # the setting kept per method (mean over seeds)
     select_if: ["tofu_forget01/model_utility >= 0.9 * baseline"]
     pareto: {utility: tofu_forget01/model_utility:max, forget: tofu_forget01/forget_quality:max}
-    resources: {cpus: 1, gpus: 0, max_retries: 2}    # per trial (the Ray engine declares them)
+    resources: {cpus: 1, gpus: 0, max_retries: 2}    # per trial (the Ray engine declares them; gpus: 2 runs 2 processes)
     attacks:                          # on each trial's checkpoint (full weights only), evaluated again
       quantize: {bits: 4}
       relearn: {steps: 20, lr: 1e-5, relearn_fraction: 0.5}   # `unlearn attack relearn` on the trial's forget split
@@ -80,7 +80,7 @@ class SpecKeys:
     select_if: list[str] = key([], "list of checks a setting's mean must pass to be selected")
     pareto: dict[str, str] = key({}, "mapping {utility: EXPR:max|min, forget: EXPR:max|min}: the axes of the "
                                  "trade-off picture")
-    resources: dict[str, Any] = key({}, "mapping {cpus, gpus, max_retries} per trial")
+    resources: dict[str, Any] = key({}, "mapping {cpus, gpus, processes, max_retries} per trial")
     stages: dict[str, Any] | None = key(None, "mapping {sequential: [forget splits]}: each setting unlearned on the "
                                         "splits one after another")
     klom: dict[str, Any] = key({}, "mapping {task, oracle: {model, ...}, ulira, split}: KLoM / U-LiRA of each "
@@ -97,7 +97,10 @@ class Resources:
     """``resources:``, per trial (the Ray engine declares them)."""
 
     cpus: int = key(1, "CPU cores per trial (also its torch threads)", ge=1, le=1024)
-    gpus: float = key(0, "GPUs per trial (a fraction shares a GPU)", ge=0, le=64)
+    gpus: float = key(0, "GPUs per trial (a fraction shares a GPU; 2 or more: one process per GPU)", ge=0, le=64)
+    processes: int | None = key(None, "processes per trial: more than 1 runs its `unlearn run` under `accelerate "
+                                "launch`, each process a share of every step (default: gpus when 2 or more, else 1; "
+                                "without GPUs, CPU processes)", ge=1, le=64)
     max_retries: int = key(2, "times the Ray engine reruns a trial whose worker died", ge=0, le=100)
 
 
@@ -237,7 +240,7 @@ class Spec:
     evaluation: Evaluation
     select: Selection | None = None
     pareto: dict[str, Selection] = field(default_factory=dict)
-    resources: dict[str, Any] = field(default_factory=lambda: {"cpus": 1, "gpus": 0, "max_retries": 2})
+    resources: dict[str, Any] = field(default_factory=lambda: {"cpus": 1, "gpus": 0, "processes": 1, "max_retries": 2})
     attacks: dict[str, dict[str, Any]] = field(default_factory=dict)
     klom: dict[str, Any] = field(default_factory=dict)  # task, oracle_model, oracle_run, ulira, split
     #: ``{metric, below, above}``: Ray Tune stops a trial whose evaluation-during-unlearning row crosses a bound.
@@ -308,7 +311,7 @@ def _expand(doc: Settings) -> Spec:
         raise Invalid("methods", "give a mapping of method names, e.g. methods: {graddiff: {}, npo: {grid: {beta: "
                       "[0.1, 0.5]}}}")
     _distinct_methods(doc, methods)
-    resources = dataclasses.asdict(read_section(Resources, top.resources, "resources"))
+    resources = _resources(read_section(Resources, top.resources, "resources"))
 
     settings = {method: _settings(str(method), read_section(MethodSearch, body, f"methods.{method}"), run_fields)
                 for method, body in methods.items()}
@@ -353,7 +356,25 @@ def _expand(doc: Settings) -> Spec:
                        for axis in ("utility", "forget")}
     if top.early_stop is not None:
         spec.early_stop = _early_stop(read_section(EarlyStop, top.early_stop, "early_stop"), trials, evaluation)
+        if resources["processes"] > 1:
+            raise Invalid("early_stop", "reports the evaluation rows of a trial running in one process; with "
+                          f"resources.processes {resources['processes']} remove early_stop (or run one process per "
+                          "trial)")
     return spec
+
+
+def _resources(raw: Resources) -> dict[str, Any]:
+    """``resources:`` with ``processes`` resolved: one process per GPU (``gpus`` whole when above 1), or CPU
+    processes for trials without GPUs."""
+    gpus, processes = raw.gpus, raw.processes
+    if gpus > 1 and gpus != int(gpus):
+        raise Invalid("resources.gpus", f"{gpus:g}: above 1, give a whole number of GPUs (one process each)")
+    if processes is None:
+        processes = int(gpus) if gpus >= 2 else 1
+    elif gpus and processes != max(1, int(gpus)):
+        raise Invalid("resources.processes", f"{processes} processes on {gpus:g} GPUs: a trial's processes take one "
+                      f"GPU each; give processes: {max(1, math.ceil(gpus))} (or leave it out)")
+    return {**dataclasses.asdict(raw), "processes": processes}
 
 
 def _distinct_methods(doc: Settings, methods: dict[str, Any]) -> None:

@@ -1,6 +1,6 @@
-"""One trial: `unlearn run` (train + lm-eval on the checkpoint) in its own folder, then the spec's checks on the
-results. Returns the record that goes into ``trials.jsonl``; an error inside the trial is recorded, never raised
-(Ctrl-C is not an error: it stops the sweep)."""
+"""One trial: `unlearn run` (train + lm-eval on the checkpoint) in its own folder (in this process, or under
+``accelerate launch`` in several), then the spec's checks on the results. Returns the record that goes into
+``trials.jsonl``; an error inside the trial is recorded, never raised (Ctrl-C is not an error: it stops the sweep)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,19 @@ from typing import Any
 CHECKPOINT = "model"  # the trial's `unlearn run --out`, inside its folder
 
 
+def trial_options(resources: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of :func:`run_trial` that come from the spec's ``resources`` (none for one process)."""
+    processes = int(resources.get("processes") or 1)
+    return {"processes": processes} if processes > 1 else {}
+
+
 def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], baseline: str | None,
               folder: str, threads: int = 1, attacks: dict[str, dict[str, Any]] | None = None,
-              on_row: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+              on_row: Callable[[dict[str, Any]], None] | None = None, processes: int = 1) -> dict[str, Any]:
     """Run ``trial`` with the `unlearn run` options ``config`` (``out`` is set here) into ``folder``, then the
     ``attacks`` on its checkpoint (``{quantize: {...}, relearn: {...}}``), each evaluated on the same tasks.
-    ``on_row``: called with every row of the evaluation during unlearning (``run: {eval_every}``) as it is written."""
+    ``on_row``: called with every row of the evaluation during unlearning (``run: {eval_every}``) as it is written
+    (one process only). ``processes`` > 1: the `unlearn run` under ``accelerate launch`` (:func:`launch_run`)."""
     import torch
 
     from harness_ext.results import latest_results_file, load_results
@@ -36,7 +43,12 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
     caller_threads = torch.get_num_threads()
     torch.set_num_threads(threads)  # the same threads on every engine: the same numbers
     try:
-        out = run_unlearning(load_run_config(None, **{**config, "out": str(home / CHECKPOINT)}), on_row=on_row)
+        run_config = {**config, "out": str(home / CHECKPOINT)}
+        if processes > 1:
+            record["processes"] = processes
+            out = launch_run(run_config, home, processes, threads)
+        else:
+            out = run_unlearning(load_run_config(None, **run_config), on_row=on_row)
         metrics: dict[str, dict[str, float]] = {}
         if config.get("eval_tasks"):
             results_file = latest_results_file(out / "eval")
@@ -53,6 +65,44 @@ def run_trial(trial: dict[str, Any], config: dict[str, Any], checks: list[str], 
         torch.set_num_threads(caller_threads)
     record["wall_s"] = round(time.time() - start, 2)
     return record
+
+
+def launch_run(config: dict[str, Any], folder: Path, processes: int, threads: int = 1) -> Path:
+    """`unlearn run` with the options ``config`` under ``accelerate launch`` in ``processes`` processes, one per GPU
+    this process sees (CPU processes over gloo where it sees none), each with ``threads / processes`` threads; the
+    options go to ``folder/run.yaml`` and the output to ``folder/launch.log``. Returns the checkpoint folder; a run
+    that fails raises :class:`~unlearn_methods.training.UnlearningFailed` with its error line."""
+    import subprocess
+    import sys
+
+    import torch
+    import yaml
+
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.training import UnlearningFailed
+
+    load_run_config(None, **config)  # checked here first, as in one process
+    options = folder / "run.yaml"
+    given = {k: v for k, v in config.items() if v is not None}  # as load_run_config takes them (None: the default)
+    options.write_text(yaml.safe_dump(given, sort_keys=False))
+    with socket.socket() as s:  # a free port for the processes to meet on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // processes))}
+    if not torch.cuda.is_available():
+        env["ACCELERATE_USE_CPU"] = "true"
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
+               str(port), "-m", "unlearn_app", "run", "--config", str(options)]
+    log = folder / "launch.log"
+    with log.open("w") as f:
+        done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env)
+    if done.returncode != 0:
+        lines = log.read_text(errors="replace").splitlines()
+        said = next((line for line in reversed(lines) if line.startswith("error: ")), None)
+        said = f": {said[len('error: '):]} (output: {log})" if said else f"; its output is in {log}"
+        raise UnlearningFailed(f"unlearn run on {processes} processes exited with {done.returncode}{said}")
+    return Path(config["out"])
 
 
 def attack(name: str, opts: dict[str, Any], checkpoint: Path, config: dict[str, Any], home: Path) -> dict[str, Any]:
