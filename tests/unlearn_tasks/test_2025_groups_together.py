@@ -95,3 +95,13 @@ def test_the_four_groups_in_one_invocation_then_unlearn_report(tiny_model_dir, t
                  str(tmp_path / "out")]) == 0, capsys.readouterr()
     checks = json.loads((tmp_path / "ci" / "results.json").read_text())["checks"]
     assert len(checks) == 4 and all(c["passed"] for c in checks)
+
+
+def test_a_missing_data_folder_names_the_dataset_it_was_for(tmp_path):
+    """Four benchmarks read the same ``data_dir`` key beside their own: the error says which copy is missing."""
+    from unlearn_tasks.dataset_loader import DataError
+    from unlearn_tasks.knowundo.data import load_pairs
+
+    with pytest.raises(DataError, match=r"^data_dir \S+/nowhere \(the local copy of zjunlp/KnowUnDo; or its "
+                       r"benchmark's own \*_data_dir\) does not exist"):
+        load_pairs("privacy", "unlearn", "val", "zjunlp/KnowUnDo", str(tmp_path / "nowhere"))
