@@ -63,6 +63,8 @@ def test_the_four_groups_in_one_invocation_then_unlearn_report(tiny_model_dir, t
     expected = lume_scores(plain_metrics({t: results[t] for t in GROUPS["lume"]}))
     for name, value in expected.items():
         assert results["lume"][f"{name},none"] == pytest.approx(value), name
+    # their directions in the results (lm-eval rebuilds a group's from its tasks'), so its table shows the arrows
+    assert {k: res["higher_is_better"]["lume"][k] for k in expected} == dict.fromkeys(expected, True)
     assert "final_score,none" not in results["dusk"] and "final_score,none" not in results["blur"]
 
     # BLUR's evaluated model is its base model here: recall 1 wherever a reference holds a word, else left out (NaN)
