@@ -107,3 +107,33 @@ def test_a_missing_data_folder_names_the_dataset_it_was_for(tmp_path):
     with pytest.raises(DataError, match=r"^data_dir \S+/nowhere \(the local copy of zjunlp/KnowUnDo; or its "
                        r"benchmark's own \*_data_dir\) does not exist"):
         load_pairs("privacy", "unlearn", "val", "zjunlp/KnowUnDo", str(tmp_path / "nowhere"))
+
+
+def test_the_readmes_unlearn_commands_have_their_flags_and_the_required_ones():
+    """Each ``unlearn`` command of the four READMEs' indented code blocks (continuations joined) names only flags its
+    subcommand has, and every flag it requires (``unlearn run`` without ``--out`` fails as written)."""
+    import argparse
+
+    from harness_ext import tasks_dir
+    from unlearn_app.cli import build_parser
+    from unlearn_methods.config import option_name, run_fields
+
+    run_required = {option_name(f) for f in run_fields() if f.metadata["required"]}  # checked after parsing
+
+    def subparsers(parser):
+        return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+    bad, seen = [], 0
+    for bench in GROUPS:
+        text = re.sub(r"\\\n\s*", " ", (tasks_dir() / bench / "README.md").read_text())
+        for line in re.findall(r"^ {4}(unlearn .*)$", text, flags=re.M):
+            words, command = line.split("#")[0].split()[1:], build_parser()
+            while words and words[0] in subparsers(command):
+                command = subparsers(command)[words.pop(0)]
+            flags = {w.split("=")[0] for w in words if w.startswith("--")}
+            required = {a.option_strings[0] for a in command._actions if a.required and a.option_strings}
+            required |= run_required if command.prog.endswith("unlearn run") else set()
+            bad += [f"{bench}: {line}: {f} unknown" for f in flags - set(command._option_string_actions)]
+            bad += [f"{bench}: {line}: {f} missing" for f in required - flags]
+            seen += 1
+    assert seen >= 7 and not bad, bad
