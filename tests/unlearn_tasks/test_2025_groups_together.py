@@ -97,6 +97,15 @@ def test_the_four_groups_in_one_invocation_then_unlearn_report(tiny_model_dir, t
                  str(tmp_path / "out")]) == 0, capsys.readouterr()
     checks = json.loads((tmp_path / "ci" / "results.json").read_text())["checks"]
     assert len(checks) == 4 and all(c["passed"] for c in checks)
+    # a NaN (here BLUR's, every reference of the tiny model wordless) fails, and the message does not blame a
+    # reference run alone
+    nan_task = next((t for t in GROUPS["blur"] if math.isnan(results[t]["combined_rougeL_recall,none"])), None)
+    if nan_task is not None:
+        suite.write_text(f"tasks: [blur]\nchecks:\n  - {nan_task}/combined_rougeL_recall >= 0\n")
+        assert main(["ci", "--suite", str(suite), "--out", str(tmp_path / "ci2"), "--from-results",
+                     str(tmp_path / "out")]) == 1
+        message = json.loads((tmp_path / "ci2" / "results.json").read_text())["checks"][0]["message"]
+        assert "the value is NaN (not computed: the results' warnings say why" in message
 
 
 def test_a_missing_data_folder_names_the_dataset_it_was_for(tmp_path):
