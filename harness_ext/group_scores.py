@@ -5,7 +5,10 @@ has aggregated its groups, :func:`add_group_scores` computes them from every tas
 (``{task: {metric: value}}``, filters dropped: another group's result, e.g. ``mmlu``'s ``acc``, included) and writes
 them into the group's row of the results as ``<metric>,none``. :func:`patch_aggregate_groups` wraps lm-eval 0.4.13's
 ``lm_eval.evaluator_utils.aggregate_groups`` (the one step after which every task's and group's metrics are known),
-so the scores appear in ``lm_eval``'s table and results file of that one invocation.
+so the scores appear in ``lm_eval``'s table and results file of that one invocation; and
+``lm_eval.evaluator_utils._propagate_higher_is_better`` (which rebuilds each group's directions from its tasks'), so
+the results' ``higher_is_better`` of the group holds its scores too (higher is better) and the table shows their
+arrows.
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from typing import Any
 #: group name -> its scores function
 GROUP_SCORES: dict[str, Callable[[Mapping[str, Mapping[str, float]]], dict[str, float]]] = {}
 FILTER = "none"
+#: group name -> the names of the scores last written into its row (their directions are added after lm-eval's)
+WRITTEN: dict[str, list[str]] = {}
 
 
 def register(group: str, scores: Callable[[Mapping[str, Mapping[str, float]]], dict[str, float]]) -> None:
@@ -48,7 +53,9 @@ def add_group_scores(metrics: dict[str, dict[str, Any]], higher_is_better: dict[
         return
     per_task = plain_metrics(metrics)
     for group in present:
-        for name, value in GROUP_SCORES[group](per_task).items():
+        scores = GROUP_SCORES[group](per_task)
+        WRITTEN[group] = list(scores)
+        for name, value in scores.items():
             metrics[group][f"{name},{FILTER}"] = None if math.isnan(value) else value
             metrics[group][f"{name}_stderr,{FILTER}"] = "N/A"
             if higher_is_better is not None:
@@ -71,3 +78,14 @@ def patch_aggregate_groups() -> None:
 
     aggregate_groups._unlearn_patched = True  # type: ignore[attr-defined]
     evaluator_utils.aggregate_groups = aggregate_groups
+
+    propagate = evaluator_utils._propagate_higher_is_better
+
+    @functools.wraps(propagate)
+    def propagate_higher_is_better(all_groups: list[Any], higher_is_better: dict[str, dict[str, bool]]) -> None:
+        propagate(all_groups, higher_is_better)
+        for group in all_groups:
+            if group.name in WRITTEN:
+                higher_is_better.setdefault(group.name, {}).update(dict.fromkeys(WRITTEN[group.name], True))
+
+    evaluator_utils._propagate_higher_is_better = propagate_higher_is_better

@@ -14,7 +14,8 @@
 - :func:`quiet_git_hash`: lm-eval's git-commit lookup without git's "fatal: not a git repository" on stderr;
   :func:`cache_env_info`: lm-eval's environment report computed once per process, not once per evaluation.
 - :func:`harness_ext.group_scores.patch_aggregate_groups`: ``lm_eval.evaluator_utils.aggregate_groups`` also writes
-  the scores a group computes from several tasks' results (LUME's aggregate) into the group's row.
+  the scores a group computes from several tasks' results (LUME's aggregate) into the group's row, and
+  ``_propagate_higher_is_better`` adds their directions to the group's.
 
 What else an upgrade can touch: the backends' own methods the request types call (``_model_call``,
 ``_encode_pair``, ``_model_generate``, ``_multimodal_model_generate``, ``prompt_logprobs``) in

@@ -120,7 +120,8 @@ def resolve_local_folder(repo_id: str, data_dir: str | os.PathLike | None = None
     if data_dir:
         folder = Path(data_dir).expanduser()
         if not folder.is_dir():
-            raise DataError(f"data_dir {folder} does not exist or is not a directory.")
+            raise DataError(f"data_dir {folder} (the local copy of {repo_id}; or its benchmark's own *_data_dir) does "
+                            "not exist or is not a directory.")
         return folder
     root = os.environ.get(DATA_DIR_ENV)
     if root:

@@ -347,8 +347,9 @@ def evaluate(check: Check, current: Lookup, baseline: Lookup | None = None) -> O
         return Outcome(check, False, math.nan, math.nan, f"FAIL {check.text}: {e}")
     if math.isnan(value) or math.isnan(bound):
         side = "value" if math.isnan(value) else "bound"
-        return Outcome(check, False, value, bound, f"FAIL {check.text}: the {side} is NaN (not computed; "
-                       "Forget Quality and PrivLeak need a reference run)")
+        return Outcome(check, False, value, bound, f"FAIL {check.text}: the {side} is NaN (not computed: "
+                       "the results' warnings say why; Forget Quality, PrivLeak and DUSK's privleak need a "
+                       "reference run)")
     passed = COMPARISONS[check.op](value, bound)
     verdict = "pass" if passed else "FAIL"
     return Outcome(check, passed, value, bound, f"{verdict} {check.text}: value {value:.4g} {check.op} bound {bound:.4g}"

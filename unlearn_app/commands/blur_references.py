@@ -73,6 +73,9 @@ def _cmd(args: argparse.Namespace) -> int:
     if unknown or not sources:
         return error(f"--sources: {', '.join(unknown) or 'nothing'} is not a BLUR source; give some of "
                      f"{','.join(SOURCES)}.")
+    if args.data_dir and not Path(args.data_dir).expanduser().is_dir():  # before the model loads
+        return error(f"--data-dir {args.data_dir} is not a folder; give a local copy of forgelab/BLUR in the Hub's "
+                     "layout, or leave it out to read the Hub.")
     try:
         path = write_blur_references(args.model, Path(args.out), sources, args.data_dir, args.batch_size,
                                      args.device, args.max_tokens, args.apply_chat_template, args.limit)

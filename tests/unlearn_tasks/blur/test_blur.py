@@ -199,3 +199,13 @@ def test_blur_references_cli_names_a_bad_source(tmp_path):
                         "rwku,muse"])
     assert proc.returncode == 2 and "--sources: muse is not a BLUR source; give some of rwku,whp,wmdp,tofu" in proc.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_blur_references_names_a_missing_data_folder_before_loading_the_model(tmp_path, capsys):
+    from unlearn_app.cli import main
+
+    code = main(["blur-references", "--model", str(tmp_path / "no-model"), "--out", str(tmp_path / "r"),
+                 "--data-dir", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.count("\n") == 0 and f"--data-dir {tmp_path / 'nowhere'} is not a folder" in err
+    assert not (tmp_path / "r").exists()

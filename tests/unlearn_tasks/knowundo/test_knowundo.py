@@ -129,3 +129,29 @@ def test_unlearn_run_data_knowundo_trains_on_the_scopes(tiny_model_dir, knowundo
     assert "forget: privacy_unlearn" in (trained.out / "unlearn_config.yaml").read_text()
     res = run_lm_eval(trained.out, ["knowundo_privacy"], tmp_path / "ev", {"data_dir": str(knowundo_dir)}, batch_size=8)
     assert 0 <= res["results"]["knowundo_privacy"]["retention_success,none"] <= 100
+
+
+def test_a_tokenizers_bos_starts_the_request_as_in_the_release(tiny_model_dir, tmp_path):
+    """The release tokenises instruction + request + answer with the tokenizer's default special tokens (Llama-2's
+    BOS first); lm-eval's split of the request gives the same ids, BOS included, without ``add_bos_token``."""
+    import shutil
+
+    from lm_eval.models.huggingface import HFLM
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    from harness_ext.answer_logprobs import _encode
+
+    folder = tmp_path / "bos_model"
+    shutil.copytree(tiny_model_dir, folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    bos, bos_id = tok.eos_token, tok.eos_token_id  # the tiny tokenizer has no BOS of its own: its EOS plays one
+    tok._tokenizer.post_processor = TemplateProcessing(single=f"{bos} $A", special_tokens=[(bos, bos_id)])
+    tok.bos_token = bos
+    tok.save_pretrained(folder)
+    release = AutoTokenizer.from_pretrained(folder)
+    context, answer = "Tell me about Orla Venn.", "\n\nShe was born in Harrowgate."
+    whole = release(context + answer)["input_ids"]
+    assert whole[0] == bos_id
+    ctx, cont = _encode(HFLM(pretrained=str(folder), device="cpu", batch_size=1), context, answer)
+    assert ctx + cont == whole and ctx[0] == bos_id
