@@ -28,6 +28,12 @@ CASES = {
     "lume": ({"data": "lume", "lume_subtask": [2]},
              "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks lume "
              """--metadata '{"lume_split": "train"}'"""),
+    "dusk": ({"data": "dusk"}, "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks dusk"),
+    "knowundo": ({"data": "knowundo", "knowundo_domain": "privacy"},
+                 "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks knowundo_privacy"),
+    "blur": ({"data": "blur", "blur_source": "whp", "blur_references": "refs/BASE"},
+             "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks blur_whp "
+             """--metadata '{"blur_references": "refs/BASE"}'"""),
 }
 
 
