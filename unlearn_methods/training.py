@@ -239,6 +239,7 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
                 for f in run_fields()}
     resume_keys = [f.name for f in run_fields() if f.metadata["resume"]]  # the data sources' registered now too
     defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
+    defaults["ou_chat_mask"] = False  # and before --ou-chat-mask with every token but the padding attended
     saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
@@ -391,7 +392,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
         dataset = source.training_set(run, tokenizer)
-        collator = source.collator(tokenizer)
+        collator = source.collator(tokenizer, prompt_format_of(cfg))
         callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator, on_row)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,
