@@ -348,11 +348,12 @@ def max_param_diff(a, b) -> float:
     return max(float((p.detach() - other[n].detach()).abs().max()) for n, p in a.named_parameters())
 
 
-def unlearn_run_side_by_side(ou, method: str, steps_epochs: float, batch_size: int, lr: float, forget: str,
-                             work: Path, ou_chat_mask: bool = True) -> dict:
+def unlearn_run_side_by_side(ou, method: str, epochs: float, batch_size: int, lr: float, forget: str,
+                             work: Path) -> list[dict]:
     """``unlearn run`` (chat format, OU's system prompt, full fine-tuning, float32) on SmolLM2-135M-Instruct and the
-    demo corpus, against OU's trainer class run by the Trainer with OU's preprocessing and collator on the same
-    forget / retain pairs, the same Trainer arguments (so the same sampled order) and seed; the weights compared."""
+    demo corpus, with OU's attention mask (our default) and without it, against OU's trainer class run by the
+    Trainer with OU's preprocessing and collator on the same forget / retain pairs, the same Trainer arguments (so
+    the same sampled order) and seed; the weights compared."""
     import subprocess
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -367,15 +368,15 @@ def unlearn_run_side_by_side(ou, method: str, steps_epochs: float, batch_size: i
     from unlearn_methods.training import _training_args
 
     model_dir, data_dir = build_smollm2(), write_corpus(work / "data")
-    out = work / f"ours-{method}-{ou_chat_mask}"
-    command = [sys.executable, "-m", "unlearn_app", "run", "--method", method, "--model", str(model_dir), "--data",
-               "demo", "--data-dir", str(data_dir), "--forget", forget, "--full", "--prompt-format", "chat",
-               "--system-prompt", SYSTEM_PROMPT, "--dtype", "float32", "--batch-size", str(batch_size), "--epochs",
-               str(steps_epochs), "--lr", str(lr), "--out", str(out), "--quiet"]
-    if not ou_chat_mask:
-        command.append("--no-ou-chat-mask")
-    subprocess.run(command, check=True)
-    cfg = load_run_config(str(out / "unlearn_config.yaml"), out=str(work / "ou-checkpoints"), model=str(model_dir),
+    outs = {}
+    for mask in (True, False):
+        outs[mask] = work / f"ours-{method}-{mask}"
+        command = [sys.executable, "-m", "unlearn_app", "run", "--method", method, "--model", str(model_dir), "--data",
+                   "demo", "--data-dir", str(data_dir), "--forget", forget, "--full", "--prompt-format", "chat",
+                   "--system-prompt", SYSTEM_PROMPT, "--dtype", "float32", "--batch-size", str(batch_size),
+                   "--epochs", str(epochs), "--lr", str(lr), "--out", str(outs[mask]), "--quiet"]
+        subprocess.run(command + ([] if mask else ["--no-ou-chat-mask"]), check=True)
+    cfg = load_run_config(str(outs[True] / "unlearn_config.yaml"), out=str(work / "ou-run"), model=str(model_dir),
                           data_dir=str(data_dir))
 
     tok = AutoTokenizer.from_pretrained(model_dir)
@@ -394,24 +395,27 @@ def unlearn_run_side_by_side(ou, method: str, steps_epochs: float, batch_size: i
             assert item[part]["input_ids"].tolist() == ours[k][part]["input_ids"], (k, part)
             assert item[part]["labels"].tolist() == ours[k][part]["labels"], (k, part)
         items.append(item)
-    trainer_args = {"graddiff": ("GradDiff", {"gamma": 1.0, "alpha": 1.0, "retain_loss_type": "NLL"}),
-                    "npo": ("NPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"})}[method]
+    name, ou_args = {"graddiff": ("GradDiff", {"gamma": 1.0, "alpha": 1.0, "retain_loss_type": "NLL"}),
+                     "npo": ("NPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"})}[method]
     hf_set_seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     args = _training_args(cfg, work / "ou", len(items))
     args.save_strategy, args.disable_tqdm = "no", True
-    trainer = _ou_handling_hf5(ou.trainers[trainer_args[0]])(model=model, args=args, train_dataset=items,
-                                                             data_collator=ou.collator(tok), **trainer_args[1])
+    trainer = _ou_handling_hf5(ou.trainers[name])(model=model, args=args, train_dataset=items,
+                                                  data_collator=ou.collator(tok), **ou_args)
     trainer.train()
-    ours_model = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
     start = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    hidden = sum(int((torch.tensor(x[p]["input_ids"]) == tok.pad_token_id)[:-1].sum()) for x in ours for p in
-                 ("forget", "retain"))
-    return {"method": method, "ou_chat_mask": ou_chat_mask, "steps": trainer.state.global_step, "lr": lr,
-            "batch_size": batch_size, "forget": forget, "examples": len(items), "hidden_turn_ends": hidden,
-            "max_weight_change": max_param_diff(ours_model, start), "max_weight_change_ou": max_param_diff(model, start),
-            "max_weight_diff": max_param_diff(ours_model, model)}
+    hidden = sum(int((torch.tensor(x[p]["input_ids"][:-1]) == tok.pad_token_id).sum()) for x in ours
+                 for p in ("forget", "retain"))
+    rows = []
+    for mask, out in outs.items():
+        trained = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+        rows.append({"method": method, "ou_chat_mask": mask, "steps": trainer.state.global_step, "lr": lr,
+                     "batch_size": batch_size, "forget": forget, "examples": len(items), "hidden_turn_ends": hidden,
+                     "max_weight_change": max_param_diff(trained, start),
+                     "max_weight_change_ou": max_param_diff(model, start),
+                     "max_weight_diff": max_param_diff(trained, model)})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -427,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smollm2", nargs="*", metavar="METHOD", choices=("npo", "graddiff"),
                         help="Instead: `unlearn run` METHOD (npo, graddiff; default npo) in the chat format on "
                         "SmolLM2-135M-Instruct against OU's trainer run by the Trainer on the same pairs; the weights "
-                        "after one epoch of the demo corpus's forget01 (--batch-size, --lr) compared, with OU's "
+                        "after --steps steps (--batch-size, --lr) on the demo corpus's forget01 compared, with OU's "
                         "attention mask (our default) and without it.")
     args = parser.parse_args(argv)
 
@@ -446,10 +450,11 @@ def main(argv: list[str] | None = None) -> int:
               f"fine-tuning, batch {args.batch_size}, lr {args.lr:g}")
         with tempfile.TemporaryDirectory() as tmp:
             for method in args.smollm2 or ["npo"]:
-                for mask in (True, False):
-                    r = unlearn_run_side_by_side(ou, method, 1, args.batch_size, args.lr, "forget01", Path(tmp), mask)
+                # forget01 holds 6 examples: --steps of them
+                for r in unlearn_run_side_by_side(ou, method, args.steps * args.batch_size / 6 - 1e-3,
+                                                  args.batch_size, args.lr, "forget01", Path(tmp) / method):
                     rows.append(r)
-                    print(f"{method:<9} ou_chat_mask={str(mask).lower():<5} {r['steps']} steps on {r['examples']} "
+                    print(f"{method:<9} ou_chat_mask={str(r['ou_chat_mask']).lower():<5} {r['steps']} steps on {r['examples']} "
                           f"examples ({r['hidden_turn_ends']} end-of-turn tokens inside them): largest weight change "
                           f"{r['max_weight_change']:.2e} (OU {r['max_weight_change_ou']:.2e}), largest weight "
                           f"difference to OU {r['max_weight_diff']:.2e}", flush=True)

@@ -241,6 +241,8 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
     defaults["ou_chat_mask"] = False  # and before --ou-chat-mask with every token but the padding attended
     saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
+    if current.get("prompt_format") != "chat" and saved.get("prompt_format") != "chat":
+        resume_keys.remove("ou_chat_mask")  # it applies to the chat format only
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config

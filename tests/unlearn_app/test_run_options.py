@@ -104,7 +104,7 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
         "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file",
-        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS
+        "prompt_format", "system_prompt", "chat_template_args", "ou_chat_mask"} | RWKU_KEYS
     assert set(PATH_KEYS) == {"model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file"}
 
 

@@ -129,3 +129,23 @@ def test_flags_set_the_option(tiny_model_dir):
     assert option_values(parser.parse_args([*common, "--no-ou-chat-mask"]))["ou_chat_mask"] is False
     assert option_values(parser.parse_args([*common, "--ou-chat-mask"]))["ou_chat_mask"] is True
     assert "ou_chat_mask" not in option_values(parser.parse_args(common))
+
+
+def test_runs_saved_before_the_option_resume_with_the_mask_they_trained_with(tmp_path):
+    """A chat run saved before the option trained with every token attended: --resume needs --no-ou-chat-mask; a
+    plain run saved then resumes as it is (the option does not apply to it)."""
+    import yaml
+
+    from unlearn_methods.training import CONFIG_FILE, UnlearningFailed, check_resume, portable_config
+
+    for fmt in ("chat", "plain"):
+        cfg = load_run_config(None, model="m", out=str(tmp_path), prompt_format=fmt)
+        saved = {k: v for k, v in portable_config(cfg, tmp_path).items() if k != "ou_chat_mask"}
+        (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+        if fmt == "plain":
+            check_resume(cfg, tmp_path)
+            continue
+        with pytest.raises(UnlearningFailed, match="ou_chat_mask: saved False, now True"):
+            check_resume(cfg, tmp_path)
+        check_resume(load_run_config(None, model="m", out=str(tmp_path), prompt_format=fmt, ou_chat_mask=False),
+                     tmp_path)
