@@ -342,6 +342,22 @@ def _ou_handling_hf5(cls):
     return Compat
 
 
+def relative_update_diff(a, b, start) -> tuple[float, float]:
+    """(||(a - start) - (b - start)|| / ||b - start|| over every parameter, the fraction of weights whose updates
+    differ by more than 1% of b's largest update): the size of the difference of two runs' weight updates."""
+    other, first = dict(b.named_parameters()), dict(start.named_parameters())
+    diff = change = 0.0
+    largest = max(float((p.detach() - first[n].detach()).abs().max()) for n, p in other.items())
+    differing = total = 0
+    for n, p in a.named_parameters():
+        d = p.detach() - other[n].detach()
+        diff += float((d.double() ** 2).sum())
+        change += float(((other[n].detach() - first[n].detach()).double() ** 2).sum())
+        differing += int((d.abs() > 0.01 * largest).sum())
+        total += d.numel()
+    return (diff / max(change, 1e-300)) ** 0.5, differing / total
+
+
 def max_param_diff(a, b) -> float:
     """The largest absolute difference between two models' parameters of the same names."""
     other = dict(b.named_parameters())
@@ -414,7 +430,9 @@ def unlearn_run_side_by_side(ou, method: str, epochs: float, batch_size: int, lr
                      "batch_size": batch_size, "forget": forget, "examples": len(items), "hidden_turn_ends": hidden,
                      "max_weight_change": max_param_diff(trained, start),
                      "max_weight_change_ou": max_param_diff(model, start),
-                     "max_weight_diff": max_param_diff(trained, model)})
+                     "max_weight_diff": max_param_diff(trained, model),
+                     **dict(zip(("relative_update_diff", "fraction_differing"),
+                                relative_update_diff(trained, model, start)))})
     return rows
 
 
@@ -457,7 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{method:<9} ou_chat_mask={str(r['ou_chat_mask']).lower():<5} {r['steps']} steps on {r['examples']} "
                           f"examples ({r['hidden_turn_ends']} end-of-turn tokens inside them): largest weight change "
                           f"{r['max_weight_change']:.2e} (OU {r['max_weight_change_ou']:.2e}), largest weight "
-                          f"difference to OU {r['max_weight_diff']:.2e}", flush=True)
+                          f"difference to OU {r['max_weight_diff']:.2e}; updates' difference / OU's update "
+                          f"{r['relative_update_diff']:.2e} (L2), weights whose updates differ by more than 1% of the "
+                          f"largest: {r['fraction_differing']:.2e}", flush=True)
         if args.json:
             Path(args.json).write_text(json.dumps(rows, indent=2))
         return 0
