@@ -39,8 +39,9 @@ def _dual_after(setup, tmp_path, epochs: int, **params) -> float:
 def test_dual_moves_once_per_epoch_after_the_warm_up(setup, tmp_path):
     nll = setup[3]
     assert nll > 0.3
-    # one batch per epoch, weights unchanged at lr 1e-12: every pass sees the same retain NLL
-    assert _dual_after(setup, tmp_path, 2, dual_update="epoch", dual_warmup_epochs=1.0) == pytest.approx(
-        1.0 + 2 * (nll - 0.3), rel=1e-5)  # the ends of epochs 1 and 2 (epoch >= warm-up)
-    # per step (the default): the step of epoch 2 (the step of epoch 1 starts inside the warm-up)
-    assert _dual_after(setup, tmp_path, 2, dual_warmup_epochs=1.0) == pytest.approx(1.0 + (nll - 0.3), rel=1e-5)
+    # one batch per epoch, weights unchanged at lr 1e-12: every pass sees the same retain NLL. Warm-up 1.5 epochs:
+    # the end of epoch 2 alone moves lambda (per step it would not move: epoch 2's step starts at epoch 1.0 < 1.5;
+    # without the warm-up it would move twice)
+    assert _dual_after(setup, tmp_path, 2, dual_update="epoch", dual_warmup_epochs=1.5) == pytest.approx(
+        1.0 + (nll - 0.3), rel=1e-5)
+    assert _dual_after(setup, tmp_path, 2, dual_warmup_epochs=1.5) == 1.0  # per step: still inside the warm-up
