@@ -4,6 +4,12 @@ in the same order, the same AdamW) with each side's loss, compared weight by wei
 
     PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
         [--model tiny | smollm2 | DIR] [--steps 3] [--lr 1e-3] [--batch-size 4] [--json FILE]
+    PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
+        --smollm2 [npo | graddiff] --steps 2 --batch-size 1 --lr 1e-5
+
+The second form runs ``unlearn run`` itself (chat format, full fine-tuning, float32) on SmolLM2-135M-Instruct against
+OU's trainer class under the Trainer on the same pairs, with OU's attention mask (our default) and without, and
+compares the weights after ``--steps`` steps.
 
 open-unlearning (a checkout of github.com/locuslab/open-unlearning) is imported in this process from its ``src/``:
 its trainer package imports ``omegaconf`` (a type annotation) and ``deepspeed`` (RMU's type check of a wrapped
@@ -17,7 +23,8 @@ Per trainer (OU's config defaults; OU's class -> our method):
 
     GradAscent -> ga, GradDiff -> graddiff, NPO -> npo, SimNPO -> simnpo, DPO with refusals (IdkDPO) -> dpo,
     DPO with alternate answers (community AltPO) -> altpo, RMU -> rmu, UNDIAL -> undial, WGA -> wga,
-    SatImp -> satimp, CEU -> ceu, PDU -> pdu
+    SatImp -> satimp, CEU -> ceu, PDU -> pdu; GradDiff / NPO with retain_loss_type: KL -> retain_loss=kl,
+    PDU with dual_update_upon: epoch -> dual_update=epoch (each step made an epoch, the dual pass over its examples)
 
 the script prints OU's ``compute_loss``, ours, their difference, and after ``--steps`` optimizer steps the largest
 weight difference. Where OU's implementation differs from the paper, ours follows the paper by default and offers
