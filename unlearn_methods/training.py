@@ -29,7 +29,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, checkpoint_folder, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import RunConfig, run_fields
+from unlearn_methods.config import RunConfig, coerce_method_params, run_fields
 from unlearn_methods.eval_during import (
     ROWS_FILE,
     EvalDuringTraining,
@@ -241,6 +241,11 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
     defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
     defaults["ou_chat_mask"] = False  # and before --ou-chat-mask with every token but the padding attended
     saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
+    if saved.get("method") == current.get("method") and isinstance(saved.get("method_params"), dict):
+        try:  # a hyperparameter added since the run was saved is taken at its default (the value the run had)
+            saved["method_params"] = coerce_method_params(current["method"], saved["method_params"])
+        except ValueError:
+            pass  # reported as a difference below
     if current.get("prompt_format") != "chat" and saved.get("prompt_format") != "chat":
         resume_keys.remove("ou_chat_mask")  # it applies to the chat format only
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]

@@ -33,9 +33,10 @@ def test_each_flag_is_a_field_and_each_field_with_a_flag_is_in_the_parser():
         by_dest.setdefault(a.dest, []).extend(a.option_strings)
     assert set(by_dest) == set(FIELDS) - YAML_ONLY  # every flag is a RunConfig field, every field but these a flag
     assert by_dest["lora"] == ["--lora", "--full"] and by_dest["evaldu_minimal_set"] == ["--minimal-set"]
+    assert by_dest["ou_chat_mask"] == ["--ou-chat-mask", "--no-ou-chat-mask"]
     assert by_dest["hub_private"] == ["--public"] and by_dest["progress"] == ["--quiet"]
     assert by_dest["method_params"] == ["--param"]
-    assert all(len(flags) == 1 for dest, flags in by_dest.items() if dest != "lora")
+    assert all(len(flags) == 1 for dest, flags in by_dest.items() if dest not in ("lora", "ou_chat_mask"))
     assert all(a.default is None for a in actions)  # not given: the config file or the field's default applies
 
 
@@ -176,8 +177,11 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     cfg = load_run_config(saved)
     # the same keys and values (the data sources' options, declared on the sources since, saved under their names;
     # the prompt format's options, added since, at their defaults)
-    assert cfg.to_dict() == {**yaml.safe_load(SAVED_BEFORE), **yaml.safe_load(RWKU_DEFAULTS),
-                             "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
+    before = yaml.safe_load(SAVED_BEFORE)
+    assert cfg.to_dict() == {**before, **yaml.safe_load(RWKU_DEFAULTS),
+                             "prompt_format": "auto", "system_prompt": None, "chat_template_args": {},
+                             "ou_chat_mask": True,  # and npo's retain term, added since, at its default
+                             "method_params": {**before["method_params"], "retain_loss": "nll"}}
     assert set(cfg.to_dict()) == set(FIELDS)
 
 

@@ -149,3 +149,19 @@ def test_runs_saved_before_the_option_resume_with_the_mask_they_trained_with(tmp
             check_resume(cfg, tmp_path)
         check_resume(load_run_config(None, model="m", out=str(tmp_path), prompt_format=fmt, ou_chat_mask=False),
                      tmp_path)
+
+
+def test_runs_saved_before_a_hyperparameter_was_added_resume(tmp_path):
+    """An npo run saved before ``retain_loss`` existed resumes (the new parameter at its default, the run's value)."""
+    import yaml
+
+    from unlearn_methods.training import CONFIG_FILE, UnlearningFailed, check_resume, portable_config
+
+    cfg = load_run_config(None, model="m", out=str(tmp_path), method="npo")
+    saved = portable_config(cfg, tmp_path)
+    saved["method_params"] = {k: v for k, v in saved["method_params"].items() if k != "retain_loss"}
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(saved, sort_keys=False))
+    check_resume(cfg, tmp_path)
+    kl = load_run_config(None, model="m", out=str(tmp_path), method="npo", method_params={"retain_loss": "kl"})
+    with pytest.raises(UnlearningFailed, match="method_params: saved .*'retain_loss': 'nll'.*now .*'retain_loss': 'kl'"):
+        check_resume(kl, tmp_path)
