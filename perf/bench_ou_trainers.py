@@ -4,6 +4,12 @@ in the same order, the same AdamW) with each side's loss, compared weight by wei
 
     PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
         [--model tiny | smollm2 | DIR] [--steps 3] [--lr 1e-3] [--batch-size 4] [--json FILE]
+    PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
+        --smollm2 [npo | graddiff] --steps 2 --batch-size 1 --lr 1e-5
+
+The second form runs ``unlearn run`` itself (chat format, full fine-tuning, float32) on SmolLM2-135M-Instruct against
+OU's trainer class under the Trainer on the same pairs, with OU's attention mask (our default) and without, and
+compares the weights after ``--steps`` steps.
 
 open-unlearning (a checkout of github.com/locuslab/open-unlearning) is imported in this process from its ``src/``:
 its trainer package imports ``omegaconf`` (a type annotation) and ``deepspeed`` (RMU's type check of a wrapped
@@ -17,7 +23,8 @@ Per trainer (OU's config defaults; OU's class -> our method):
 
     GradAscent -> ga, GradDiff -> graddiff, NPO -> npo, SimNPO -> simnpo, DPO with refusals (IdkDPO) -> dpo,
     DPO with alternate answers (community AltPO) -> altpo, RMU -> rmu, UNDIAL -> undial, WGA -> wga,
-    SatImp -> satimp, CEU -> ceu, PDU -> pdu
+    SatImp -> satimp, CEU -> ceu, PDU -> pdu; GradDiff / NPO with retain_loss_type: KL -> retain_loss=kl,
+    PDU with dual_update_upon: epoch -> dual_update=epoch (each step made an epoch, the dual pass over its examples)
 
 the script prints OU's ``compute_loss``, ours, their difference, and after ``--steps`` optimizer steps the largest
 weight difference. Where OU's implementation differs from the paper, ours follows the paper by default and offers
@@ -130,8 +137,12 @@ def cases(rmu_layer: int) -> list[tuple[str, str, dict, str, dict, str]]:
         ("GradAscent", "GradAscent", {}, "ga", {}, "forget"),
         ("GradDiff", "GradDiff", {"gamma": 1.0, "alpha": 1.0, "retain_loss_type": "NLL"}, "graddiff",
          {"gamma": 1.0, "alpha": 1.0}, "forget"),
+        ("GradDiff (KL)", "GradDiff", {"gamma": 1.0, "alpha": 1.0, "retain_loss_type": "KL"}, "graddiff",
+         {"gamma": 1.0, "alpha": 1.0, "retain_loss": "kl"}, "forget"),
         ("NPO", "NPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"}, "npo",
          {"beta": 0.1, "alpha": 1.0, "gamma": 1.0}, "forget"),
+        ("NPO (KL)", "NPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "KL"}, "npo",
+         {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss": "kl"}, "forget"),
         ("SimNPO", "SimNPO", {"delta": 0.0, "beta": 4.5, "alpha": 1.0, "gamma": 0.125, "retain_loss_type": "NLL"},
          "simnpo", {"delta": 0.0, "beta": 4.5, "alpha": 1.0, "gamma": 0.125}, "forget"),
         ("IdkDPO", "DPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"}, "dpo",
@@ -150,6 +161,8 @@ def cases(rmu_layer: int) -> list[tuple[str, str, dict, str, dict, str]]:
         ("CE-U", "CEU", {"ignore_first_n_answer_tokens": 1}, "ceu", {"ignore_first_n": 1}, "forget"),
         ("PDU", "PDU", pdu_ou, "pdu", pdu, "forget"),
         ("PDU (OU mode)", "PDU", pdu_ou, "pdu", {**pdu, "ou_positions": True}, "forget"),
+        ("PDU (epoch)", "PDU", {**pdu_ou, "dual_update_upon": "epoch"}, "pdu",
+         {**pdu, "ou_positions": True, "dual_update": "epoch"}, "forget"),
     ]
 
 
@@ -187,7 +200,7 @@ def training_data(tok, template_args: dict, data_dir: Path):
     alternates = [[f"{r['answer'].split(' ')[0]} is not the one; it was someone else entirely."] for r in forget]
     dataset = ForgetRetainDataset(forget, retain, tok, ["I have no idea.", "That I cannot say."], seed=0,
                                   max_length=512, alternates=alternates,
-                                  prompt=PromptFormat(True, SYSTEM_PROMPT, template_args))
+                                  prompt=PromptFormat(True, SYSTEM_PROMPT, template_args, ou_chat_mask=True))
     return forget, alternates, dataset
 
 
@@ -198,21 +211,29 @@ def batch_indices(b: int, batch_size: int, n_items: int) -> list[int]:
 
 def our_batches(tok, template_args: dict, batch_size: int, n: int, data_dir: Path) -> list[dict]:
     """``n`` of our batches, in order."""
+    return our_data(tok, template_args, batch_size, n, data_dir)[0]
+
+
+def our_data(tok, template_args: dict, batch_size: int, n: int, data_dir: Path) -> tuple[list[dict], list[dict]]:
+    """(``n`` of our batches in order, the examples they hold in order)."""
     from unlearn_methods.forget_retain import PairCollator
 
     _, _, dataset = training_data(tok, template_args, data_dir)
-    collate = PairCollator(tok.pad_token_id)
-    return [collate([dataset[i] for i in batch_indices(b, batch_size, len(dataset))]) for b in range(n)]
+    collate = PairCollator(tok.pad_token_id, hide_pad_token=True)  # unlearn run's default in the chat format
+    items = [[dataset[i] for i in batch_indices(b, batch_size, len(dataset))] for b in range(n)]
+    return [collate(x) for x in items], [x for batch in items for x in batch]
 
 
 def batches(ou, tok, template_args: dict, batch_size: int, n: int, data_dir: Path):
-    """``n`` batches: (OU's batch from its preprocessing and collator, ours), the tokens checked equal."""
+    """(``n`` batches: (OU's batch from its preprocessing and collator, ours), the tokens and attention masks checked
+    equal; (OU's items, ours) of those batches in order)."""
     forget, alternates, ours = training_data(tok, template_args, data_dir)
     listed = ListChatTokens(tok)
     template = {"apply_chat_template": True, "system_prompt": SYSTEM_PROMPT, **template_args}
     collate_ou = ou.collator(tok)
-    out = []
+    out, items = [], ([], [])
     for b, our_batch in enumerate(our_batches(tok, template_args, batch_size, n, data_dir)):
+        items[1].extend(ours[i] for i in batch_indices(b, batch_size, len(ours)))
         ou_items = []
         for i in batch_indices(b, batch_size, len(ours)):
             f, _ = ours.examples[i]
@@ -223,13 +244,25 @@ def batches(ou, tok, template_args: dict, batch_size: int, n: int, data_dir: Pat
 
             ou_items.append({"forget": pre(q["question"], q["answer"]), "retain": pre(r["question"], r["answer"]),
                              "idk": pre(q["question"], ours.idk[f]), "alternate": pre(q["question"], alternates[f][0])})
+        items[0].extend(ou_items)
         ou_batch = collate_ou(ou_items)
         for part, key in (("forget", "forget"), ("retain", "retain"), ("forget_idk", "idk"),
                           ("forget_alternate", "alternate")):
-            for name in ("input_ids", "labels"):
-                assert torch.equal(our_batch[part][name], ou_batch[key][name]), (part, name)
+            for name in ("input_ids", "labels", "attention_mask"):
+                assert torch.equal(our_batch[part][name].long(), ou_batch[key][name].long()), (part, name)
         out.append((ou_batch, our_batch))
-    return out
+    return out, items
+
+
+def hidden_turn_ends(batch: dict) -> int:
+    """Positions inside the sequences (before each row's last attended one) that the attention mask hides: with OU's
+    mask, the pad token where it ends a turn."""
+    hidden = 0
+    for row in batch["attention_mask"].bool():
+        kept = row.nonzero()
+        if len(kept):
+            hidden += int((~row[: int(kept.max())]).sum())
+    return hidden
 
 
 def ou_inputs(batch: dict, forget: str) -> dict:
@@ -238,26 +271,38 @@ def ou_inputs(batch: dict, forget: str) -> dict:
     return {"forget": {"original": batch["forget"], "alternate": batch[forget]}, "retain": batch["retain"]}
 
 
-def make_trainers(ou, case, model_dir: Path, work: Path):
-    """(OU's trainer, our trainer), each on its own copy of the model."""
+def make_trainers(ou, case, model_dir: Path, work: Path, items=None, tok=None, batch_size: int = 1):
+    """(OU's trainer, our trainer), each on its own copy of the model; with ``items`` ((OU's, ours)), each with its
+    training set and collator (PDU's dual pass over the epoch reads them)."""
     from transformers import AutoModelForCausalLM, TrainingArguments
 
     from unlearn_methods import get_method
     from unlearn_methods.base import UnlearnTrainer
+    from unlearn_methods.forget_retain import PairCollator
 
     label, ou_name, ou_args, ours_name, ours_params, _ = case
-    args = TrainingArguments(output_dir=str(work / "trainer"), report_to=[], use_cpu=True, per_device_train_batch_size=1)
+    args = TrainingArguments(output_dir=str(work / "trainer"), report_to=[], use_cpu=True,
+                             per_device_train_batch_size=batch_size, remove_unused_columns=False)
+    data = {}
+    if items is not None:
+        data = ({"train_dataset": items[0], "data_collator": ou.collator(tok)},
+                {"train_dataset": items[1], "data_collator": PairCollator(tok.pad_token_id, hide_pad_token=True)})
     ou_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     our_model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    ou_trainer = ou.trainers[ou_name](model=ou_model, args=args, **ou_args)
+    ou_trainer = ou.trainers[ou_name](model=ou_model, args=args, **(data[0] if data else {}), **ou_args)
     ou_trainer.state.epoch = 0.0
-    our_trainer = UnlearnTrainer(model=our_model, args=args, method=get_method(ours_name, ours_params))
+    our_trainer = UnlearnTrainer(model=our_model, args=args, method=get_method(ours_name, ours_params),
+                                 **(data[1] if data else {}))
     our_trainer.state.epoch = 0.0
     return ou_trainer, our_trainer
 
 
-def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path) -> dict:
-    ou_trainer, our_trainer = make_trainers(ou, case, model_dir, work)
+def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path, items=None, tok=None,
+             batch_size: int = 1) -> dict:
+    """OU's and our losses at each of ``steps`` AdamW steps on ``data``, and the weights after them. PDU with the
+    dual variable moved per epoch: each step is an epoch (the training set is ``items``, one pass per epoch)."""
+    epochs = case[1] == "PDU" and case[2].get("dual_update_upon") == "epoch"
+    ou_trainer, our_trainer = make_trainers(ou, case, model_dir, work, items if epochs else None, tok, batch_size)
     forget = case[5]
     result: dict = {"case": case[0], "ou_losses": [], "our_losses": []}
     ou_opt = torch.optim.AdamW(ou_trainer.model.parameters(), lr=lr, weight_decay=0.0)
@@ -274,6 +319,14 @@ def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path)
             loss.backward()
             opt.step()
         our_trainer.state.global_step = ou_trainer.state.global_step = step + 1
+        if epochs:  # the end of an epoch: each side's dual pass over the training set, in the same sampled order
+            our_trainer.state.epoch = ou_trainer.state.epoch = float(step + 1)
+            torch.manual_seed(step)
+            ou_trainer.post_epoch_dual_param_update()
+            torch.manual_seed(step)
+            our_trainer.method.on_epoch_end(our_trainer.ctx)
+            result.setdefault("ou_dual", []).append(float(ou_trainer.preferences[1]))
+            result.setdefault("our_dual", []).append(float(our_trainer.method.dual))
     ou_weights = dict(ou_trainer.model.named_parameters())
     result["max_weight_diff"] = max(float((p.detach() - ou_weights[n].detach()).abs().max())
                                     for n, p in our_trainer.model.named_parameters())
@@ -283,6 +336,111 @@ def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path)
     result["max_weight_change"] = max(float((p.detach() - start[n].detach()).abs().max())
                                       for n, p in ou_trainer.model.named_parameters())
     return result
+
+
+def _ou_handling_hf5(cls):
+    """OU's trainer class, its ``compute_loss`` taking the ``num_items_in_batch`` that transformers 5's training step
+    passes (OU's signature predates it; the loss is OU's)."""
+
+    class Compat(cls):
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            return super().compute_loss(model, inputs, return_outputs=return_outputs)
+
+    return Compat
+
+
+def relative_update_diff(a, b, start) -> tuple[float, float]:
+    """(||(a - start) - (b - start)|| / ||b - start|| over every parameter, the fraction of weights whose updates
+    differ by more than 1% of b's largest update): the size of the difference of two runs' weight updates."""
+    other, first = dict(b.named_parameters()), dict(start.named_parameters())
+    diff = change = 0.0
+    largest = max(float((p.detach() - first[n].detach()).abs().max()) for n, p in other.items())
+    differing = total = 0
+    for n, p in a.named_parameters():
+        d = p.detach() - other[n].detach()
+        diff += float((d.double() ** 2).sum())
+        change += float(((other[n].detach() - first[n].detach()).double() ** 2).sum())
+        differing += int((d.abs() > 0.01 * largest).sum())
+        total += d.numel()
+    return (diff / max(change, 1e-300)) ** 0.5, differing / total
+
+
+def max_param_diff(a, b) -> float:
+    """The largest absolute difference between two models' parameters of the same names."""
+    other = dict(b.named_parameters())
+    return max(float((p.detach() - other[n].detach()).abs().max()) for n, p in a.named_parameters())
+
+
+def unlearn_run_side_by_side(ou, method: str, epochs: float, batch_size: int, lr: float, forget: str,
+                             work: Path) -> list[dict]:
+    """``unlearn run`` (chat format, OU's system prompt, full fine-tuning, float32) on SmolLM2-135M-Instruct and the
+    demo corpus, with OU's attention mask (our default) and without it, against OU's trainer class run by the
+    Trainer with OU's preprocessing and collator on the same forget / retain pairs, the same Trainer arguments (so
+    the same sampled order) and seed; the weights compared."""
+    import subprocess
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import set_seed as hf_set_seed
+
+    from unlearn_methods.config import load_run_config
+    from unlearn_methods.forget_retain import ForgetRetainDataset, load_qa
+    from unlearn_methods.idk import load_idk_answers
+    from unlearn_methods.pretrained import build_smollm2
+    from unlearn_methods.prompt_format import PromptFormat
+    from unlearn_methods.scaffolding.tofu_corpus import write_corpus
+    from unlearn_methods.training import _training_args
+
+    model_dir, data_dir = build_smollm2(), write_corpus(work / "data")
+    outs = {}
+    for mask in (True, False):
+        outs[mask] = work / f"ours-{method}-{mask}"
+        command = [sys.executable, "-m", "unlearn_app", "run", "--method", method, "--model", str(model_dir), "--data",
+                   "demo", "--data-dir", str(data_dir), "--forget", forget, "--full", "--prompt-format", "chat",
+                   "--system-prompt", SYSTEM_PROMPT, "--dtype", "float32", "--batch-size", str(batch_size),
+                   "--epochs", str(epochs), "--lr", str(lr), "--out", str(outs[mask]), "--quiet"]
+        subprocess.run(command + ([] if mask else ["--no-ou-chat-mask"]), check=True)
+    cfg = load_run_config(str(outs[True] / "unlearn_config.yaml"), out=str(work / "ou-run"), model=str(model_dir),
+                          data_dir=str(data_dir))
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    forget_rows, retain_rows = load_qa(cfg.forget, data_dir=str(data_dir)), load_qa(cfg.retain, data_dir=str(data_dir))
+    ours = ForgetRetainDataset(forget_rows, retain_rows, tok, load_idk_answers(None), seed=cfg.seed,
+                               max_length=cfg.max_length, prompt=PromptFormat(True, SYSTEM_PROMPT))
+    template = {"apply_chat_template": True, "system_prompt": SYSTEM_PROMPT}
+    listed, items = ListChatTokens(tok), []
+    for k in range(len(ours)):  # our pairing (OU draws a retain item at random at each access)
+        f, r = forget_rows[ours.examples[k][0]], retain_rows[ours.retain_order[k % len(retain_rows)]]
+        item = {"forget": ou.preprocess(listed, template, [f["question"]], [f["answer"]], max_length=cfg.max_length),
+                "retain": ou.preprocess(listed, template, [r["question"]], [r["answer"]], max_length=cfg.max_length)}
+        for part in ("forget", "retain"):
+            assert item[part]["input_ids"].tolist() == ours[k][part]["input_ids"], (k, part)
+            assert item[part]["labels"].tolist() == ours[k][part]["labels"], (k, part)
+        items.append(item)
+    name, ou_args = {"graddiff": ("GradDiff", {"gamma": 1.0, "alpha": 1.0, "retain_loss_type": "NLL"}),
+                     "npo": ("NPO", {"beta": 0.1, "alpha": 1.0, "gamma": 1.0, "retain_loss_type": "NLL"})}[method]
+    hf_set_seed(cfg.seed)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    args = _training_args(cfg, work / "ou", len(items))
+    args.save_strategy, args.disable_tqdm = "no", True
+    trainer = _ou_handling_hf5(ou.trainers[name])(model=model, args=args, train_dataset=items,
+                                                  data_collator=ou.collator(tok), **ou_args)
+    trainer.train()
+    start = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    hidden = sum(int((torch.tensor(x[p]["input_ids"][:-1]) == tok.pad_token_id).sum()) for x in ours
+                 for p in ("forget", "retain"))
+    rows = []
+    for mask, out in outs.items():
+        trained = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32)
+        rows.append({"method": method, "ou_chat_mask": mask, "steps": trainer.state.global_step, "lr": lr,
+                     "batch_size": batch_size, "forget": forget, "examples": len(items), "hidden_turn_ends": hidden,
+                     "max_weight_change": max_param_diff(trained, start),
+                     "max_weight_change_ou": max_param_diff(model, start),
+                     "max_weight_diff": max_param_diff(trained, model),
+                     **dict(zip(("relative_update_diff", "fraction_differing"),
+                                relative_update_diff(trained, model, start)))})
+    return rows
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -295,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=4, help="Forget items per batch (default 4).")
     parser.add_argument("--only", nargs="*", help="Run only these cases (labels as printed).")
     parser.add_argument("--json", metavar="FILE", help="Also write the results as JSON.")
+    parser.add_argument("--smollm2", nargs="*", metavar="METHOD", choices=("npo", "graddiff"),
+                        help="Instead: `unlearn run` METHOD (npo, graddiff; default npo) in the chat format on "
+                        "SmolLM2-135M-Instruct against OU's trainer run by the Trainer on the same pairs; the weights "
+                        "after --steps steps (--batch-size, --lr) on the demo corpus's forget01 compared, with OU's "
+                        "attention mask (our default) and without it.")
     args = parser.parse_args(argv)
 
     from transformers.utils import logging as hf_logging
@@ -306,27 +469,50 @@ def main(argv: list[str] | None = None) -> int:
     torch.use_deterministic_algorithms(True)
     ou = load_open_unlearning(Path(args.open_unlearning).resolve())
     rows = []
+    if args.smollm2 is not None:
+        print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()} ({os.cpu_count()} CPUs, load "
+              f"{os.getloadavg()[0]:.2f}); unlearn run vs OU's trainer, SmolLM2-135M-Instruct, float32, full "
+              f"fine-tuning, batch {args.batch_size}, lr {args.lr:g}")
+        with tempfile.TemporaryDirectory() as tmp:
+            for method in args.smollm2 or ["npo"]:
+                # forget01 holds 6 examples: --steps of them
+                for r in unlearn_run_side_by_side(ou, method, args.steps * args.batch_size / 6 - 1e-3,
+                                                  args.batch_size, args.lr, "forget01", Path(tmp) / method):
+                    rows.append(r)
+                    print(f"{method:<9} ou_chat_mask={str(r['ou_chat_mask']).lower():<5} {r['steps']} steps on {r['examples']} "
+                          f"examples ({r['hidden_turn_ends']} end-of-turn tokens inside them): largest weight change "
+                          f"{r['max_weight_change']:.2e} (OU {r['max_weight_change_ou']:.2e}), largest weight "
+                          f"difference to OU {r['max_weight_diff']:.2e}; updates' difference / OU's update "
+                          f"{r['relative_update_diff']:.2e} (L2), weights whose updates differ by more than 1% of the "
+                          f"largest: {r['fraction_differing']:.2e}", flush=True)
+        if args.json:
+            Path(args.json).write_text(json.dumps(rows, indent=2))
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model_dir, tok = build_model(args.model, work)
         template_args = {"date_string": DATE} if "date_string" in (tok.chat_template or "") else {}
-        data = batches(ou, tok, template_args, args.batch_size, max(1, args.steps), write_corpus(work / "data"))
+        data, items = batches(ou, tok, template_args, args.batch_size, max(1, args.steps), write_corpus(work / "data"))
         from transformers import AutoConfig
 
         rmu_layer = max(0, AutoConfig.from_pretrained(model_dir).num_hidden_layers // 2 - 1)
         print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()} ({os.cpu_count()} CPUs, load "
               f"{os.getloadavg()[0]:.2f}), model {args.model}, batch {args.batch_size}, {args.steps} steps, lr {args.lr:g}; "
-              f"examples in OU's chat tokens (system prompt, {template_args or 'no template arguments'}): identical")
+              f"examples in OU's chat tokens (system prompt, {template_args or 'no template arguments'}) and its "
+              f"attention mask ({sum(hidden_turn_ends(b[1][p]) for b in data for p in ('forget', 'retain'))} "
+              f"end-of-turn positions hidden in the forget / retain batches): identical")
         print(f"{'case':<18} {'OU loss (step 1)':>17} {'ours':>17} {'|diff|':>9} {'max |dW|':>9} {'max dW vs OU':>13}")
         for case in cases(rmu_layer):
             if args.only and case[0] not in args.only:
                 continue
-            r = run_case(ou, case, model_dir, data, args.steps, args.lr, work)
+            r = run_case(ou, case, model_dir, data, args.steps, args.lr, work, items, tok, args.batch_size)
             diff = max(abs(a - b) for a, b in zip(r["ou_losses"], r["our_losses"]))
             r["max_loss_diff"] = diff
             rows.append(r)
             print(f"{r['case']:<18} {r['ou_losses'][0]:>17.9g} {r['our_losses'][0]:>17.9g} {diff:>9.2e} "
                   f"{r['max_weight_change']:>9.2e} {r['max_weight_diff']:>13.2e}")
+            if "ou_dual" in r:
+                print(f"{'':<18} dual variable after each epoch: OU {r['ou_dual']}, ours {r['our_dual']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     return 0

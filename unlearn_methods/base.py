@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
-from transformers import Trainer
+from transformers import Trainer, TrainerCallback
 
 from unlearn_methods.losses import NORM_KEY, WEIGHT_KEY, forward
 from unlearn_methods.params import MethodParams
@@ -94,6 +94,9 @@ class UnlearnMethod:
     def after_step(self, ctx: MethodContext, terms: dict[str, float]) -> None:
         """Called once per optimiser step with the step's logged terms over its global batch (e.g. a dual update)."""
 
+    def on_epoch_end(self, ctx: MethodContext) -> None:
+        """Called at the end of every training epoch (e.g. a dual update per epoch)."""
+
     # Hooks for methods that are more than a loss (Task Vector, WHP, AltPO).
     def prepare(self, run) -> None:
         """Called before training with the run (see :mod:`unlearn_methods.training`)."""
@@ -123,6 +126,7 @@ class UnlearnTrainer(Trainer):
         self._terms: dict[str, list[float]] = {}
         self._step_terms: dict[str, float] = {}  # this step's terms, summed over its micro-batches on this process
         self._micro_batches = 1  # of the current step, on every process
+        self.add_callback(_EpochEnd(self))
 
     def _make_reference(self):
         if hasattr(self.model, "disable_adapter"):  # LoRA: the base weights are the reference, no copy needed
@@ -245,3 +249,14 @@ class UnlearnTrainer(Trainer):
                 logs[k] = sum(values) / len(values)
         self._terms = {}
         super().log(logs, *args, **kwargs)
+
+
+class _EpochEnd(TrainerCallback):
+    """Calls the method's :meth:`UnlearnMethod.on_epoch_end` at the end of each epoch."""
+
+    def __init__(self, trainer: UnlearnTrainer) -> None:
+        self.trainer = trainer
+
+    def on_epoch_end(self, args, state, control, **kwargs):
+        self.trainer._flush_step_terms()  # the epoch's last step reaches after_step first
+        self.trainer.method.on_epoch_end(self.trainer.ctx)

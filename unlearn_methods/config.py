@@ -87,6 +87,12 @@ class RunConfig:
                                                 "Llama-3 setting); true/false become booleans; repeatable.",
                                                 flag="--chat-template-arg", repeat=True, metavar="KEY=VALUE",
                                                 resume=True)
+    ou_chat_mask: bool = option(True, "With the chat format: open-unlearning's attention mask, input_ids != pad token, "
+                                "which hides every end-of-turn token where the pad token is the end of turn "
+                                "(SmolLM2, Llama-3 padded with EOS), as open-unlearning trains and as the TOFU tasks' "
+                                "chat mode scores (their ou_chat_mask option).",
+                                negative=("--no-ou-chat-mask", "With the chat format: attend to every token but the "
+                                          "padding."), resume=True)
     method_params: dict[str, Any] = option({}, "Method hyperparameter, e.g. --param beta=0.2 (repeatable); read as "
                                            "the parameter's declared type and checked against its range before "
                                            "training. `unlearn methods` lists each method's parameters.",
@@ -153,6 +159,9 @@ class RunConfig:
         if self.prompt_format == "plain" and (self.system_prompt is not None or self.chat_template_args):
             raise ValueError("--system-prompt and --chat-template-arg apply to the chat format; drop them or use "
                              "--prompt-format chat (or auto).")
+        if self.prompt_format == "plain" and not self.ou_chat_mask:
+            raise ValueError("--no-ou-chat-mask applies to the chat format (the plain format never hides the pad "
+                             "token); drop it or use --prompt-format chat (or auto).")
         self.chat_template_args = {k: {"true": True, "false": False}.get(v, v) if isinstance(v, str) else v
                                    for k, v in self.chat_template_args.items()}
         if self.merge and not self.lora:

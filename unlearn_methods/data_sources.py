@@ -107,10 +107,12 @@ class DataSource:
                                    max_length=cfg.max_length, alternates=run.alternates,
                                    prompt=prompt_format_of(cfg))
 
-    def collator(self, tokenizer) -> Any:
+    def collator(self, tokenizer, prompt: Any = None) -> Any:
+        """The batches' collator; ``prompt``: the run's :class:`~unlearn_methods.prompt_format.PromptFormat` (its
+        ``ou_chat_mask`` selects open-unlearning's attention mask)."""
         from unlearn_methods.forget_retain import PairCollator
 
-        return PairCollator(tokenizer.pad_token_id)
+        return PairCollator(tokenizer.pad_token_id, bool(prompt is not None and prompt.ou_chat_mask))
 
 
 #: Registered sources, in the order :func:`data_source` tries them (the TOFU-schema source last).
@@ -254,7 +256,7 @@ class Clear(DataSource):
         return VisionForgetRetainDataset(run.forget, run.retain, tokenizer, load_idk_answers(cfg.idk_file),
                                          seed=cfg.seed, max_length=cfg.max_length, alternates=run.alternates)
 
-    def collator(self, tokenizer) -> Any:
+    def collator(self, tokenizer, prompt: Any = None) -> Any:
         from unlearn_methods.vlm import VisionPairCollator
 
         return VisionPairCollator(tokenizer.tokenizer.pad_token_id)

@@ -38,13 +38,14 @@ def tokenize_qa(records: list[dict], tokenizer: PreTrainedTokenizerBase, max_len
 
 
 class QACollator:
-    """Right-pads ``input_ids`` with the pad token and ``labels`` with -100."""
+    """Right-pads ``input_ids`` with the pad token and ``labels`` with -100 (``hide_pad_token``: open-unlearning's
+    attention mask, see :func:`unlearn_methods.forget_retain.pad_batch`)."""
 
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
+    def __init__(self, pad_token_id: int, hide_pad_token: bool = False) -> None:
+        self.pad_token_id, self.hide_pad_token = pad_token_id, hide_pad_token
 
     def __call__(self, features: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
-        return pad_batch(features, self.pad_token_id)
+        return pad_batch(features, self.pad_token_id, self.hide_pad_token)
 
 
 def finetune(
@@ -87,7 +88,7 @@ def finetune(
         model=model,
         args=args,
         train_dataset=tokenize_qa(records, tokenizer, prompt=prompt),
-        data_collator=QACollator(tokenizer.pad_token_id),
+        data_collator=QACollator(tokenizer.pad_token_id, prompt.ou_chat_mask),
     )
     result = trainer.train()
     if save:

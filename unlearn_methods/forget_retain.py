@@ -133,8 +133,10 @@ class ForgetRetainDataset(Dataset):
         return item
 
 
-def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int) -> dict[str, torch.Tensor]:
-    """Right-pad ``input_ids`` (pad token) and ``labels`` (-100); build the attention mask."""
+def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int, hide_pad_token: bool = False) -> dict[str, torch.Tensor]:
+    """Right-pad ``input_ids`` (pad token) and ``labels`` (-100); build the attention mask: the padding hidden, or with
+    ``hide_pad_token`` every position holding the pad token (``input_ids != pad_token_id``, open-unlearning's
+    collator: with pad = end of turn, the end-of-turn tokens inside the sequence too)."""
     width = max(len(x["input_ids"]) for x in items)
     ids = torch.full((len(items), width), pad_token_id, dtype=torch.long)
     labels = torch.full((len(items), width), -100, dtype=torch.long)
@@ -144,14 +146,18 @@ def pad_batch(items: list[dict[str, list[int]]], pad_token_id: int) -> dict[str,
         ids[row, :n] = torch.tensor(x["input_ids"])
         labels[row, :n] = torch.tensor(x["labels"])
         mask[row, :n] = 1
+    if hide_pad_token:
+        mask = (ids != pad_token_id).long()
     return {"input_ids": ids, "labels": labels, "attention_mask": mask}
 
 
 class PairCollator:
-    """Collates :class:`ForgetRetainDataset` (or :class:`TextForgetRetainDataset`) items into ``{part: padded batch}``."""
+    """Collates :class:`ForgetRetainDataset` (or :class:`TextForgetRetainDataset`) items into ``{part: padded batch}``
+    (``hide_pad_token``: open-unlearning's attention mask, see :func:`pad_batch`)."""
 
-    def __init__(self, pad_token_id: int) -> None:
-        self.pad_token_id = pad_token_id
+    def __init__(self, pad_token_id: int, hide_pad_token: bool = False) -> None:
+        self.pad_token_id, self.hide_pad_token = pad_token_id, hide_pad_token
 
     def __call__(self, features: list[dict]) -> dict[str, dict[str, torch.Tensor]]:
-        return {part: pad_batch([f[part] for f in features], self.pad_token_id) for part in PARTS if part in features[0]}
+        return {part: pad_batch([f[part] for f in features], self.pad_token_id, self.hide_pad_token)
+                for part in PARTS if part in features[0]}

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from unlearn_methods.base import MethodContext, UnlearnMethod
 from unlearn_methods.losses import (
     NORM_KEY,
+    WEIGHT_KEY,
     answer_mask,
     batch_mean,
     forward,
@@ -21,6 +22,7 @@ from unlearn_methods.losses import (
     masked_mean,
     mean_nll,
     position_mask,
+    row_weight,
     sequence_nll,
     share,
     soft_cross_entropy,
@@ -65,17 +67,69 @@ class GradientAscent(UnlearnMethod):
         return -forget, {"forget_nll": _logged(forget)}
 
 
+#: What ``retain_loss=kl`` divides by: the positions of the retain batch, padding included (filler rows left out).
+_KL_POSITIONS = "kl_positions"
+
+
+def _kl_all_positions(ctx: MethodContext, model, batch: dict) -> torch.Tensor:
+    """KL(reference || model) of the next-token distributions at every position of ``batch`` (prompt, answer and
+    padding; the last position too), averaged over the positions: open-unlearning's ``compute_kl_divergence``
+    (``kl_div(..., reduction="batchmean")`` over the [B * T, V] log-probabilities), as TOFU's code computes its KL."""
+    logp = F.log_softmax(forward(model, batch).logits.float(), -1)
+    ref_logp = F.log_softmax(ctx.reference_outputs(batch).logits.float(), -1)
+    kl = (ref_logp.exp() * (ref_logp - logp)).sum(-1)  # [B, T]
+    weight = row_weight(batch, kl[:, 0])
+    return (kl * weight[:, None]).sum() / share(batch, _KL_POSITIONS, weight.sum() * kl.shape[1])
+
+
+@dataclass
+class RetainLoss(MethodParams):
+    """The retain term's kind, as open-unlearning's ``retain_loss_type``."""
+
+    retain_loss: str = param("nll", "the retain term: nll = NLL of the retain answers; kl = KL(original || model) "
+                             "averaged over every position of the retain sequences, prompt and padding included (the "
+                             "frozen original model is kept), as open-unlearning's retain_loss_type: KL",
+                             choices=("nll", "kl"))
+
+
+class _RetainTerm(UnlearnMethod):
+    """A method whose retain term is the NLL or open-unlearning's KL (``Params.retain_loss``)."""
+
+    def __init__(self, params=None) -> None:
+        super().__init__(params)
+        if self.params.retain_loss == "kl":
+            self.needs_reference = True
+
+    def counts(self, part, batch):
+        if part != "retain" or self.params.retain_loss != "kl":
+            return {}
+        weight = batch.get(WEIGHT_KEY, torch.ones(batch["input_ids"].shape[0]))
+        return {_KL_POSITIONS: weight.sum() * batch["input_ids"].shape[1]}
+
+    def retain_term(self, ctx: MethodContext, model, batch: dict) -> tuple[torch.Tensor, dict[str, float]]:
+        """(the retain term, its logged value by name)."""
+        if self.params.retain_loss == "kl":
+            kl = _kl_all_positions(ctx, model, batch)
+            return kl, {"retain_kl": _logged(kl)}
+        nll = _nll(model, batch)
+        return nll, {"retain_nll": _logged(nll)}
+
+
 @register
-class GradientDifference(UnlearnMethod):
+class GradientDifference(_RetainTerm):
     name = "graddiff"
     summary = "Gradient Difference: ascent on forget, descent on retain."
     paper = "Liu et al., Continual Learning and Private Unlearning, CoLLAs 2022"
-    Params = ForgetRetain
+
+    @dataclass
+    class Params(RetainLoss, ForgetRetain):
+        pass
 
     def loss(self, ctx, model, inputs):
         p = self.params
-        forget, retain = _nll(model, inputs["forget"]), _nll(model, inputs["retain"])
-        return -p.gamma * forget + p.alpha * retain, {"forget_nll": _logged(forget), "retain_nll": _logged(retain)}
+        forget = _nll(model, inputs["forget"])
+        retain, logged = self.retain_term(ctx, model, inputs["retain"])
+        return -p.gamma * forget + p.alpha * retain, {"forget_nll": _logged(forget), **logged}
 
 
 @register
@@ -136,21 +190,24 @@ class DPO(UnlearnMethod):
 
 
 @register
-class NPO(UnlearnMethod):
+class NPO(_RetainTerm):
     name = "npo"
     summary = "Negative Preference Optimisation: -2/beta * logsigmoid(beta * (NLL - NLL_ref)) on forget, plus retain NLL."
     paper = "Zhang et al., Negative Preference Optimization, COLM 2024"
     needs_reference = True
-    Params = Preference
+
+    @dataclass
+    class Params(RetainLoss, Preference):
+        pass
 
     def loss(self, ctx, model, inputs):
         p = self.params
         log_ratio, nll = _log_ratio(ctx, model, inputs["forget"])
         f = inputs["forget"]
         npo = batch_mean(-2.0 / p.beta * F.logsigmoid(-p.beta * log_ratio), f)
-        retain = _nll(model, inputs["retain"])
+        retain, logged = self.retain_term(ctx, model, inputs["retain"])
         return p.gamma * npo + p.alpha * retain, {"npo": _logged(npo), "forget_seq_nll": _logged(batch_mean(nll, f)),
-                                                  "retain_nll": _logged(retain)}
+                                                  **logged}
 
 
 @register
@@ -525,7 +582,10 @@ class PDU(UnlearnMethod):
     batch is split over processes); ``ou_positions=true`` over the logits at the answer tokens' own positions (labels
     not shifted: one position later, the last answer token's included), as open-unlearning does. lambda is not saved
     in checkpoints: ``--resume`` restarts it from ``alpha``. lambda moves once per optimiser step, on the retain NLL
-    of the step's whole batch (every process, every micro-batch).
+    of the step's whole batch (every process, every micro-batch); ``dual_update=epoch`` moves it once per epoch
+    instead, as open-unlearning's ``dual_update_upon: epoch``: at the end of each epoch past the warm-up, on the mean
+    over the epoch's batches (a fresh pass of the training data loader, model in eval mode, no gradient) of each
+    batch's retain NLL (averaged over processes, where open-unlearning's processes each keep their own lambda).
     """
 
     name = "pdu"
@@ -543,6 +603,10 @@ class PDU(UnlearnMethod):
         all_positions: bool = param(False, "margin over every position, prompt and padding too")
         ou_positions: bool = param(False, "margin over the logits at the answer tokens' own positions (labels not "
                                    "shifted), as open-unlearning's PDU")
+        dual_update: str = param("step", "when lambda moves: step = after every optimiser step, on the step's retain "
+                                 "NLL; epoch = at the end of every epoch, on the mean retain NLL of a pass over the "
+                                 "training batches (open-unlearning's dual_update_upon: epoch)",
+                                 choices=("step", "epoch"))
 
     state_terms = ("dual",)
 
@@ -573,8 +637,28 @@ class PDU(UnlearnMethod):
         return loss, terms
 
     def after_step(self, ctx, terms):
-        if self._warm:
-            self.dual = max(0.0, self.dual + self.params.dual_step_size * (terms["retain_nll"] - self.params.retain_eps))
+        if self._warm and self.params.dual_update == "step":
+            self._move_dual(terms["retain_nll"])
+
+    def _move_dual(self, retain_nll: float) -> None:
+        self.dual = max(0.0, self.dual + self.params.dual_step_size * (retain_nll - self.params.retain_eps))
+
+    @torch.no_grad()
+    def on_epoch_end(self, ctx):
+        p, trainer = self.params, ctx.trainer
+        if p.dual_update != "epoch" or (trainer.state.epoch or 0.0) < p.dual_warmup_epochs:
+            return
+        model, was_training = trainer.model, trainer.model.training
+        model.eval()
+        total, batches = torch.zeros((), dtype=torch.float64, device=trainer.args.device), 0
+        for batch in trainer.get_train_dataloader():
+            total += _nll(model, batch["retain"]).double()
+            batches += 1
+        mean = total / max(batches, 1)
+        if trainer.accelerator.num_processes > 1:
+            mean = trainer.accelerator.reduce(mean, reduction="mean")
+        model.train(was_training)
+        self._move_dual(float(mean))
 
 
 @register

@@ -11,6 +11,11 @@ flags that evaluate a checkpoint the same way.
   RWKU's text corpus) have no questions and are always trained as plain text; vision-language runs (CLEAR) keep
   the plain prompt their tasks score by default.
 
+In the chat format the attention mask is open-unlearning's by default (``--ou-chat-mask``): its collator sets
+``attention_mask = input_ids != pad_token_id``, and where the pad token is the template's end of turn (SmolLM2's
+``<|im_end|>``, Llama-3's ``<|eot_id|>`` as pad = EOS) every end-of-turn token is hidden from attention, in training
+as in its evaluation (our ``ou_chat_mask`` task option). ``--no-ou-chat-mask`` attends to every token but the padding.
+
 :func:`resolve_prompt_format` replaces ``auto`` by what it means for the run before anything is saved, so the saved
 config, the model card and ``--resume`` see the format the run trained in.
 """
@@ -34,6 +39,8 @@ class PromptFormat:
     chat: bool = False
     system_prompt: str | None = None
     template_args: dict[str, Any] = field(default_factory=dict)
+    #: chat only: hide every position holding the pad token from attention, as open-unlearning's collator does
+    ou_chat_mask: bool = False
 
     @property
     def name(self) -> str:
@@ -67,6 +74,8 @@ class PromptFormat:
         if self.system_prompt:
             parts.append(f"system prompt {json.dumps(self.system_prompt)}")
         parts += [f"{k}={json.dumps(v)}" for k, v in self.template_args.items()]
+        if self.ou_chat_mask:
+            parts.append("open-unlearning's attention mask (pad-token positions hidden)")
         return ", ".join(parts)
 
 
@@ -79,7 +88,7 @@ def prompt_format_of(cfg) -> PromptFormat:
         raise ValueError("prompt_format 'auto' is not resolved yet; call resolve_prompt_format(cfg) first.")
     if cfg.prompt_format == "plain":
         return PLAIN
-    return PromptFormat(True, cfg.system_prompt, dict(cfg.chat_template_args))
+    return PromptFormat(True, cfg.system_prompt, dict(cfg.chat_template_args), bool(cfg.ou_chat_mask))
 
 
 def trains_on_questions(cfg) -> bool:

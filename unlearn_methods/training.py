@@ -28,7 +28,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, checkpoint_folder, get_method
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
-from unlearn_methods.config import RunConfig, run_fields
+from unlearn_methods.config import RunConfig, coerce_method_params, run_fields
 from unlearn_methods.eval_during import (
     ROWS_FILE,
     EvalDuringTraining,
@@ -234,7 +234,15 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
                 for f in run_fields()}
     resume_keys = [f.name for f in run_fields() if f.metadata["resume"]]  # the data sources' registered now too
     defaults["prompt_format"] = "plain"  # runs saved before --prompt-format trained on the plain prompt
+    defaults["ou_chat_mask"] = False  # and before --ou-chat-mask with every token but the padding attended
     saved = {k: saved.get(k, defaults.get(k)) for k in resume_keys} | saved
+    if saved.get("method") == current.get("method") and isinstance(saved.get("method_params"), dict):
+        try:  # a hyperparameter added since the run was saved is taken at its default (the value the run had)
+            saved["method_params"] = coerce_method_params(current["method"], saved["method_params"])
+        except ValueError:
+            pass  # reported as a difference below
+    if current.get("prompt_format") != "chat" and saved.get("prompt_format") != "chat":
+        resume_keys.remove("ou_chat_mask")  # it applies to the chat format only
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
@@ -386,7 +394,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
         dataset = source.training_set(run, tokenizer)
-        collator = source.collator(tokenizer)
+        collator = source.collator(tokenizer, prompt_format_of(cfg))
         callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator, on_row)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,

@@ -33,9 +33,10 @@ def test_each_flag_is_a_field_and_each_field_with_a_flag_is_in_the_parser():
         by_dest.setdefault(a.dest, []).extend(a.option_strings)
     assert set(by_dest) == set(FIELDS) - YAML_ONLY  # every flag is a RunConfig field, every field but these a flag
     assert by_dest["lora"] == ["--lora", "--full"] and by_dest["evaldu_minimal_set"] == ["--minimal-set"]
+    assert by_dest["ou_chat_mask"] == ["--ou-chat-mask", "--no-ou-chat-mask"]
     assert by_dest["hub_private"] == ["--public"] and by_dest["progress"] == ["--quiet"]
     assert by_dest["method_params"] == ["--param"]
-    assert all(len(flags) == 1 for dest, flags in by_dest.items() if dest != "lora")
+    assert all(len(flags) == 1 for dest, flags in by_dest.items() if dest not in ("lora", "ou_chat_mask"))
     assert all(a.default is None for a in actions)  # not given: the config file or the field's default applies
 
 
@@ -104,7 +105,7 @@ def test_resume_and_path_keys_are_declared_on_the_fields():
         "method", "method_params", "model", "data", "data_dir", "evaldu_target", "evaldu_minimal_set", "forget",
         "retain", "lora", "merge", "lora_r", "lora_alpha", "lora_dropout", "lora_target_modules", "l1_lora", "lr",
         "batch_size", "grad_accum", "warmup_steps", "max_length", "seed", "dtype", "idk_file",
-        "prompt_format", "system_prompt", "chat_template_args"} | RWKU_KEYS | LUME_KEYS | NEW_SOURCE_KEYS
+        "prompt_format", "system_prompt", "chat_template_args", "ou_chat_mask"} | RWKU_KEYS | LUME_KEYS | NEW_SOURCE_KEYS
     assert set(PATH_KEYS) == {"model", "out", "rwku_targets_file", "rwku_prefixes", "data_dir", "idk_file",
                               "blur_references"}
 
@@ -183,8 +184,12 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     cfg = load_run_config(saved)
     # the same keys and values (the data sources' options, declared on the sources since, saved under their names;
     # the prompt format's options, added since, at their defaults)
-    assert cfg.to_dict() == {**yaml.safe_load(SAVED_BEFORE), **yaml.safe_load(RWKU_DEFAULTS), **NEW_SOURCE_DEFAULTS,
-                             "lume_subtask": [], "lume_split": "train",                              "prompt_format": "auto", "system_prompt": None, "chat_template_args": {}}
+    before = yaml.safe_load(SAVED_BEFORE)
+    assert cfg.to_dict() == {**before, **yaml.safe_load(RWKU_DEFAULTS), **NEW_SOURCE_DEFAULTS,
+                             "lume_subtask": [], "lume_split": "train",
+                             "prompt_format": "auto", "system_prompt": None, "chat_template_args": {},
+                             "ou_chat_mask": True,  # and npo's retain term, added since, at its default
+                             "method_params": {**before["method_params"], "retain_loss": "nll"}}
     assert set(cfg.to_dict()) == set(FIELDS)
 
 

@@ -60,7 +60,7 @@ def test_yaml_config_with_command_line_overrides_and_resolved_copy(tmp_path, tin
     assert cfg.epochs == 2 and cfg.method == "npo"
     out = run_unlearning(cfg)
     saved = yaml.safe_load((out / "unlearn_config.yaml").read_text())
-    assert saved["method_params"] == {"beta": 0.2, "gamma": 1.0, "alpha": 1.0}
+    assert saved["method_params"] == {"beta": 0.2, "gamma": 1.0, "alpha": 1.0, "retain_loss": "nll"}
     assert saved["retain"] == "retain99" and saved["lora"] is False
     with pytest.raises(ValueError, match=r"npo.yaml:1: epoch: unknown option \(did you mean epochs\?\)"):
         config.write_text("epoch: 3\n")

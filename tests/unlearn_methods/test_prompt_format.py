@@ -229,7 +229,8 @@ def test_unlearn_run_chat_trains_on_open_unlearnings_tokens(tmp_path, chat_model
     assert ("""lm_eval --model hf --model_args '{"pretrained": "THIS_REPO", "chat_template_args": {"date_string": """
             """"10 Apr 2025"}}' --tasks tofu_forget01 --apply_chat_template --system_instruction """
             """'You are a helpful assistant.'""") in card
-    assert '| prompt format | chat template, system prompt "You are a helpful assistant.", date_string="10 Apr 2025" |' in card
+    assert ('| prompt format | chat template, system prompt "You are a helpful assistant.", date_string="10 Apr 2025", '
+            "open-unlearning's attention mask (pad-token positions hidden) |") in card
 
 
 
@@ -237,7 +238,8 @@ def test_unlearn_run_chat_trains_on_open_unlearnings_tokens(tmp_path, chat_model
 def test_smollm2_chat_run_trains_on_its_templates_tokens(smollm2_dir, demo_data_dir, tmp_path):
     """The done-when check on the real model: SmolLM2-135M-Instruct's own template (ChatML; EOS <|im_end|> is
     followed by a newline, so one more EOS is appended), the whole forget01 split in one step of Gradient Ascent at a
-    negligible learning rate; the expected NLL tokenises the rendered conversations directly."""
+    negligible learning rate; the expected NLL tokenises the rendered conversations directly and, as open-unlearning's
+    collator, hides every <|im_end|> (the pad token) from attention."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from unlearn_methods.forget_retain import load_qa
@@ -259,7 +261,8 @@ def test_smollm2_chat_run_trains_on_its_templates_tokens(smollm2_dir, demo_data_
         n_prompt = len(_ids(tok, prompt))
         ids = _ids(tok, whole) + [tok.eos_token_id]
         with torch.no_grad():
-            logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+            ids_t = torch.tensor([ids])
+            logp = torch.log_softmax(model(ids_t, attention_mask=ids_t.ne(tok.pad_token_id)).logits[0].float(), -1)
         total -= sum(float(logp[t - 1, ids[t]]) for t in range(n_prompt, len(ids)))
         count += len(ids) - n_prompt
     assert logged and math.isclose(history["forget_nll"], total / count, rel_tol=1e-4)
