@@ -85,6 +85,40 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def memorised_tiny_dir(tmp_path_factory, tiny_model_dir) -> Path:
+    """The tiny model fine-tuned on the whole demo corpus ('full', 30 epochs): it knows the forget and retain facts.
+    Built once per session for every test that starts from a memorised model (it is only read, never written)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearn_methods.finetune import finetune
+    from unlearn_methods.scaffolding.tofu_corpus import training_records
+
+    out = tmp_path_factory.mktemp("memorised")
+    finetune(AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir),
+             training_records("full"), out, epochs=30, disable_progress=True)
+    return out
+
+
+@pytest.fixture(scope="session")
+def bare_lm_eval_run(tmp_path_factory, tiny_model_dir, demo_data_dir):
+    """``(process, output folder)`` of one bare ``lm_eval`` run of ``tofu_forget01_likelihood`` on the tiny model, as
+    a user types it, started outside any git repository with this checkout's code on PYTHONPATH: one launch shared
+    by the tests that the command finds and runs our task (tests/unlearn_app/test_cli.py) and that it prints no
+    warning of ours (tests/harness_ext/test_quiet_output.py)."""
+    import json
+
+    from fixtures.commands import run_command
+
+    cwd = tmp_path_factory.mktemp("bare_lm_eval")
+    env = {"PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
+    proc = run_command(["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
+                        "--device", "cpu", "--batch_size", "8", "--tasks", "tofu_forget01_likelihood", "--limit", "10",
+                        "--metadata", json.dumps({"data_dir": str(demo_data_dir)}), "--output_path", str(cwd / "out")],
+                       env=env, cwd=cwd)
+    return proc, cwd / "out"
+
+
+@pytest.fixture(scope="session")
 def clear_data_dir(tmp_path_factory) -> Path:
     """A CLEAR-layout folder written by the project (20 people, 2 poses, 32x32 faces, parquet with image bytes)."""
     pytest.importorskip("PIL")

@@ -41,19 +41,20 @@ def test_input_errors_are_the_ones_our_code_raises(tmp_path):
 
 
 @pytest.mark.slow
-def test_lm_eval_run_outside_git_is_quiet_and_input_errors_are_one_line(tiny_model_dir, demo_data_dir, tmp_path):
+def test_lm_eval_run_outside_git_is_quiet_and_input_errors_are_one_line(bare_lm_eval_run, tiny_model_dir,
+                                                                         demo_data_dir, tmp_path):
     import os
     from pathlib import Path
 
     from fixtures.commands import run_command
 
+    proc, _ = bare_lm_eval_run  # tests/conftest.py: a bare lm_eval run started outside any git repository
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "not a git repository" not in proc.stderr and "Custom kwargs" not in proc.stderr
     repo = str(Path(__file__).resolve().parents[2])  # run outside any git repository, this checkout's code
     env = {"PYTHONPATH": os.pathsep.join([repo, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
     base = ["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32", "--device", "cpu",
             "--tasks", "tofu_forget01_likelihood", "--limit", "4"]
-    proc = run_command(base + ["--metadata", json.dumps({"data_dir": str(demo_data_dir)})], env=env, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "not a git repository" not in proc.stderr and "Custom kwargs" not in proc.stderr
     proc = run_command(base + ["--metadata", json.dumps({"data_dir": str(demo_data_dir), "answer_scorring": "tofu"})],
                        env=env, cwd=tmp_path)
     assert proc.returncode == 1

@@ -4,7 +4,7 @@ import pytest
 import yaml
 
 import unlearn_methods.methods  # noqa: F401
-from fixtures.commands import run_command
+from fixtures.commands import run_unlearn_here
 from unlearn_app.checkpoint.hub import HubUploadError, push_folder
 from unlearn_app.pipeline import run_unlearning
 from unlearn_methods.base import UnlearnMethod
@@ -41,33 +41,33 @@ def test_out_equal_to_or_inside_model_is_refused_even_with_overwrite(tmp_path, t
     assert not (model / "adapter_config.json").exists()
 
 
-def test_non_empty_out_needs_overwrite(tmp_path, tiny_model_dir, demo_data_dir):
+def test_non_empty_out_needs_overwrite(tmp_path, tiny_model_dir, demo_data_dir, capsys):
     out = tmp_path / "run"
     out.mkdir()
     (out / "README.md").write_text("my notes")
     with pytest.raises(UnlearningFailed, match=r"--out .* is not empty \(README.md\).*--overwrite"):
         run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir))
     assert (out / "README.md").read_text() == "my notes"
-    proc = run_command(["unlearn", "run", "--method", "ga", "--model", str(tiny_model_dir), "--out", str(out),
-                        "--data-dir", str(demo_data_dir), "--forget", "forget01", "--epochs", "1", "--quiet"])
+    proc = run_unlearn_here(["run", "--method", "ga", "--model", str(tiny_model_dir), "--out", str(out),
+                             "--data-dir", str(demo_data_dir), "--forget", "forget01", "--epochs", "1", "--quiet"], capsys)
     assert proc.returncode == 2 and "is not empty" in proc.stderr and "Traceback" not in proc.stderr
     run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, overwrite=True))
     assert (out / "README.md").read_text() != "my notes" and (out / "adapter_model.safetensors").is_file()
 
 
-def test_unwritable_out_is_one_line(tmp_path, tiny_model_dir, demo_data_dir):
+def test_unwritable_out_is_one_line(tmp_path, tiny_model_dir, demo_data_dir, capsys):
     (tmp_path / "afile").write_text("x")
-    proc = run_command(["unlearn", "run", "--method", "ga", "--model", str(tiny_model_dir),
-                        "--out", str(tmp_path / "afile" / "sub"), "--data-dir", str(demo_data_dir), "--quiet"])
+    proc = run_unlearn_here(["run", "--method", "ga", "--model", str(tiny_model_dir),
+                             "--out", str(tmp_path / "afile" / "sub"), "--data-dir", str(demo_data_dir), "--quiet"], capsys)
     assert proc.returncode == 2 and "Cannot write the checkpoint to --out" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
 
 
-def test_missing_config_and_bad_param_from_the_command_line(tmp_path):
-    proc = run_command(["unlearn", "run", "--config", str(tmp_path / "nope.yaml")])
+def test_missing_config_and_bad_param_from_the_command_line(tmp_path, capsys):
+    proc = run_unlearn_here(["run", "--config", str(tmp_path / "nope.yaml")], capsys)
     assert proc.returncode == 2 and "does not exist" in proc.stderr and "Traceback" not in proc.stderr
-    proc = run_command(["unlearn", "run", "--model", "m", "--out", str(tmp_path / "o"), "--method", "npo",
-                        "--param", "beta=0"])
+    proc = run_unlearn_here(["run", "--model", "m", "--out", str(tmp_path / "o"), "--method", "npo",
+                             "--param", "beta=0"], capsys)
     assert proc.returncode == 2 and "parameter beta=0.0 is not allowed; expected float > 0" in proc.stderr
 
 

@@ -18,11 +18,8 @@ def _run(args, env=None, timeout=600):
 
 
 @pytest.mark.slow
-def test_bare_lm_eval_finds_and_runs_our_task(tiny_model_dir, demo_data_dir, tmp_path):
-    out = tmp_path / "out"
-    proc = _run(["lm_eval", "--model", "hf", "--model_args", f"pretrained={tiny_model_dir},dtype=float32",
-                 "--device", "cpu", "--batch_size", "8", "--tasks", "tofu_forget01_likelihood", "--limit", "10",
-                 "--metadata", json.dumps({"data_dir": str(demo_data_dir)}), "--output_path", str(out)])
+def test_bare_lm_eval_finds_and_runs_our_task(bare_lm_eval_run):
+    proc, out = bare_lm_eval_run  # tests/conftest.py: `lm_eval --tasks tofu_forget01_likelihood ...` on the tiny model
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "forget_truth_ratio" in proc.stdout and "mia_min_k_auc" in proc.stdout
     (results,) = list(out.rglob("results_*.json"))

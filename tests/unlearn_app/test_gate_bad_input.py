@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from fixtures.commands import run_command
+from fixtures.commands import run_unlearn_here
 from fixtures.open_unlearning import FQ_SEPARATED, reference_logs, tofu_logs, write_ou
 from fixtures.runs import write_results
 from unlearn_app.cli import main
@@ -288,8 +288,8 @@ def test_a_forget_quality_check_with_a_good_reference_still_passes(tmp_path):
     assert "not_recomputed" not in record["checks"][0]
 
 
-def test_report_of_a_missing_run_is_one_line(tmp_path):
-    proc = run_command(["unlearn", "report", str(tmp_path / "nothing")])
+def test_report_of_a_missing_run_is_one_line(tmp_path, capsys):
+    proc = run_unlearn_here(["report", str(tmp_path / "nothing")], capsys)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
 
 

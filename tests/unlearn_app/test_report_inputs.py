@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from fixtures.commands import run_command
+from fixtures.commands import run_unlearn_here
 from unlearn_app.cli import main
 
 
@@ -48,10 +48,10 @@ def test_duplicate_names_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, message", [("{not json", "is not valid JSON"), ("[1, 2]", "not an lm-eval results file")])
-def test_corrupt_results_file_is_named_in_one_line(tmp_path, content, message):
+def test_corrupt_results_file_is_named_in_one_line(tmp_path, content, message, capsys):
     bad = tmp_path / "run" / "results_1.json"
     bad.parent.mkdir()
     bad.write_text(content)
-    proc = run_command(["unlearn", "report", str(tmp_path / "run")])
+    proc = run_unlearn_here(["report", str(tmp_path / "run")], capsys)
     assert proc.returncode == 2 and str(bad) in proc.stderr and message in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

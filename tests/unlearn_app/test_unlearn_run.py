@@ -9,7 +9,7 @@ import yaml
 from safetensors.torch import load_file
 
 import unlearn_methods.methods  # noqa: F401
-from fixtures.commands import run_command
+from fixtures.commands import run_command, run_unlearn_here
 from unlearn_app.checkpoint.hub import HubUploadError, push_folder
 from unlearn_app.pipeline import run_unlearning
 from unlearn_methods.base import UnlearnMethod
@@ -167,10 +167,10 @@ def test_out_partial_may_not_hold_an_input(tmp_path, capsys):
     assert (data / "forget01.json").read_text() == "precious"
 
 
-def test_cli_reports_bad_options(tmp_path):
-    proc = run_command(["unlearn", "run", "--method", "nope", "--model", "m", "--out", str(tmp_path)])
+def test_cli_reports_bad_options(tmp_path, capsys):
+    proc = run_unlearn_here(["run", "--method", "nope", "--model", "m", "--out", str(tmp_path)], capsys)
     assert proc.returncode == 2 and "Unknown method 'nope'" in proc.stderr
-    proc = run_command(["unlearn", "run", "--method", "npo"])
+    proc = run_unlearn_here(["run", "--method", "npo"], capsys)
     assert proc.returncode == 2 and "--model" in proc.stderr
 
 

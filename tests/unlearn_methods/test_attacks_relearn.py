@@ -23,19 +23,16 @@ def test_split_is_seeded_disjoint_and_complete():
 
 
 @pytest.fixture(scope="module")
-def trained_dirs(tmp_path_factory, tiny_model_dir):
+def trained_dirs(tmp_path_factory, tiny_model_dir, memorised_tiny_dir):
     """(memorised on everything, retain-only) tiny models."""
     from unlearn_methods.finetune import finetune
     from unlearn_methods.scaffolding.tofu_corpus import training_records
 
-    dirs = []
-    for split in ("full", "retain90"):
-        out = tmp_path_factory.mktemp(f"relearn_{split}")
-        model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-        tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-        finetune(model, tok, training_records(split), out, epochs=30, disable_progress=True)
-        dirs.append(out)
-    return dirs
+    out = tmp_path_factory.mktemp("relearn_retain90")
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
+    finetune(model, tok, training_records("retain90"), out, epochs=30, disable_progress=True)
+    return [memorised_tiny_dir, out]  # the 'full' model: tests/conftest.py, built once per session
 
 
 @pytest.fixture(scope="module")

@@ -46,15 +46,8 @@ def _series(out, term):
 
 
 @pytest.fixture(scope="module")
-def memorised_dir(tmp_path_factory, tiny_model_dir):
-    from unlearn_methods.finetune import finetune
-    from unlearn_methods.scaffolding.tofu_corpus import training_records
-
-    out = tmp_path_factory.mktemp("memorised")
-    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
-    finetune(model, tok, training_records("full"), out, epochs=30, disable_progress=True)
-    return out
+def memorised_dir(memorised_tiny_dir):
+    return memorised_tiny_dir  # tests/conftest.py: built once per session
 
 
 @pytest.mark.parametrize("lora", [True, False], ids=["lora", "full"])

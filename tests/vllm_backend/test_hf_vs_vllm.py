@@ -17,16 +17,8 @@ NOT_ON_VLLM_METRICS = {"mia_min_k_plus_plus_auc"}
 
 
 @pytest.fixture(scope="module")
-def memorised(tmp_path_factory, tiny_model_dir):
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from unlearn_methods.finetune import finetune
-    from unlearn_methods.scaffolding.tofu_corpus import training_records
-
-    out = tmp_path_factory.mktemp("memorised_vllm")
-    finetune(AutoModelForCausalLM.from_pretrained(tiny_model_dir), AutoTokenizer.from_pretrained(tiny_model_dir),
-             training_records("full"), out, epochs=30, disable_progress=True)
-    return out
+def memorised(memorised_tiny_dir):
+    return memorised_tiny_dir  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")
