@@ -115,6 +115,36 @@ def local_config_file(folder: str | os.PathLike, config: str) -> Path | None:
     return None
 
 
+def readme_data_files(folder: Path, config: str, split: str | None = None) -> list[str]:
+    """The path patterns a folder's ``README.md`` front matter maps ``config`` to (its ``configs:`` list, as on the
+    Hub: ``data_files`` one path, a list of paths, or a list of ``{split, path}``), relative to the folder: every
+    entry's, or with ``split`` only those of that split. Empty when the folder has no README, no front matter or no
+    such config."""
+    import yaml
+
+    readme = folder / "README.md"
+    if not readme.is_file():
+        return []
+    match = re.match(r"---\s*\n(.*?)\n---", readme.read_text(encoding="utf-8"), flags=re.S)
+    if not match:
+        return []
+    try:
+        front = yaml.safe_load(match.group(1)) or {}
+    except yaml.YAMLError as e:
+        raise DataError(f"{readme}: its front matter is not valid YAML ({e}).") from None
+    for entry in (front.get("configs") or []) if isinstance(front, dict) else []:
+        if isinstance(entry, dict) and entry.get("config_name") == config:
+            patterns: list[str] = []
+            data_files = entry.get("data_files") or []
+            for files in [data_files] if isinstance(data_files, str) else data_files:
+                if split is not None and not (isinstance(files, dict) and files.get("split") == split):
+                    continue
+                given = files.get("path") if isinstance(files, dict) else files
+                patterns += [given] if isinstance(given, str) else list(given or [])
+            return patterns
+    return []
+
+
 def resolve_local_folder(repo_id: str, data_dir: str | os.PathLike | None = None) -> Path | None:
     """The local folder to read ``repo_id`` from, if the user named one (argument or environment)."""
     if data_dir:

@@ -130,3 +130,20 @@ def test_read_json_lines_errors_name_the_line_or_keep_plain_text(tmp_path):
     with pytest.raises(KeyError, match="3"):
         dataset_loader.read_json_lines(path, error=lambda n, e: KeyError(n))
     assert [line.value for line in dataset_loader.read_json_lines(path, plain_text=True)] == [1, "plain words"]
+
+
+def test_readme_data_files_reads_the_hubs_configs_list(tmp_path):
+    from unlearn_tasks.dataset_loader import DataError, readme_data_files
+
+    assert readme_data_files(tmp_path, "a") == []  # no README
+    (tmp_path / "README.md").write_text(
+        "---\nconfigs:\n- config_name: a\n  data_files:\n  - split: train\n    path: a/train.json\n"
+        "  - split: test\n    path: [a/test-1.parquet, a/test-2.parquet]\n"
+        "- config_name: b\n  data_files: b.json\n---\n# card\n")
+    assert readme_data_files(tmp_path, "a") == ["a/train.json", "a/test-1.parquet", "a/test-2.parquet"]
+    assert readme_data_files(tmp_path, "a", "test") == ["a/test-1.parquet", "a/test-2.parquet"]
+    assert readme_data_files(tmp_path, "b") == ["b.json"] and readme_data_files(tmp_path, "b", "train") == []
+    assert readme_data_files(tmp_path, "c") == []
+    (tmp_path / "README.md").write_text("---\nconfigs: [\n---\n")
+    with pytest.raises(DataError, match="front matter is not valid YAML"):
+        readme_data_files(tmp_path, "a")

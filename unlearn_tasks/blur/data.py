@@ -12,15 +12,18 @@ the file's stem to; ``<stem>.json`` / ``<stem>.jsonl``; the parquet layout ``<st
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from harness_ext.provenance import note_data_source
 from unlearn_tasks.blur.options import HUB_ID, PROMPT, RELEARN_LEVELS, SETS, SOURCES
-from unlearn_tasks.dataset_loader import DataError, check_rows, read_json_records, resolve_local_folder
+from unlearn_tasks.dataset_loader import (
+    DataError,
+    check_rows,
+    read_json_records,
+    readme_data_files,
+    resolve_local_folder,
+)
 
 if TYPE_CHECKING:
     import datasets
@@ -40,24 +43,7 @@ def relearn_stem(source: str, level: str) -> str:
 
 
 def _readme_paths(folder: Path, name: str) -> list[Path]:
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return []
-    match = re.match(r"---\s*\n(.*?)\n---", readme.read_text(encoding="utf-8"), flags=re.S)
-    if not match:
-        return []
-    try:
-        front = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as e:
-        raise DataError(f"{readme}: its front matter is not valid YAML ({e}).") from None
-    for entry in front.get("configs") or []:
-        if isinstance(entry, dict) and entry.get("config_name") == name:
-            paths: list[str] = []
-            for files in entry.get("data_files") or []:
-                given = files.get("path") if isinstance(files, dict) else files
-                paths += [given] if isinstance(given, str) else list(given or [])
-            return [folder / p for p in paths]
-    return []
+    return [folder / p for p in readme_data_files(folder, name)]
 
 
 def local_files(folder: Path, name: str) -> list[Path]:

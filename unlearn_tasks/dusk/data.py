@@ -17,11 +17,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import yaml
 
 from harness_ext.provenance import note_data_source
 from unlearn_tasks.dataset_loader import (
@@ -31,6 +28,7 @@ from unlearn_tasks.dataset_loader import (
     local_config_file,
     read_json_records,
     read_parquet,
+    readme_data_files,
     resolve_local_folder,
     split_files,
 )
@@ -65,25 +63,7 @@ DOCUMENT_SEPARATOR = "\n\n\n\n"
 
 def _readme_files(folder: Path, config: str, split: str) -> list[Path]:
     """The files the folder's README ``configs:`` maps ``config``/``split`` to (globs expanded; empty if none)."""
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return []
-    match = re.match(r"---\s*\n(.*?)\n---", readme.read_text(encoding="utf-8"), flags=re.S)
-    if not match:
-        return []
-    try:
-        front = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as e:
-        raise DataError(f"{readme}: its front matter is not valid YAML ({e}).") from None
-    for entry in front.get("configs") or []:
-        if not isinstance(entry, dict) or entry.get("config_name") != config:
-            continue
-        for files in entry.get("data_files") or []:
-            if isinstance(files, dict) and files.get("split") == split:
-                paths = files.get("path")
-                paths = [paths] if isinstance(paths, str) else list(paths or [])
-                return sorted(p for pattern in paths for p in folder.glob(pattern) if p.is_file())
-    return []
+    return sorted(p for pattern in readme_data_files(folder, config, split) for p in folder.glob(pattern) if p.is_file())
 
 
 def local_files(folder: Path, config: str, split: str) -> list[Path]:

@@ -14,14 +14,11 @@ each split holds **one** record with two lists, ``train`` and ``val``, of ``{"te
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from harness_ext.provenance import note_data_source
-from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, resolve_local_folder
+from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, readme_data_files, resolve_local_folder
 from unlearn_tasks.knowundo.options import SCOPES
 
 if TYPE_CHECKING:
@@ -39,23 +36,7 @@ ANSWER_SEPARATOR = "\n\n"
 
 
 def _readme_paths(folder: Path, domain: str, scope: str) -> list[Path]:
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return []
-    match = re.match(r"---\s*\n(.*?)\n---", readme.read_text(encoding="utf-8"), flags=re.S)
-    if not match:
-        return []
-    try:
-        front = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as e:
-        raise DataError(f"{readme}: its front matter is not valid YAML ({e}).") from None
-    for entry in front.get("configs") or []:
-        if isinstance(entry, dict) and entry.get("config_name") == domain:
-            for files in entry.get("data_files") or []:
-                if isinstance(files, dict) and files.get("split") == scope:
-                    given = files.get("path")
-                    return [folder / p for p in ([given] if isinstance(given, str) else list(given or []))]
-    return []
+    return [folder / p for p in readme_data_files(folder, domain, scope)]
 
 
 def _json_record(path: Path) -> dict:

@@ -18,10 +18,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
 from harness_ext.provenance import note_data_source
-from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, read_json_records, resolve_local_folder
+from unlearn_tasks.dataset_loader import (
+    DataError,
+    check_rows,
+    load_from_hub,
+    read_json_records,
+    readme_data_files,
+    resolve_local_folder,
+)
 
 if TYPE_CHECKING:
     import datasets
@@ -64,25 +69,7 @@ _TARGET_FOLDER = re.compile(r"(\d+)_(.+)")
 
 def _readme_paths(folder: Path, config: str) -> list[Path]:
     """The files the folder's README ``configs:`` maps ``config`` to (empty if no README or no such entry)."""
-    readme = folder / "README.md"
-    if not readme.is_file():
-        return []
-    text = readme.read_text(encoding="utf-8")
-    match = re.match(r"---\s*\n(.*?)\n---", text, flags=re.S)
-    if not match:
-        return []
-    try:
-        front = yaml.safe_load(match.group(1)) or {}
-    except yaml.YAMLError as e:
-        raise DataError(f"{readme}: its front matter is not valid YAML ({e}).") from None
-    for entry in front.get("configs") or []:
-        if isinstance(entry, dict) and entry.get("config_name") == config:
-            paths: list[str] = []
-            for files in entry.get("data_files") or []:
-                given = files.get("path") if isinstance(files, dict) else files
-                paths += [given] if isinstance(given, str) else list(given or [])
-            return [folder / p for p in paths]
-    return []
+    return [folder / p for p in readme_data_files(folder, config)]
 
 
 def _target_folders(folder: Path) -> list[Path]:
