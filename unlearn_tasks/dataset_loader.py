@@ -297,6 +297,21 @@ def read_parquet(files: Sequence[Path]) -> datasets.Dataset:
                         f"({type(cause).__name__}: {str(cause).splitlines()[0][:200] if str(cause) else ''}).") from None
 
 
+def read_local_rows(files: Sequence[Path], repo_id: str, config: str) -> list[dict]:
+    """The records of a benchmark's local files in order (JSON / JSON lines, or parquet), each noted as a data
+    source of ``repo_id``/``config``."""
+    rows: list[dict] = []
+    for f in files:
+        note_data_source("local", repo_id, config, path=f)
+        if f.suffix == ".parquet":
+            import datasets  # imported here: `unlearn --help` and option checks stay fast
+
+            rows += datasets.Dataset.from_parquet(str(f)).to_list()
+        else:
+            rows += read_json_records(f, text_array=False)
+    return rows
+
+
 def split_files(folder: Path, config: str, splits: Sequence[str], prefer_parquet: bool = False) -> list[Path]:
     """Local file(s) of ``config``/``split`` (the first of ``splits`` found) in a Hub-like folder: ``<config>/<split>.json``
     or ``.jsonl``, or the Hub's parquet shards ``<config>/<split>-*.parquet`` (also under ``data/``). JSON wins

@@ -18,8 +18,13 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness_ext.provenance import note_data_source
-from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, read_json_records, resolve_local_folder
+from unlearn_tasks.dataset_loader import (
+    DataError,
+    check_rows,
+    load_from_hub,
+    read_local_rows,
+    resolve_local_folder,
+)
 
 if TYPE_CHECKING:
     import datasets
@@ -45,19 +50,6 @@ def _local_files(folder: Path, name: str, split: str) -> list[Path]:
     return sorted((folder / "data").glob(f"{name}_{split}-*.parquet"))
 
 
-def _read(files: list[Path], repo_id: str, config: str) -> list[dict]:
-    rows: list[dict] = []
-    for f in files:
-        note_data_source("local", repo_id, config, path=f)
-        if f.suffix == ".parquet":
-            import datasets  # imported here: `unlearn --help` and option checks stay fast
-
-            rows += datasets.Dataset.from_parquet(str(f)).to_list()
-        else:
-            rows += read_json_records(f, text_array=False)
-    return rows
-
-
 def load_rows(name: str, repo_id: str, data_dir: str | None = None, split: str = "train") -> list[dict]:
     """The rows of the ``forget`` or ``retain`` set, checked for ``id``, ``input``, ``output`` and ``task``."""
     folder = resolve_local_folder(repo_id, data_dir)
@@ -66,7 +58,7 @@ def load_rows(name: str, repo_id: str, data_dir: str | None = None, split: str =
         if not files:
             raise DataError(f"No LUME {name} set in {folder}: expected {folder / (name + '.jsonl')}, "
                             f"{folder / 'data' / (name + '.jsonl')} or {folder / 'data'}/{name}_{split}-*.parquet.")
-        rows, where = _read(files, repo_id, f"{name}_{split}"), str(files[0])
+        rows, where = read_local_rows(files, repo_id, f"{name}_{split}"), str(files[0])
     else:
         rows, where = load_from_hub(repo_id, None, splits=(f"{name}_{split}",)).to_list(), f"{repo_id} {name}_{split}"
     if not rows:
@@ -97,7 +89,7 @@ def load_mia_rows(name: str, options: Any) -> list[dict]:
         if not path.is_file():
             raise DataError(f"No LUME MIA set {path}: the MIA task needs member.jsonl and nonmember.jsonl (id, "
                             "document); give their folder as lume_mia_dir.")
-        rows = _read([path], options.repo_id, f"mia_{name}")
+        rows = read_local_rows([path], options.repo_id, f"mia_{name}")
     else:
         from huggingface_hub import hf_hub_download
 
@@ -106,7 +98,7 @@ def load_mia_rows(name: str, options: Any) -> list[dict]:
         except Exception as e:  # the Hub raises many types; one line that says what to do
             raise DataError(f"Could not fetch mia_data/{name}.jsonl of {options.repo_id} ({type(e).__name__}); "
                             "download the MIA files and give their folder as lume_mia_dir.") from None
-        rows = _read([path], options.repo_id, f"mia_{name}")
+        rows = read_local_rows([path], options.repo_id, f"mia_{name}")
     if not rows:
         raise DataError(f"LUME MIA set {name} holds no records.")
     check_rows(rows, ("document",), f"LUME MIA {name}.jsonl")

@@ -18,12 +18,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from harness_ext.provenance import note_data_source
 from unlearn_tasks.dataset_loader import (
     DataError,
     check_rows,
     load_from_hub,
-    read_json_records,
+    read_local_rows,
     readme_data_files,
     resolve_local_folder,
 )
@@ -101,15 +100,7 @@ def _read_local(folder: Path, config: str, repo_id: str) -> tuple[list[dict], st
         raise DataError(f"No file for RWKU config {config!r} in {folder}: expected {folder / 'All' / name} (or the "
                         f"file its README configs name, {folder / config / split}/*.parquet, or "
                         f"{folder / 'Target'}/<n>_<Name>/{name}).")
-    rows: list[dict] = []
-    for f in files:
-        note_data_source("local", repo_id, config, path=f)
-        if f.suffix == ".parquet":
-            import datasets  # imported here: `unlearn --help` and option checks stay fast
-
-            rows += datasets.Dataset.from_parquet(str(f)).to_list()
-        else:
-            rows += read_json_records(f, text_array=False)
+    rows = read_local_rows(files, repo_id, config)
     where = str(files[0]) if len(files) == 1 else f"{files[0].parent.parent}/*/{files[0].name}"
     return rows, where
 
