@@ -40,9 +40,9 @@ class Blur(DataSource):
 
     @dataclass
     class Options:
-        blur_source: str = option("rwku", "With --data blur: the source whose forget queries are unlearned and retain "
+        blur_source: str = option("rwku", "The source whose forget queries are unlearned and retain "
                                   "queries kept (the release has both for rwku and whp).", choices=SOURCES, resume=True)
-        blur_references: str | None = option(None, "With --data blur: the base model's answers (the folder or file "
+        blur_references: str | None = option(None, "The base model's answers (the folder or file "
                                              "`unlearn blur-references` wrote); they are the training answers.",
                                              resume=True, path=True, metavar="PATH")
 

@@ -28,9 +28,9 @@ class Knowundo(DataSource):
 
     @dataclass
     class Options:
-        knowundo_domain: str = option("copyright", "With --data knowundo: the domain whose Unlearn scope is forgotten "
+        knowundo_domain: str = option("copyright", "The domain whose Unlearn scope is forgotten "
                                       "and whose Retention scope is kept.", choices=DOMAINS, resume=True)
-        knowundo_direct_prompt: bool = option(False, "With --data knowundo: put the release's domain instruction "
+        knowundo_direct_prompt: bool = option(False, "Put the release's domain instruction "
                                               "before each request when training (the release trains without it).",
                                               resume=True)
 

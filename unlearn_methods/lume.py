@@ -38,10 +38,10 @@ class Lume(DataSource):
 
     @dataclass
     class Options:
-        lume_subtask: list[int] = option([], "With --data lume: a sub-task to unlearn (1 creative documents, 2 PII "
+        lume_subtask: list[int] = option([], "A sub-task to unlearn (1 creative documents, 2 PII "
                                          "biographies, 3 real biographies); repeatable; default all three.",
                                          repeat=True, resume=True, metavar="N")
-        lume_split: str = option("train", "With --data lume: the fold of the Hub layout to unlearn (a local "
+        lume_split: str = option("train", "The fold of the Hub layout to unlearn (a local "
                                  "forget.jsonl / retain.jsonl folder has one).", choices=("train", "validation"),
                                  resume=True)
 
