@@ -1,4 +1,4 @@
-"""The TOFU benchmark's bookkeeping (perf/bench_tofu_eval.py): open-unlearning's parts from its log, ours
+"""The TOFU benchmark's bookkeeping (benchmarks/bench_tofu_eval.py): open-unlearning's parts from its log, ours
 from the timed calls, its generations from its results file; values computed by hand."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "perf" / "bench_tofu_eval.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tofu_eval.py"
 
 
 @pytest.fixture(scope="module")

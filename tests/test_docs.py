@@ -105,7 +105,7 @@ def test_losses_table_names_every_method():
 # --------------------------------------------------------------------------- names the pages use exist
 #: Top-level folders of the checkout: a backticked path starting with one of them must exist.
 CHECKOUT_DIRS = {"harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app", "task_yaml", "tests", "docs",
-                 "perf", "examples", ".ci"}
+                 "benchmarks", "examples", ".ci"}
 PACKAGES = ("harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app")
 #: Backticked names that are not ours on purpose: another project's files, a switch the text says does not exist.
 NOT_OURS = {"calculate_metrics.py",  # the CLEAR release's script
@@ -198,7 +198,7 @@ def _subparsers(parser) -> dict:
 
 
 def _known_flags() -> set[str]:
-    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` (read from its CLI sources) and of perf/."""
+    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` (read from its CLI sources) and of benchmarks/."""
     import lm_eval
 
     from unlearn_app.cli import build_parser
@@ -210,7 +210,7 @@ def _known_flags() -> set[str]:
         flags |= set(parser._option_string_actions)
         todo += list(_subparsers(parser).values())
     sources = [*Path(lm_eval.__file__).parent.glob("_cli/*.py"), Path(lm_eval.__file__).parent / "__main__.py",
-               *(ROOT / "perf").glob("*.py")]
+               *(ROOT / "benchmarks").glob("*.py")]
     for source in sources:
         if source.is_file():
             flags |= set(re.findall(r"[\"'](--[\w-]+)[\"']", source.read_text()))

@@ -1,6 +1,6 @@
 """The loss building blocks of unlearn_methods/losses.py on a batch of two 3-token sequences (a prompt token, answers
 of 2 and 1 tokens, one padded label), every expected value computed by hand from probabilities written as logits
-(logits = log p, so softmax gives p back). Written to kill the mutants that survived perf/mutation.py."""
+(logits = log p, so softmax gives p back). Written to kill the mutants that survived benchmarks/mutation.py."""
 
 import math
 from types import SimpleNamespace

@@ -1,5 +1,5 @@
 """Method losses on the branches and sequence lengths the first by-value tests left open (found by
-perf/mutation.py): the logged term names, retain terms with their weights, 3-token sequences (where ``[:, :-1]``
+benchmarks/mutation.py): the logged term names, retain terms with their weights, 3-token sequences (where ``[:, :-1]``
 differs from ``[:, :1]``), padded labels, SCRUB's step schedule. Stub model and notation: tests/fixtures/stub_lm.py."""
 
 import math

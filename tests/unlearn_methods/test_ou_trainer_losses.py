@@ -1,5 +1,5 @@
 """Our losses equal open-unlearning's trainers', without open-unlearning: the loss of each of OU's trainers at each
-step of a 3-step run (AdamW, lr 1e-3, full fine-tuning), recorded by ``perf/bench_ou_trainers.py`` (OU's
+step of a 3-step run (AdamW, lr 1e-3, full fine-tuning), recorded by ``benchmarks/bench_ou_trainers.py`` (OU's
 ``compute_loss`` on OU's own chat tokens, the run's first step on the initial weights), against ours on the same
 deterministic tiny Llama, the same batches and the same hyperparameters. Where OU's choice differs from the paper
 (RMU, UNDIAL, PDU) our default's loss differs from OU's and the parameter that selects OU's choice gives OU's; OU's
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "perf" / "bench_ou_trainers.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ou_trainers.py"
 
 #: OU's loss at steps 1-3 (batches 1-3 of 4 forget10 items), recorded with `bench_ou_trainers.py --model tiny --steps 3
 #: --lr 1e-3 --batch-size 4` (OU at commit d3d7cf9).

@@ -1,5 +1,5 @@
 """Edge cases of the membership-inference scores, by hand: the default k of Min-K% and Min-K%++, the variance floor
-and a zero variance, and when AUROC is undefined. Written to kill the mutants that survived perf/mutation.py
+and a zero variance, and when AUROC is undefined. Written to kill the mutants that survived benchmarks/mutation.py
 (docs/testing.md, Mutation score)."""
 
 import math

@@ -1,6 +1,6 @@
 """Edge cases of the TOFU metric functions, by hand: one-token and empty inputs, the default truth-ratio mean, the
 division guard of the option-normalised probability, NaN before 0 in Model Utility. Written to kill the mutants
-that survived perf/mutation.py (docs/testing.md, Mutation score)."""
+that survived benchmarks/mutation.py (docs/testing.md, Mutation score)."""
 
 import math
 import warnings

@@ -1,5 +1,5 @@
 """KLoM against EasyDUB's own ``easydub/eval.py``: per-sample values measured once with the upstream file
-(perf/pin_easydub_klom.py, written to tests/fixtures/upstream/easydub_klom.json) on 8 + 8 float32 margin
+(benchmarks/pin_easydub_klom.py, written to tests/fixtures/upstream/easydub_klom.json) on 8 + 8 float32 margin
 ensembles over 17 samples, clipping, constant ensembles, a dropped top edge and infinite margins included."""
 
 import json

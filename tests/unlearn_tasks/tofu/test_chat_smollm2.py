@@ -72,7 +72,7 @@ def test_generation_prompt_is_ou_prompt(smollm2_lm, data_dir):
 
 
 #: open-unlearning's evaluator (d3d7cf9) on SmolLM2 with its Llama-3.2-1B-Instruct template settings, this data,
-#: SmolLM2 as its own reference (perf/bench_tofu_eval.py --chat, 2026-11-26; its TOFU_EVAL.json agg_values).
+#: SmolLM2 as its own reference (benchmarks/bench_tofu_eval.py --chat, 2026-11-26; its TOFU_EVAL.json agg_values).
 OU_CHAT_VALUES = {
     "forget_prob": 0.101598, "forget_truth_ratio": 0.690059, "retain_prob": 0.105785, "retain_truth_ratio": 0.176619,
     "ra_prob": 0.174073, "ra_truth_ratio": 0.178145, "wf_prob": 0.345676, "wf_truth_ratio": 0.430454,

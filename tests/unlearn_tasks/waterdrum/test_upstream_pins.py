@@ -1,5 +1,5 @@
 """WaterDrum verification against ``waterfall`` 0.3.4's own ``Watermarker.verify()``: scores measured once with the
-upstream package (perf/pin_waterfall.py, written to tests/fixtures/upstream/) for 7 token sequences x 4 owner
+upstream package (benchmarks/pin_waterfall.py, written to tests/fixtures/upstream/) for 7 token sequences x 4 owner
 ids x 5 keys (cos and sin, lowest and highest frequency) at vocabulary sizes 1000, 1001 and 128256."""
 
 import json

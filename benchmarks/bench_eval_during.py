@@ -3,7 +3,7 @@ saving the weights and running lm-eval on the saved folder (what a user would ot
 
 Prints both wall times per repeat (the two sides interleaved) and their ratio, and checks the metrics agree.
 
-    PYTHONPATH=. python perf/bench_eval_during.py [--task tofu_forget01_likelihood] [--limit 20] [--repeats 3]
+    PYTHONPATH=. python benchmarks/bench_eval_during.py [--task tofu_forget01_likelihood] [--limit 20] [--repeats 3]
         [--model DIR]   # default: the tiny demo Llama, built in a temporary folder
 """
 

@@ -12,7 +12,7 @@ Texts are synthetic token streams (Zipf-distributed ids, like word frequencies; 
   the result.
 
 Scores of the overlapping texts must agree (|diff| <= 1e-9). Run:
-``PYTHONPATH=. python perf/bench_waterdrum_verify.py [--texts 200] [--naive-texts 3]``
+``PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py [--texts 200] [--naive-texts 3]``
 
 End to end against the Waterfall package (``--end-to-end 300 3000``): wall time of one process from start to
 exit, reading a JSONL file of English texts (demo-corpus answers joined, about 150 Llama-3 tokens each) and
@@ -23,7 +23,7 @@ must agree to 1e-6 (Waterfall computes them in float32). Waterfall needs torch, 
 sentence-transformers; install it apart from this package's pins:
 
     python -m venv --system-site-packages /tmp/wf && /tmp/wf/bin/pip install waterfall
-    PYTHONPATH=. python perf/bench_waterdrum_verify.py --end-to-end 300 3000 --repeats 5 \\
+    PYTHONPATH=. python benchmarks/bench_waterdrum_verify.py --end-to-end 300 3000 --repeats 5 \\
         --waterfall-python /tmp/wf/bin/python
 
 ``--repeats N`` runs each side N times, interleaved (order alternating), and prints every run with the load

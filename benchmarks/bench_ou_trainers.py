@@ -2,9 +2,9 @@
 in open-unlearning's chat tokens, the same hyperparameters; then a short run of full fine-tuning (the same batches
 in the same order, the same AdamW) with each side's loss, compared weight by weight.
 
-    PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
+    PYTHONPATH=. python benchmarks/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
         [--model tiny | smollm2 | DIR] [--steps 3] [--lr 1e-3] [--batch-size 4] [--json FILE]
-    PYTHONPATH=. python perf/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
+    PYTHONPATH=. python benchmarks/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
         --smollm2 [npo | graddiff] --steps 2 --batch-size 1 --lr 1e-5
 
 The second form runs ``unlearn run`` itself (chat format, full fine-tuning, float32) on SmolLM2-135M-Instruct against

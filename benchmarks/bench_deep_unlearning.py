@@ -7,7 +7,7 @@
 3. Closure time of generated knowledge bases of 100, 1k and 10k people, with the growth exponent
    ``log(t2/t1) / log(n2/n1)`` between consecutive sizes.
 
-    python perf/bench_deep_unlearning.py [--data ../shared/data/deep_unlearning] [--seeds 100] [--budget 300]
+    python benchmarks/bench_deep_unlearning.py [--data ../shared/data/deep_unlearning] [--seeds 100] [--budget 300]
 
 Without the release data (``--data`` absent), parts 1-2 run on a generated 100-person knowledge base.
 """

@@ -2,7 +2,7 @@
 (``harness_ext.generation``), interleaved in one process; prints each time, the load average, and whether the
 texts are identical.
 
-    PYTHONPATH=. python perf/bench_generation_rows.py [--model DIR|smollm2] [--n 16] [--batch-size 8] [--pairs 2]
+    PYTHONPATH=. python benchmarks/bench_generation_rows.py [--model DIR|smollm2] [--n 16] [--batch-size 8] [--pairs 2]
 """
 
 from __future__ import annotations

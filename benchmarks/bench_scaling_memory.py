@@ -1,7 +1,7 @@
 """Memory per GPU of full fine-tuning sharded over N GPUs (FSDP FULL_SHARD or DeepSpeed ZeRO-3), computed from a
 model's parameter count (the Scaling up page's table).
 
-    PYTHONPATH=. python perf/bench_scaling_memory.py [--gpus 8] [--batch-size 4] [--tokens 512]
+    PYTHONPATH=. python benchmarks/bench_scaling_memory.py [--gpus 8] [--batch-size 4] [--tokens 512]
 
 The model is Llama-3.1-8B's shape (vocabulary 128,256, hidden 4096, 32 layers, 8 key-value heads, MLP 14,336,
 untied embeddings), built on torch's meta device: no weights are read or allocated. Bytes per parameter: bf16

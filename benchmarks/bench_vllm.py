@@ -1,6 +1,6 @@
 """End-to-end wall time of the TOFU generation task, lm-eval's hf backend vs its vllm backend, same model.
 
-    python perf/bench_vllm.py [--model DIR|smollm2] [--data-dir DIR] [--task tofu_forget10_rouge]
+    python benchmarks/bench_vllm.py [--model DIR|smollm2] [--data-dir DIR] [--task tofu_forget10_rouge]
         [--batch-size 64] [--backends hf,vllm] [--metadata JSON]
 
 Without --model it builds the tiny demo Llama (random weights: every answer runs to the 200-token limit, the

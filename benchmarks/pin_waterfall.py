@@ -3,7 +3,7 @@ tests/fixtures/upstream/waterfall_0.3.4_verify.json, which tests/unlearn_tasks/w
 compares with this project's ``verify_tokens`` (run once; the test does not need waterfall installed).
 
     pip install --no-deps waterfall==0.3.4   # its imports used here need only numpy, scipy, torch, transformers
-    python perf/pin_waterfall.py
+    python benchmarks/pin_waterfall.py
 
 Texts are strings of space-separated token ids read by a minimal tokenizer, so the pins are about verification alone
 (no real tokenizer involved). Vocabulary sizes 1000 (even), 1001 (odd) and 128256 (Llama-3, WaterDrum's).
@@ -60,7 +60,7 @@ def main() -> int:
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({
         "source": "waterfall 0.3.4 (PyPI), waterfall.WatermarkerBase.Watermarker(tokenizer=IdTokenizer(N), id=0, "
-                  "k_p=1).verify(texts, id=ids, k_p=keys); produced by perf/pin_waterfall.py",
+                  "k_p=1).verify(texts, id=ids, k_p=keys); produced by benchmarks/pin_waterfall.py",
         "cases": cases}, indent=1) + "\n")
     print(f"wrote {OUT}")
     return 0

@@ -2,9 +2,9 @@
 module at a time in a scratch copy of the repository and runs the fast tests that cover it; the score per module is
 written as a Markdown table (and JSON) with every surviving mutant's diff, classified.
 
-    python perf/mutation.py                      # every module below, one after the other
-    python perf/mutation.py metrics_tofu losses  # some of them
-    python perf/mutation.py --out /tmp/mutation  # where the scratch copies and the report go
+    python benchmarks/mutation.py                      # every module below, one after the other
+    python benchmarks/mutation.py metrics_tofu losses  # some of them
+    python benchmarks/mutation.py --out /tmp/mutation  # where the scratch copies and the report go
 
 One module takes 1 to 5 minutes on a 2-core machine (mutmut runs one mutant at a time here: --max-children 1).
 Equivalent mutants (the mutated program behaves the same on every input the code can get) are listed apart:

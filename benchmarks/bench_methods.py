@@ -3,7 +3,7 @@
 Prints, per method, forget-set tokens per second and the time ratio to plain fine-tuning on the same forget
 batches (the overhead of the unlearning loss: extra forward passes for retain data, a reference model, ...).
 
-    python perf/bench_methods.py [--steps 40] [--batch-size 8] [--lora]
+    python benchmarks/bench_methods.py [--steps 40] [--batch-size 8] [--lora]
 """
 
 from __future__ import annotations

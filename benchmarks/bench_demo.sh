@@ -2,7 +2,7 @@
 # Wall time of `unlearn demo` alone (corpus, fine-tunings, unlearning runs, every evaluation), with the machine,
 # the date and the load average before and after (a load above the core count means other work shared the CPU,
 # so the figure is an upper bound).
-#   bash perf/bench_demo.sh [extra `unlearn demo` options]
+#   bash benchmarks/bench_demo.sh [extra `unlearn demo` options]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workdir=$(mktemp -d)

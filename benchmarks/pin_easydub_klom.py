@@ -3,7 +3,7 @@ the per-sample values to tests/fixtures/upstream/easydub_klom.json, which
 tests/unlearn_tasks/metrics/test_upstream_klom.py compares with ``klom_per_sample`` (run once; the test does not
 need EasyDUB).
 
-    git clone <EasyDUB-code repository>; python perf/pin_easydub_klom.py --eval-py EasyDUB-code/easydub/eval.py
+    git clone <EasyDUB-code repository>; python benchmarks/pin_easydub_klom.py --eval-py EasyDUB-code/easydub/eval.py
 
 EasyDUB is not a PyPI package: its ``eval.py`` file is loaded by path (it imports numpy, torch and tqdm only).
 The ensembles: random float32 margins of 8 unlearned and 8 oracle models over 12 samples (two scales, so some
@@ -54,7 +54,7 @@ def main() -> int:
     OUT.write_text(json.dumps({
         "source": "EasyDUB-code easydub/eval.py klom_from_margins(oracle, unlearned) (defaults: clip +/-100, 20 bins, "
                   "eps 1e-5), file sha256 " + hashlib.sha256(args.eval_py.read_bytes()).hexdigest()
-                  + "; produced by perf/pin_easydub_klom.py",
+                  + "; produced by benchmarks/pin_easydub_klom.py",
         "dtype": "float32",
         "unlearned": [[float(v) for v in row] for row in unlearned],
         "oracle": [[float(v) for v in row] for row in oracle],

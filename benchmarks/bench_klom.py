@@ -1,7 +1,7 @@
 """KLoM: the vectorised implementation vs a straightforward per-sample loop (the releases' way: np.digitize and a
 histogram per sample), same numbers, at EasyDUB's scale.
 
-    PYTHONPATH=. python perf/bench_klom.py [--models 100] [--samples 50000] [--loop-samples 2000]
+    PYTHONPATH=. python benchmarks/bench_klom.py [--models 100] [--samples 50000] [--loop-samples 2000]
 
 The loop is timed on the first ``--loop-samples`` samples and its full-size time is extrapolated per sample (the
 output says so); the vectorised one runs on all samples. Both are compared on the samples the loop computed.

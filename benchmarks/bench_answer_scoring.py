@@ -2,7 +2,7 @@
 request (per-token log-probs + Min-K%++ statistics + margins) vs lm-eval's own ``loglikelihood`` on the same
 requests, hf backend, CPU.
 
-    PYTHONPATH=. python perf/bench_answer_scoring.py [--batch-sizes 8 32] [--requests 96] [--dtype bfloat16]
+    PYTHONPATH=. python benchmarks/bench_answer_scoring.py [--batch-sizes 8 32] [--requests 96] [--dtype bfloat16]
 
 The model is a random-initialised Llama (2 layers, hidden 256, untied 128,256-token embeddings, so the logits are
 as wide as Llama-3's) with the demo corpus' tokenizer. Requests are TOFU-shaped: a demo-corpus question, and an

@@ -1,7 +1,7 @@
 """A full TOFU evaluation side by side: ours (`tofu_forget10`, every metric, lm-eval's hf backend) vs
 open-unlearning's own TOFU evaluator, on the same model folder, data, batch size and machine, in one run.
 
-    PYTHONPATH=. python perf/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
+    PYTHONPATH=. python benchmarks/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
         [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny] [--data-dir DIR]
         [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--chat] [--json FILE]
 
