@@ -4,9 +4,12 @@ measure.
 A local folder (``data_dir`` / ``dusk_data_dir``, or ``$UNLEARN_DATA_DIR/AI-ISL/DUSK``) is read, per config and
 split, from the first of:
 
-1. the file(s) that the folder's ``README.md`` maps them to (its ``configs:`` front matter, globs as on the Hub);
-2. the Hub's files: ``<config>-*.parquet`` beside the README (the ``eval_*`` configs) and ``raw/<split>-*.parquet``;
-3. JSON: ``<config>.jsonl`` / ``<config>.json`` (the Hub's first layout) or ``<config>/<split>.json``.
+1. the GitHub release's files (``AI-ISL/DUSK`` code repository, ``data/Prof/``: the folder itself or a clone of the
+   repository): one text file per style (``Chronological.txt``, ``Feature_Story.txt``, ...), ``eval/holdout.txt``,
+   ``eval/verbatim.json`` and the QA sets ``eval/GeneralQA.jsonl`` ... (:data:`RELEASE_FILES`);
+2. the file(s) that the folder's ``README.md`` maps them to (its ``configs:`` front matter, globs as on the Hub);
+3. the Hub's files: ``<config>-*.parquet`` beside the README (the ``eval_*`` configs) and ``raw/<split>-*.parquet``;
+4. JSON: ``<config>.jsonl`` / ``<config>.json`` (the Hub's first layout) or ``<config>/<split>.json``.
 
 The membership-inference passages are the release's: each text (the forget style's documents, each retain style's,
 the holdout professors') is tokenized once with the model's tokenizer and cut into whole windows of
@@ -59,6 +62,21 @@ RETAIN_SPLITS = ("retain_feature_story", "retain_interview", "retain_inverted_py
 QA_SETS = {"forget_qa": "eval_specific_forget_qa", "shared_qa": "eval_general_qa", "retain_qa": "eval_specific_retain_qa"}
 #: how the release's text files separate one professor's document from the next (three blank lines)
 DOCUMENT_SEPARATOR = "\n\n\n\n"
+#: (config, split) -> its file in the GitHub release's ``data/Prof/`` (read at commit 129a0a5 of AI-ISL/DUSK)
+RELEASE_FILES = {
+    ("eval_verbatim", "eval"): "eval/verbatim.json",
+    ("eval_specific_forget_qa", "eval"): "eval/SpecificForgetQA.jsonl",
+    ("eval_specific_retain_qa", "eval"): "eval/SpecificRetainQA.jsonl",
+    ("eval_general_qa", "eval"): "eval/GeneralQA.jsonl",
+    ("eval_icl", "eval"): "eval/icl.jsonl",
+    ("eval_icl_mcqa", "eval"): "eval/icl_mcqa.jsonl",
+    ("eval_holdout", "eval"): "eval/holdout.txt",
+    ("raw", FORGET_SPLIT): "Chronological.txt",
+    ("raw", "retain_feature_story"): "Feature_Story.txt",
+    ("raw", "retain_interview"): "Interview.txt",
+    ("raw", "retain_inverted_pyramid"): "Inverted_Pyramid.txt",
+    ("raw", "retain_listicle"): "Listicle.txt",
+}
 
 
 def _readme_files(folder: Path, config: str, split: str) -> list[Path]:
@@ -66,8 +84,20 @@ def _readme_files(folder: Path, config: str, split: str) -> list[Path]:
     return sorted(p for pattern in readme_data_files(folder, config, split) for p in folder.glob(pattern) if p.is_file())
 
 
+def release_folder(folder: Path) -> Path | None:
+    """The GitHub release's ``data/Prof/`` folder: ``folder`` itself or inside it (a clone of the repository)."""
+    for candidate in (folder, folder / "data" / "Prof"):
+        if (candidate / RELEASE_FILES[("raw", FORGET_SPLIT)]).is_file():
+            return candidate
+    return None
+
+
 def local_files(folder: Path, config: str, split: str) -> list[Path]:
     """The local file(s) of ``config``/``split`` in a folder of DUSK's layout (see the module docstring)."""
+    release = release_folder(folder)
+    if release is not None and (config, split) in RELEASE_FILES:
+        path = release / RELEASE_FILES[(config, split)]
+        return [path] if path.is_file() else []
     found = _readme_files(folder, config, split)
     if found:
         return found
@@ -88,6 +118,10 @@ def load_rows(repo_id: str, config: str, split: str, fields: tuple[str, ...], da
         rows, where = load_from_hub(repo_id, config, splits=(split,)).to_list(), f"{repo_id} {config}/{split}"
     else:
         files = local_files(folder, config, split)
+        release = release_folder(folder)
+        if not files and release is not None:
+            raise DataError(f"No file for DUSK {config}/{split} in the release's folder {release}: expected "
+                            f"{release / RELEASE_FILES[(config, split)]} (as in the AI-ISL/DUSK repository's data/Prof/).")
         if not files:
             hub_name = f"raw/{split}-00000-of-00001.parquet" if config == "raw" else f"{config}-00000-of-00001.parquet"
             raise DataError(f"No file for DUSK {config}/{split} in {folder}: expected {folder / hub_name} (the Hub's "
@@ -98,6 +132,8 @@ def load_rows(repo_id: str, config: str, split: str, fields: tuple[str, ...], da
             note_data_source("local", repo_id, f"{config}/{split}", path=f)
         if files[0].suffix == ".parquet":
             rows = read_parquet(files).to_list()
+        elif files[0].suffix == ".txt":  # the release's text files: the professors' documents
+            rows = [{"text": doc} for f in files for doc in release_text(f).split(DOCUMENT_SEPARATOR)]
         else:
             for f in files:
                 rows += read_json_records(f, text_array=True)
@@ -113,10 +149,30 @@ def config_rows(options: DuskOptions, config: str) -> list[dict]:
     return load_rows(options.repo_id, config, split, fields, options.local_dir)
 
 
+def release_text(path: Path) -> str:
+    """A text file of the release as its evaluation reads it (``f.read().strip()``)."""
+    return path.read_text(encoding="utf-8").strip()
+
+
+def population_text(repo_id: str, config: str, split: str, data_dir: str | None = None) -> str:
+    """One text of documents as the release's file holds it: the file itself (stripped) in the release's layout,
+    else every row's ``text``, in order, separated by :data:`DOCUMENT_SEPARATOR`."""
+    folder = resolve_local_folder(repo_id, data_dir)
+    release = release_folder(folder) if folder is not None else None
+    if release is not None:
+        path = release / RELEASE_FILES[(config, split)]
+        if path.is_file():
+            note_data_source("local", repo_id, f"{config}/{split}", path=path)
+            text = release_text(path)
+            if not text:
+                raise DataError(f"{path} holds no text.")
+            return text
+    return DOCUMENT_SEPARATOR.join(str(r["text"]).strip() for r in load_rows(repo_id, config, split, ("text",), data_dir))
+
+
 def raw_text(repo_id: str, split: str, data_dir: str | None = None) -> str:
-    """One style's documents as the release's text file holds them: every professor's, in order, separated by
-    :data:`DOCUMENT_SEPARATOR`."""
-    return DOCUMENT_SEPARATOR.join(str(r["text"]).strip() for r in load_rows(repo_id, "raw", split, ("text",), data_dir))
+    """One style's documents as the release's text file holds them (:func:`population_text` of ``raw``)."""
+    return population_text(repo_id, "raw", split, data_dir)
 
 
 def windows(tokenizer, text: str, size: int) -> list[str]:
@@ -142,7 +198,7 @@ def load_tokenizer(options: DuskOptions):
 def privacy_texts(options: DuskOptions) -> dict[str, list[str]]:
     """The texts of the three populations: ``forget`` (the forget style), ``retain`` (each retain style),
     ``holdout`` (the holdout professors), each one text as the release's file holds it."""
-    holdout = DOCUMENT_SEPARATOR.join(str(r["text"]).strip() for r in config_rows(options, "eval_holdout"))
+    holdout = population_text(options.repo_id, "eval_holdout", CONFIGS["eval_holdout"][0], options.local_dir)
     return {"forget": [raw_text(options.repo_id, FORGET_SPLIT, options.local_dir)],
             "retain": [raw_text(options.repo_id, s, options.local_dir) for s in RETAIN_SPLITS],
             "holdout": [holdout]}

@@ -22,7 +22,8 @@ class DuskOptions(MetadataOptions):
     dusk_set: str = param(None, "which measure the task evaluates (set by each task YAML)", choices=SETS,
                           required=True)
     dataset_path: str | None = param(None, "another Hub id in DUSK's layout")
-    data_dir: str | None = param(None, "a local copy in the Hub's layout (README configs, <config>-*.parquet, raw/)")
+    data_dir: str | None = param(None, "a local copy: the Hub's layout (README configs, <config>-*.parquet, raw/) "
+                                 "or the GitHub release's data/Prof/ (or a clone of the repository)")
     dusk_data_dir: str | None = param(None, "wins over data_dir, so another benchmark's copy can live apart")
     dusk_reference: str | dict[str, float] | None = param(
         None, "the retrained model's AUROCs that privleak and retain_deviation are relative to: the output folder "

@@ -12,7 +12,7 @@ from fixtures.dusk import PROFS, write_dusk_corpus
 from harness_ext import tasks_dir
 from unlearn_tasks.dataset_loader import DataError
 from unlearn_tasks.dusk import scoring
-from unlearn_tasks.dusk.data import DOCUMENT_SEPARATOR, build_docs, raw_text, windows
+from unlearn_tasks.dusk.data import DOCUMENT_SEPARATOR, build_docs, privacy_texts, raw_text, windows
 from unlearn_tasks.dusk.options import DuskOptions
 from unlearn_tasks.dusk.reference import load_reference
 from unlearn_tasks.muse.prompts import truncate_reference
@@ -53,6 +53,25 @@ def test_hub_parquet_and_first_json_layouts_give_the_same_documents(dusk_dir, tm
     assert {s: sum(d["set"] == s for d in privacy) for s in {d["set"] for d in privacy}} == {
         "privacy_forget": 4, "privacy_retain": 16, "privacy_holdout": 2}
     assert len(build_docs(DuskOptions(dusk_set="verbatim", data_dir=str(dusk_dir), max_items_per_split=2))) == 2
+
+
+def test_the_github_release_layout_gives_the_hub_documents_and_its_files_exact_text(dusk_dir, tmp_path):
+    release = write_dusk_corpus(tmp_path / "clone", layout="release")
+    for data_dir in (release, release / "data" / "Prof"):  # a clone of the repository, or its data/Prof/
+        for measure in ("verbatim", "forget_qa", "shared_qa", "retain_qa", "privacy"):
+            assert build_docs(DuskOptions(dusk_set=measure, data_dir=str(data_dir))) == \
+                build_docs(DuskOptions(dusk_set=measure, data_dir=str(dusk_dir))), (data_dir, measure)
+    # the membership-inference texts are the files as the release's evaluation reads them: f.read().strip()
+    prof = release / "data" / "Prof"
+    texts = privacy_texts(DuskOptions(dusk_set="privacy", data_dir=str(release)))
+    assert texts["forget"] == [(prof / "Chronological.txt").read_text().strip()]
+    assert texts["holdout"] == [(prof / "eval" / "holdout.txt").read_text().strip()]
+    assert texts["retain"] == [(prof / f).read_text().strip() for f in
+                               ("Feature_Story.txt", "Interview.txt", "Inverted_Pyramid.txt", "Listicle.txt")]
+    assert texts == privacy_texts(DuskOptions(dusk_set="privacy", data_dir=str(dusk_dir)))
+    (prof / "eval" / "GeneralQA.jsonl").unlink()
+    with pytest.raises(DataError, match=r"release's folder .*: expected .*eval/GeneralQA\.jsonl"):
+        build_docs(DuskOptions(dusk_set="shared_qa", data_dir=str(release)))
 
 
 def test_the_readme_configs_win_and_a_missing_file_is_named(dusk_dir, tmp_path):
