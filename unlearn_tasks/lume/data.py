@@ -4,7 +4,10 @@ Forget and retain rows (``id``, ``input``, ``output``, ``task``) are read, per s
 
 1. ``<folder>/<set>.jsonl`` (the official evaluation script's folder; the website's ``train/`` / ``validation/``);
 2. ``<folder>/<split>/<set>.jsonl`` (the website's conversion of the Hub's parquet, ``lume_split``);
-3. ``<folder>/data/<set>.jsonl`` (the GitHub release, amazon-science/lume-llm-unlearning);
+3. ``<folder>/data/<set>.jsonl`` (the GitHub release, amazon-science/lume-llm-unlearning: since its commit b2fa8f9
+   these files hold the train and the validation fold together, with no field telling them apart, so ``lume_split``
+   cannot select a fold there and a warning says so; its first data commit 859bccb holds the train fold alone, its
+   rows with a ``split`` field, as the Hub's rows have);
 4. ``<folder>/data/<set>_<split>-*.parquet`` (the Hub repository's files).
 
 An item is a sentence-completion (regurgitation) prompt when its id ends in ``sc<n>``, a question (knowledge) when it
@@ -14,6 +17,7 @@ ends in ``qa<n>`` (the official script's rule). The MIA sets are ``member.jsonl`
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -28,6 +32,8 @@ from unlearn_tasks.dataset_loader import (
 
 if TYPE_CHECKING:
     import datasets
+
+log = logging.getLogger(__name__)
 
 SETS = ("forget", "retain")
 MIA_SETS = ("member", "nonmember")
@@ -59,6 +65,11 @@ def load_rows(name: str, repo_id: str, data_dir: str | None = None, split: str =
             raise DataError(f"No LUME {name} set in {folder}: expected {folder / (name + '.jsonl')}, "
                             f"{folder / 'data' / (name + '.jsonl')} or {folder / 'data'}/{name}_{split}-*.parquet.")
         rows, where = read_local_rows(files, repo_id, f"{name}_{split}"), str(files[0])
+        if files[0] == folder / "data" / f"{name}.jsonl" and not any("split" in r for r in rows):
+            log.warning("LUME: %s is the GitHub release's %s set, which (since its commit b2fa8f9) holds the train and "
+                        "validation folds together: lume_split=%r does not apply, all %d rows are evaluated. For one "
+                        "fold use the Hub's data/%s_<fold>-*.parquet or a <fold>/%s.jsonl folder.", where, name, split,
+                        len(rows), name, name)
     else:
         rows, where = load_from_hub(repo_id, None, splits=(f"{name}_{split}",)).to_list(), f"{repo_id} {name}_{split}"
     if not rows:

@@ -25,7 +25,8 @@ class LumeOptions(MetadataOptions):
     data_dir: str | None = param(None, "a local copy: forget.jsonl + retain.jsonl (the GitHub release's data/, the "
                                  "official script's folder) or the Hub's data/<forget|retain>_<split>-*.parquet")
     lume_data_dir: str | None = param(None, "wins over data_dir, so another benchmark's copy can live apart")
-    lume_split: str = param("train", "the Hub layout's fold (the data unlearned, or the one for tuning)",
+    lume_split: str = param("train", "the fold (the data unlearned, or the one for tuning) of the Hub's layout or a "
+                            "<fold>/ folder; the GitHub release's data/ holds both folds together",
                             choices=SPLITS)
     lume_mia_dir: str | None = param(None, "the MIA folder (member.jsonl, nonmember.jsonl: id, document); default "
                                      "<data folder>/mia_data")

@@ -106,10 +106,20 @@ def test_group_scores_fill_the_groups_row_in_lm_evals_format():
 
 
 # ---------------------------------------------------------------------- data
-def test_the_releases_layouts_give_the_same_documents(tmp_path):
-    docs = {layout: build_docs(LumeOptions(lume_set="task2", data_dir=str(write_lume_corpus(tmp_path / layout,
-            layout)))) for layout in ("github", "official", "hub")}
-    assert docs["github"] == docs["official"] == docs["hub"]
+def test_the_releases_layouts_give_the_same_documents(tmp_path, caplog):
+    layouts = ("github", "github_first", "official", "hub")
+    folders = {layout: str(write_lume_corpus(tmp_path / layout, layout)) for layout in layouts}
+    with caplog.at_level("WARNING", logger="unlearn_tasks.lume.data"):
+        task1 = {layout: build_docs(LumeOptions(lume_set="task1", data_dir=folders[layout])) for layout in layouts}
+    assert task1["github"] == task1["github_first"] == task1["official"] == task1["hub"]
+    # the release's HEAD files hold both folds with nothing to tell them apart: said for each set, only for them
+    warned = [r.getMessage() for r in caplog.records]
+    assert len(warned) == 2 and all("train and validation folds together" in m and "/github/" in m for m in warned)
+    task1 = task1["github"]
+    assert [d["kind"] for d in task1] == ["regurgitation", "regurgitation", "knowledge", "knowledge"]
+    assert task1[0]["id"].startswith('"') and task1[0]["id"].endswith('"sc1')  # the release's quoted UUID ids
+    docs = {layout: build_docs(LumeOptions(lume_set="task2", data_dir=folders[layout])) for layout in layouts}
+    assert docs["github"] == docs["github_first"] == docs["official"] == docs["hub"]
     assert [(d["set"], d["kind"]) for d in docs["github"]] == [("forget", "regurgitation"), ("retain", "regurgitation"),
                                                                ("forget", "knowledge"), ("retain", "knowledge")]
     assert docs["github"][2]["output"] == "1984-12-31"
