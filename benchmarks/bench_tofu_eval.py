@@ -2,14 +2,22 @@
 open-unlearning's own TOFU evaluator, on the same model folder, data, batch size and machine, in one run.
 
     PYTHONPATH=. python benchmarks/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
-        [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny] [--data-dir DIR]
-        [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--chat] [--json FILE]
+        [--ou-env ours|own] [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny]
+        [--data-dir DIR] [--finetune-epochs N] [--batch-sizes 8 16 32] [--threads 1 2] [--pairs 3] [--chat]
+        [--json FILE] [--markdown FILE]
 
-Each pair runs both sides one after the other (ours first in odd pairs, open-unlearning first in even ones), so
-background load falls on both; the script prints every pair's parts (start-up, generation, likelihoods, metrics,
-total), the min and median of each side and of the ours/OU ratio, the tokens generated per item on each side and
-how many generated texts are identical, every metric pair, and the date, machine and load average before and after
-each run. ``--model smollm2`` is the real-model fixture (SmolLM2-135M-Instruct), used as its own reference.
+Settings: every (batch size, torch threads) of `--batch-sizes` x `--threads`, both sides at the same one. Each
+setting runs `--pairs` pairs, both sides one after the other (ours first in odd pairs, open-unlearning first in
+even ones), so background load falls on both; the script prints every pair's parts (start-up, generation,
+likelihoods, metrics, total), the min and median of each side and of the ours/OU ratio, the tokens generated per
+item on each side and how many generated texts are identical, every metric pair, and the load average before and
+after each run. At the end, one markdown table (printed; `--markdown FILE` writes it): a row per setting with ours
+min/median, OU min/median, the ours/OU ratio (min over min, and the median of the per-pair ratios), whether every
+metric pair was equal (within `--tolerance`, in every pair) and how many generated texts were identical (the pair
+with fewest), headed by the run's own date, machine, CPU model and load average before and after, and
+open-unlearning's environment with its versions. ``--model smollm2`` is the real-model fixture
+(SmolLM2-135M-Instruct), used as its own reference (`mia_reference` then compares a model with itself and is
+left out of "equal metrics").
 
 Data: a TOFU-schema folder (default: the demo corpus, 24 forget10 questions). Models (default): the tiny demo Llama
 with random weights (target seed 0, retain seed 1; every greedy answer runs to the 200-token limit, the worst case
@@ -17,15 +25,28 @@ for generation), or, with --finetune-epochs N, the same two fine-tuned on `full`
 does (answers of real length, non-zero ROUGE). `unlearn demo --workdir W` output works too: --model W/models/target
 --retain-model W/models/retain --data-dir W/data.
 
-open-unlearning (a checkout of github.com/locuslab/open-unlearning): the script makes a throwaway venv
-(--system-site-packages, so it runs on this environment's torch / transformers / datasets; `--venv DIR` keeps and
-reuses it), installs the checkout with --no-deps plus what its evaluator imports (hydra-core, hydra_colorlog,
-deepspeed, imported at start-up by its trainer package) and runs `src/eval.py experiment=eval/tofu/default
+open-unlearning (a checkout of github.com/locuslab/open-unlearning), in one of two environments (`--ou-env`; the
+output states which, with its Python and package versions; `--venv DIR` keeps the venv and reuses it):
+- `ours` (the default): a venv with --system-site-packages, so it runs on this environment's torch / transformers /
+  datasets (torch 2.13, transformers 5.24, datasets 5.2 here), the checkout installed with --no-deps plus what its evaluator
+  imports (hydra-core, hydra_colorlog, deepspeed, imported at start-up by its trainer package);
+- `own`: as its README installs it, on its own pins: a Python 3.11 venv (`--ou-python`) without system site
+  packages, `pip install -r requirements.txt` of the checkout (at d3d7cf9: torch 2.4.1, the PyPI build with its
+  CUDA libraries, run on the CPU; transformers 4.45.1, datasets 3.0.1, numpy 2.2.3, accelerate 0.34.2, deepspeed
+  0.15.4, built from source here, bitsandbytes 0.44.1, huggingface-hub 0.29.1, ...), then the checkout with its
+  `lm-eval` extra (lm-eval 0.4.8: its evaluators package imports lm_eval at start-up; its README's
+  `.[lm_eval]`, spelt as its setup.py does, which the venv's pip 23.2 needs). Left out: flash-attn 2.6.3
+  (its README's second step), a CUDA extension that cannot be built on a machine without a GPU and that its CPU
+  runs do not use (its TOFU model configs' flash attention is overridden only with --chat; phi-1_5's config sets
+  none). Its runs get no PYTHONPATH and no user site packages. The install downloads several GB once (about 10
+  minutes here).
+In either, the script runs `src/eval.py experiment=eval/tofu/default
 model=phi-1_5` (TOFU's `Question: ...\\nAnswer: ` template, no chat template) with hydra overrides for the model
 folder, the CPU, the batch size and its MIA metrics. Its `load_dataset("locuslab/TOFU", name=...)` reads the same
 local data: the run's working directory holds `locuslab/TOFU/` (the data files and a README whose `configs:` name
-each TOFU config). Its start-up, not counted in its timing, first evaluates the retain model for Forget Quality's
-and PrivLeak's reference (forget truth ratios, Min-K% AUROC); that TOFU_EVAL.json is the reference of both sides.
+each TOFU config). Before the timed runs, once per invocation (at the first setting), it evaluates the retain model
+for Forget Quality's and PrivLeak's reference (forget truth ratios, Min-K% AUROC), not timed; that TOFU_EVAL.json
+is the reference of both sides in every setting.
 Our side runs with `answer_scoring: tofu` (open-unlearning's token boundary) so that equal numbers are visible.
 
 `--chat`: open-unlearning's instruct setting instead (its `configs/model/Llama-3.2-1B-Instruct.yaml`: the model's
@@ -120,11 +141,11 @@ OU_ENVS = {
     "ours": "a venv with --system-site-packages on this environment's torch / transformers / datasets, "
             "open-unlearning installed --no-deps plus " + ", ".join(OU_REQUIREMENTS),
     "own": "a Python 3.11 venv without system site packages: `pip install -r requirements.txt` of the checkout "
-           "(its pins), then the checkout with its lm_eval extra, as its README installs it; flash-attn left out "
+           "(its pins), then the checkout with its lm-eval extra, as its README installs it; flash-attn left out "
            "(a CUDA build, not buildable on a CPU machine; its CPU runs use the default attention)",
 }
 #: The distributions whose versions the run states for open-unlearning's environment.
-OU_VERSIONS = ["torch", "transformers", "datasets", "numpy", "accelerate", "deepspeed", "lm_eval", "hydra-core",
+OU_VERSIONS = ["torch", "transformers", "datasets", "numpy", "accelerate", "deepspeed", "lm-eval", "hydra-core",
                "scipy", "scikit-learn", "rouge-score"]
 VENV_MARKER = ".bench_tofu_eval_ready"
 
@@ -243,8 +264,9 @@ def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: st
 # ------------------------------------------------------------------------------------------ open-unlearning
 def _ou_install_steps(checkout: Path, ou_env: str) -> list[list[str]]:
     """The ``pip install`` arguments, in order, that put open-unlearning into its ``ou_env`` venv."""
-    if ou_env == "own":  # its README: `pip install .[lm_eval]` (lm_eval: its evaluators package imports it)
-        return [["-r", str(checkout / "requirements.txt")], [f"{checkout}[lm_eval]"]]
+    if ou_env == "own":  # its README: `pip install .[lm_eval]` (its evaluators package imports lm_eval); the extra
+        # as its setup.py spells it: a pip before 23.3 does not match "lm_eval" to "lm-eval" and installs no lm-eval
+        return [["-r", str(checkout / "requirements.txt")], [f"{checkout}[lm-eval]"]]
     # --no-deps: its pins (torch 2.4.1, transformers 4.45.1, datasets 3.0.1, bitsandbytes) would replace this
     # environment's CPU torch; its evaluator runs on the versions already here.
     return [["--no-deps", str(checkout)], list(OU_REQUIREMENTS)]
@@ -293,6 +315,50 @@ def _ou_versions(python: Path, ou_env: str) -> str:
     proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
                           env=_env(1, isolated=ou_env == "own"))
     return proc.stdout.strip() if proc.returncode == 0 else f"(versions unreadable: {proc.stderr.strip()[-200:]})"
+
+
+def _ou_model_view(folder: str, views: Path) -> str:
+    """``folder`` as transformers 4.x (open-unlearning's own environment) reads it: a folder saved by transformers 5
+    names its tokenizer class ``TokenizersBackend`` (unknown to 4.45), keeps RoPE's base in ``rope_parameters``
+    (4.45 reads ``rope_theta``, else silently uses 10,000: SmolLM2's is 100,000), its dtype as ``dtype`` and its chat
+    template in ``chat_template.jinja``. Such a folder gets a view under ``views``: every file linked, except
+    config.json (``rope_theta``, ``rope_scaling`` unless the default RoPE, ``torch_dtype``) and tokenizer_config.json
+    (``PreTrainedTokenizerFast``, the same tokenizer.json, with the model inputs ``input_ids`` and
+    ``attention_mask``; the chat template) written in 4.x's keys. The same weights and tokenizer: the tiny demo
+    Llama's logits and greedy tokens are equal on both sides. A folder that needs none of it is returned as is."""
+    src = Path(folder)
+    config = json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else {}
+    tok_file = src / "tokenizer_config.json"
+    tok = json.loads(tok_file.read_text()) if tok_file.is_file() else {}
+    new_config, new_tok = dict(config), dict(tok)
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" not in config:
+        new_config["rope_theta"] = rope.get("rope_theta")
+        if rope.get("rope_type", "default") != "default" and not config.get("rope_scaling"):
+            new_config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+    if "dtype" in config and "torch_dtype" not in config:
+        new_config["torch_dtype"] = config["dtype"]
+    if tok.get("tokenizer_class") == "TokenizersBackend":
+        new_tok["tokenizer_class"] = "PreTrainedTokenizerFast"
+        new_tok.setdefault("model_input_names", ["input_ids", "attention_mask"])
+    if tok and "chat_template" not in tok and (src / "chat_template.jinja").is_file():
+        new_tok["chat_template"] = (src / "chat_template.jinja").read_text()
+    if new_config == config and new_tok == tok:
+        return folder
+    view = views / src.name
+    suffix = 1
+    while view.exists():
+        suffix += 1
+        view = views / f"{src.name}_{suffix}"
+    view.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name not in ("config.json", "tokenizer_config.json"):
+            (view / f.name).symlink_to(f.resolve())
+    if config:
+        (view / "config.json").write_text(json.dumps(new_config, indent=2))
+    if tok:
+        (view / "tokenizer_config.json").write_text(json.dumps(new_tok, indent=2))
+    return str(view)
 
 
 def _ou_data(data_dir: Path, cwd: Path) -> None:
@@ -686,6 +752,7 @@ def main() -> None:
         task = f"{args.task}_likelihood" if args.likelihood_only else args.task
         python = checkout = None
         isolated = args.ou_env == "own"
+        ou_model, ou_retain, ou_classifier = model, retain, args.classifier
         first = settings[0]
         if args.open_unlearning:
             checkout = Path(args.open_unlearning).resolve()
@@ -698,10 +765,17 @@ def main() -> None:
             print(f"open-unlearning environment: {ou_env_line}", flush=True)
             cwd = work / "ou"
             _ou_data(data_dir, cwd)
+            if isolated:  # transformers 4.45 there: folders saved by transformers 5 in its keys
+                views = work / "ou_models"
+                ou_model, ou_retain, ou_classifier = (_ou_model_view(f, views) for f in (model, retain,
+                                                                                           args.classifier))
+                if (ou_model, ou_retain, ou_classifier) != (model, retain, args.classifier):
+                    print("open-unlearning's model folders: transformers 5's tokenizer class, RoPE and dtype keys "
+                          "rewritten as transformers 4.x reads them (files linked, weights and tokenizer.json the same)")
             ref_dir = work / "ou_retain"
             print(f"open-unlearning: evaluating the retain model for the reference (not timed; once, at batch "
                   f"{first[0]}, {first[1]} thread(s)) ...", flush=True)
-            _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, first[0],
+            _run_ou(python, checkout, cwd, ou_retain, ref_dir, forget_split, first[0],
                     [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
                     + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype, first[1], isolated)
             reference = str(ref_dir / "TOFU_EVAL.json")
@@ -726,14 +800,14 @@ def main() -> None:
             print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
             extra = [m for m in OU_EXTRA if not (args.likelihood_only and m in OU_GENERATION)]
             overrides = [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + extra)}]",
-                         f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"]
+                         f"eval.tofu.metrics.mia_reference.reference_model_path={ou_retain}"]
             if args.likelihood_only:
                 overrides += [f"~eval.tofu.metrics.{m}" for m in OU_GENERATION if m not in OU_EXTRA]
             else:
                 overrides += [*(f"eval.tofu.metrics.forget_Q_A_gibberish.{k}.pretrained_model_name_or_path="
-                                f"{args.classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
+                                f"{ou_classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
                               "eval.tofu.metrics.forget_Q_A_gibberish.device=cpu"]
-            wall = _run_ou(python, checkout, cwd, model, out, forget_split, setting[0], overrides, args.chat,
+            wall = _run_ou(python, checkout, cwd, ou_model, out, forget_split, setting[0], overrides, args.chat,
                            args.dtype, setting[1], isolated)
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             parts = _ou_parts(out / "eval.log")

@@ -191,7 +191,7 @@ def test_ou_env_arguments(bench, tmp_path) -> None:
                                                  str(fake["3.11"])]))
 
     checkout = tmp_path / "ou"
-    assert bench._ou_install_steps(checkout, "own") == [["-r", f"{checkout}/requirements.txt"], [f"{checkout}[lm_eval]"]]
+    assert bench._ou_install_steps(checkout, "own") == [["-r", f"{checkout}/requirements.txt"], [f"{checkout}[lm-eval]"]]
     assert bench._ou_install_steps(checkout, "ours") == [["--no-deps", str(checkout)], bench.OU_REQUIREMENTS]
     assert bench._ou_venv_command("own", tmp_path / "v", "python3.11") == ["python3.11", "-m", "venv", f"{tmp_path}/v"]
     assert "--system-site-packages" in bench._ou_venv_command("ours", tmp_path / "v", "python3.11")
@@ -203,3 +203,33 @@ def test_ou_env_arguments(bench, tmp_path) -> None:
         bench._ou_venv(checkout, venv, "own")
     env = bench._env(2, isolated=True)
     assert "PYTHONPATH" not in env and env["PYTHONNOUSERSITE"] == "1" and env["OMP_NUM_THREADS"] == "2"
+
+
+def test_model_folder_view_for_transformers_4(bench, tmp_path) -> None:
+    """open-unlearning's own environment (transformers 4.45) gets a transformers-5 folder in 4.x's keys: RoPE base,
+    scaling, dtype, tokenizer class and model inputs, chat template; the other files linked, not copied."""
+    src = tmp_path / "model"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({
+        "model_type": "llama", "dtype": "float32",
+        "rope_parameters": {"rope_theta": 100000.0, "rope_type": "linear", "factor": 2.0}}))
+    (src / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TokenizersBackend", "eos_token": "</s>"}))
+    (src / "chat_template.jinja").write_text("{{ messages }}")
+    (src / "model.safetensors").write_bytes(b"weights")
+    view = Path(bench._ou_model_view(str(src), tmp_path / "views"))
+    assert view == tmp_path / "views" / "model"
+    assert json.loads((view / "config.json").read_text()) == {
+        "model_type": "llama", "dtype": "float32", "torch_dtype": "float32",
+        "rope_parameters": {"rope_theta": 100000.0, "rope_type": "linear", "factor": 2.0},
+        "rope_theta": 100000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    assert json.loads((view / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>",
+        "model_input_names": ["input_ids", "attention_mask"], "chat_template": "{{ messages }}"}
+    assert (view / "model.safetensors").is_symlink() and (view / "model.safetensors").read_bytes() == b"weights"
+    assert bench._ou_model_view(str(src), tmp_path / "views") == str(tmp_path / "views" / "model_2")  # no clash
+    # a folder in 4.x's keys already is used as it is
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps({"rope_theta": 10000.0, "torch_dtype": "float32"}))
+    (old / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GPT2Tokenizer"}))
+    assert bench._ou_model_view(str(old), tmp_path / "views") == str(old)
