@@ -28,8 +28,8 @@ does (answers of real length, non-zero ROUGE). `unlearn demo --workdir W` output
 open-unlearning (a checkout of github.com/locuslab/open-unlearning), in one of two environments (`--ou-env`; the
 output states which, with its Python and package versions; `--venv DIR` keeps the venv and reuses it):
 - `ours` (the default): a venv with --system-site-packages, so it runs on this environment's torch / transformers /
-  datasets (torch 2.13, transformers 5.24, datasets 5.2 here), the checkout installed with --no-deps plus what its evaluator
-  imports (hydra-core, hydra_colorlog, deepspeed, imported at start-up by its trainer package);
+  datasets (torch 2.13, transformers 5.24, datasets 5.2 here), the checkout installed with --no-deps plus what its
+  evaluator imports (hydra-core, hydra_colorlog, deepspeed, imported at start-up by its trainer package);
 - `own`: as its README installs it, on its own pins: a Python 3.11 venv (`--ou-python`) without system site
   packages, `pip install -r requirements.txt` of the checkout (at d3d7cf9: torch 2.4.1, the PyPI build with its
   CUDA libraries, run on the CPU; transformers 4.45.1, datasets 3.0.1, numpy 2.2.3, accelerate 0.34.2, deepspeed
@@ -43,8 +43,8 @@ output states which, with its Python and package versions; `--venv DIR` keeps th
   (2026-11-27): `forget_gibberish` is not equal there, because half its forget generations are empty texts, which
   the classifier sees as all padding with an all-zero attention mask, and transformers 4.45 and 5.24 score such a
   fully masked input differently (0.5507 vs 0.1751 for the tiny classifier); every non-empty text scores the same,
-  and every other metric is equal. The install downloads several GB once (about 10
-  minutes here).
+  and every other metric is equal. The install downloads about 3 GB once (about 5 minutes here, deepspeed's
+  build included).
 In either, the script runs `src/eval.py experiment=eval/tofu/default
 model=phi-1_5` (TOFU's `Question: ...\\nAnswer: ` template, no chat template) with hydra overrides for the model
 folder, the CPU, the batch size and its MIA metrics. Its `load_dataset("locuslab/TOFU", name=...)` reads the same
