@@ -277,6 +277,12 @@ def _ou_install_steps(checkout: Path, ou_env: str) -> list[list[str]]:
     return [["--no-deps", str(checkout)], list(OU_REQUIREMENTS)]
 
 
+def _venv_kind(marker: Path) -> str:
+    """The environment a kept venv holds, from its marker ("ok": written before --ou-env existed, so ours)."""
+    kind = marker.read_text().strip()
+    return "ours" if kind == "ok" else kind
+
+
 def _ou_venv_command(ou_env: str, venv: Path, base_python: str) -> list[str]:
     if ou_env == "own":
         return [base_python, "-m", "venv", str(venv)]
@@ -289,8 +295,7 @@ def _ou_venv(checkout: Path, venv: Path, ou_env: str = "ours", base_python: str 
     python = venv / "bin" / "python"
     marker = venv / VENV_MARKER
     if marker.exists():
-        kind = marker.read_text().strip()
-        kind = "ours" if kind == "ok" else kind  # (the marker before --ou-env existed)
+        kind = _venv_kind(marker)
         if kind != ou_env:
             sys.exit(f"--venv {venv} holds open-unlearning's '{kind}' environment, not '{ou_env}': give another "
                      "--venv folder (or remove that one).")
@@ -705,7 +710,11 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             parser.error(f"{flag} {' '.join(map(str, values))}: give distinct numbers of 1 or more.")
     if args.ou_env == "own" and not args.open_unlearning:
         parser.error("--ou-env own: give --open-unlearning DIR (the checkout whose requirements it installs).")
-    if args.ou_env == "own" and not (args.venv and (Path(args.venv) / VENV_MARKER).exists()):
+    marker = Path(args.venv) / VENV_MARKER if args.venv else None
+    if marker and marker.exists() and _venv_kind(marker) != args.ou_env:
+        parser.error(f"--venv {args.venv} holds open-unlearning's '{_venv_kind(marker)}' environment, not "
+                     f"'{args.ou_env}': give another --venv folder (or remove that one).")
+    if args.ou_env == "own" and not (marker and marker.exists()):
         python = shutil.which(args.ou_python)
         if python is None:
             parser.error(f"--ou-python {args.ou_python}: not found; open-unlearning's own environment needs a Python "

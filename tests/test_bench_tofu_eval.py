@@ -201,6 +201,8 @@ def test_ou_env_arguments(bench, tmp_path) -> None:
     assert bench._ou_venv(checkout, venv, "ours") == venv / "bin" / "python"
     with pytest.raises(SystemExit, match="holds open-unlearning's 'ours' environment, not 'own'"):
         bench._ou_venv(checkout, venv, "own")
+    check("--ou-env", "own", "--open-unlearning", ou, "--venv", str(venv))  # refused before anything runs
+    bench._check_args(parser, parser.parse_args(["--venv", str(venv)]))
     env = bench._env(2, isolated=True)
     assert "PYTHONPATH" not in env and env["PYTHONNOUSERSITE"] == "1" and env["OMP_NUM_THREADS"] == "2"
 
