@@ -2,14 +2,22 @@
 open-unlearning's own TOFU evaluator, on the same model folder, data, batch size and machine, in one run.
 
     PYTHONPATH=. python benchmarks/bench_tofu_eval.py --open-unlearning /path/to/open-unlearning \\
-        [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny] [--data-dir DIR]
-        [--finetune-epochs N] [--batch-size 16] [--threads 1] [--pairs 3] [--chat] [--json FILE]
+        [--ou-env ours|own] [--venv DIR] [--model DIR --retain-model DIR | --model smollm2 | --model tiny]
+        [--data-dir DIR] [--finetune-epochs N] [--batch-sizes 8 16 32] [--threads 1 2] [--pairs 3] [--chat]
+        [--json FILE] [--markdown FILE]
 
-Each pair runs both sides one after the other (ours first in odd pairs, open-unlearning first in even ones), so
-background load falls on both; the script prints every pair's parts (start-up, generation, likelihoods, metrics,
-total), the min and median of each side and of the ours/OU ratio, the tokens generated per item on each side and
-how many generated texts are identical, every metric pair, and the date, machine and load average before and after
-each run. ``--model smollm2`` is the real-model fixture (SmolLM2-135M-Instruct), used as its own reference.
+Settings: every (batch size, torch threads) of `--batch-sizes` x `--threads`, both sides at the same one. Each
+setting runs `--pairs` pairs, both sides one after the other (ours first in odd pairs, open-unlearning first in
+even ones), so background load falls on both; the script prints every pair's parts (start-up, generation,
+likelihoods, metrics, total), the min and median of each side and of the ours/OU ratio, the tokens generated per
+item on each side and how many generated texts are identical, every metric pair, and the load average before and
+after each run. At the end, one markdown table (printed; `--markdown FILE` writes it): a row per setting with ours
+min/median, OU min/median, the ours/OU ratio (min over min, and the median of the per-pair ratios), whether every
+metric pair was equal (within `--tolerance`, in every pair) and how many generated texts were identical (the pair
+with fewest), headed by the run's own date, machine, CPU model and load average before and after, and
+open-unlearning's environment with its versions. ``--model smollm2`` is the real-model fixture
+(SmolLM2-135M-Instruct), used as its own reference (`mia_reference` then compares a model with itself and is
+left out of "equal metrics").
 
 Data: a TOFU-schema folder (default: the demo corpus, 24 forget10 questions). Models (default): the tiny demo Llama
 with random weights (target seed 0, retain seed 1; every greedy answer runs to the 200-token limit, the worst case
@@ -17,15 +25,33 @@ for generation), or, with --finetune-epochs N, the same two fine-tuned on `full`
 does (answers of real length, non-zero ROUGE). `unlearn demo --workdir W` output works too: --model W/models/target
 --retain-model W/models/retain --data-dir W/data.
 
-open-unlearning (a checkout of github.com/locuslab/open-unlearning): the script makes a throwaway venv
-(--system-site-packages, so it runs on this environment's torch / transformers / datasets; `--venv DIR` keeps and
-reuses it), installs the checkout with --no-deps plus what its evaluator imports (hydra-core, hydra_colorlog,
-deepspeed, imported at start-up by its trainer package) and runs `src/eval.py experiment=eval/tofu/default
+open-unlearning (a checkout of github.com/locuslab/open-unlearning), in one of two environments (`--ou-env`; the
+output states which, with its Python and package versions; `--venv DIR` keeps the venv and reuses it):
+- `ours` (the default): a venv with --system-site-packages, so it runs on this environment's torch / transformers /
+  datasets (torch 2.13, transformers 5.24, datasets 5.2 here), the checkout installed with --no-deps plus what its
+  evaluator imports (hydra-core, hydra_colorlog, deepspeed, imported at start-up by its trainer package);
+- `own`: as its README installs it, on its own pins: a Python 3.11 venv (`--ou-python`) without system site
+  packages, `pip install -r requirements.txt` of the checkout (at d3d7cf9: torch 2.4.1, the PyPI build with its
+  CUDA libraries, run on the CPU; transformers 4.45.1, datasets 3.0.1, numpy 2.2.3, accelerate 0.34.2, deepspeed
+  0.15.4, built from source here, bitsandbytes 0.44.1, huggingface-hub 0.29.1, ...), then the checkout with its
+  `lm-eval` extra (lm-eval 0.4.8: its evaluators package imports lm_eval at start-up; its README's
+  `.[lm_eval]`, spelt as its setup.py does, which the venv's pip 23.2 needs). Left out: flash-attn 2.6.3
+  (its README's second step), a CUDA extension that cannot be built on a machine without a GPU and that its CPU
+  runs do not use (its TOFU model configs' flash attention is overridden only with --chat; phi-1_5's config sets
+  none). Its runs get no PYTHONPATH and no user site packages. Its transformers 4.45 reads a model folder saved by
+  transformers 5 only through a view in 4.x's keys (`_ou_model_view`). Known difference on the tiny random model
+  (2026-11-27): `forget_gibberish` is not equal there, because half its forget generations are empty texts, which
+  the classifier sees as all padding with an all-zero attention mask, and transformers 4.45 and 5.24 score such a
+  fully masked input differently (0.5507 vs 0.1751 for the tiny classifier); every non-empty text scores the same,
+  and every other metric is equal. The install downloads about 3 GB once (about 5 minutes here, deepspeed's
+  build included).
+In either, the script runs `src/eval.py experiment=eval/tofu/default
 model=phi-1_5` (TOFU's `Question: ...\\nAnswer: ` template, no chat template) with hydra overrides for the model
 folder, the CPU, the batch size and its MIA metrics. Its `load_dataset("locuslab/TOFU", name=...)` reads the same
 local data: the run's working directory holds `locuslab/TOFU/` (the data files and a README whose `configs:` name
-each TOFU config). Its start-up, not counted in its timing, first evaluates the retain model for Forget Quality's
-and PrivLeak's reference (forget truth ratios, Min-K% AUROC); that TOFU_EVAL.json is the reference of both sides.
+each TOFU config). Before the timed runs, once per invocation (at the first setting), it evaluates the retain model
+for Forget Quality's and PrivLeak's reference (forget truth ratios, Min-K% AUROC), not timed; that TOFU_EVAL.json
+is the reference of both sides in every setting.
 Our side runs with `answer_scoring: tofu` (open-unlearning's token boundary) so that equal numbers are visible.
 
 `--chat`: open-unlearning's instruct setting instead (its `configs/model/Llama-3.2-1B-Instruct.yaml`: the model's
@@ -115,15 +141,31 @@ runpy.run_path(script, run_name="__main__")
 LOG_LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\]\[[^]]*\]\[[A-Z]+\] - (.*)$")
 
 
-THREADS = {"n": 1}
+#: open-unlearning's two environments (--ou-env): how its venv is made and what goes into it.
+OU_ENVS = {
+    "ours": "a venv with --system-site-packages on this environment's torch / transformers / datasets, "
+            "open-unlearning installed --no-deps plus " + ", ".join(OU_REQUIREMENTS),
+    "own": "a Python 3.11 venv without system site packages: `pip install -r requirements.txt` of the checkout "
+           "(its pins), then the checkout with its lm-eval extra, as its README installs it; flash-attn left out "
+           "(a CUDA build, not buildable on a CPU machine; its CPU runs use the default attention)",
+}
+#: The distributions whose versions the run states for open-unlearning's environment.
+OU_VERSIONS = ["torch", "transformers", "datasets", "numpy", "accelerate", "deepspeed", "lm-eval", "hydra-core",
+               "scipy", "scikit-learn", "rouge-score"]
+VENV_MARKER = ".bench_tofu_eval_ready"
 
 
-def _env() -> dict[str, str]:
-    """Both sides' environment: offline, and the same torch thread count (more threads than free cores make
-    every forward pass wait on the busiest core: on the shared 2-core machine, 2 threads made generation 20x slower)."""
-    n = str(THREADS["n"])
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
-            "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+def _env(threads: int, isolated: bool = False) -> dict[str, str]:
+    """A side's environment: offline, and the given torch thread count for both sides (more threads than free cores
+    make every forward pass wait on the busiest core: on the shared 2-core machine, 2 threads made generation 20x
+    slower). ``isolated`` (open-unlearning's own venv): without PYTHONPATH and the user's site packages."""
+    n = str(threads)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error",
+           "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n}
+    if isolated:
+        env.pop("PYTHONPATH", None)
+        env["PYTHONNOUSERSITE"] = "1"
+    return env
 
 
 # --------------------------------------------------------------------------------------------------- our side
@@ -198,7 +240,7 @@ def _our_child(args: argparse.Namespace) -> None:
         model_args["chat_template_args"] = {"date_string": DATE_STRING}
         chat = {"apply_chat_template": True, "system_instruction": SYSTEM_PROMPT}
     with tempfile.TemporaryDirectory() as tmp:
-        res = run_lm_eval(args.model, [args.task], args.output or tmp, metadata, batch_size=args.batch_size,
+        res = run_lm_eval(args.model, [args.task], args.output or tmp, metadata, batch_size=args.batch_sizes[0],
                           extra_model_args=model_args, **chat)
     out = {"timings": timings, "counts": counts, "metrics": task_metrics(res)[args.task],
            "documents": res["n-samples"][args.task]["effective"], "generations": generations}
@@ -206,16 +248,18 @@ def _our_child(args: argparse.Namespace) -> None:
 
 
 def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: str | None, task: str,
-              out: Path, results_dir: Path | None = None) -> tuple[float, dict]:
+              out: Path, setting: tuple[int, int], results_dir: Path | None = None) -> tuple[float, dict]:
+    """Our side in its own process at ``setting`` (batch size, threads): (wall seconds, its results)."""
+    batch_size, threads = setting
     cmd = [sys.executable, __file__, "--ours-json", str(out), "--model", model, "--data-dir", data_dir,
-           "--task", task, "--batch-size", str(args.batch_size), "--dtype", args.dtype,
+           "--task", task, "--batch-size", str(batch_size), "--dtype", args.dtype,
            "--answer-scoring", args.answer_scoring, "--classifier", args.classifier, *(["--chat"] if args.chat else [])]
     if reference:
         cmd += ["--reference", reference]
     if results_dir:
         cmd += ["--output", str(results_dir)]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, env=_env(), capture_output=True, text=True)
+    proc = subprocess.run(cmd, env=_env(threads), capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"our side failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -223,25 +267,108 @@ def _run_ours(args: argparse.Namespace, model: str, data_dir: str, reference: st
 
 
 # ------------------------------------------------------------------------------------------ open-unlearning
-def _ou_venv(checkout: Path, venv: Path) -> Path:
-    """A venv on top of this environment's packages with open-unlearning and its evaluator's missing imports."""
-    python = venv / "bin" / "python"
-    marker = venv / ".bench_tofu_eval_ready"
-    if marker.exists():
-        return python
-    print(f"installing open-unlearning from {checkout} into {venv} (--system-site-packages, --no-deps) ...")
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+def _ou_install_steps(checkout: Path, ou_env: str) -> list[list[str]]:
+    """The ``pip install`` arguments, in order, that put open-unlearning into its ``ou_env`` venv."""
+    if ou_env == "own":  # its README: `pip install .[lm_eval]` (its evaluators package imports lm_eval); the extra
+        # as its setup.py spells it: a pip before 23.3 does not match "lm_eval" to "lm-eval" and installs no lm-eval
+        return [["-r", str(checkout / "requirements.txt")], [f"{checkout}[lm-eval]"]]
     # --no-deps: its pins (torch 2.4.1, transformers 4.45.1, datasets 3.0.1, bitsandbytes) would replace this
     # environment's CPU torch; its evaluator runs on the versions already here.
-    for step in (["--no-deps", str(checkout)], OU_REQUIREMENTS):
-        proc = subprocess.run(pip + step, capture_output=True, text=True, env={**os.environ, "DS_BUILD_OPS": "0"})
+    return [["--no-deps", str(checkout)], list(OU_REQUIREMENTS)]
+
+
+def _venv_kind(marker: Path) -> str:
+    """The environment a kept venv holds, from its marker ("ok": written before --ou-env existed, so ours)."""
+    kind = marker.read_text().strip()
+    return "ours" if kind == "ok" else kind
+
+
+def _ou_venv_command(ou_env: str, venv: Path, base_python: str) -> list[str]:
+    if ou_env == "own":
+        return [base_python, "-m", "venv", str(venv)]
+    return [sys.executable, "-m", "venv", "--system-site-packages", str(venv)]
+
+
+def _ou_venv(checkout: Path, venv: Path, ou_env: str = "ours", base_python: str = "python3.11") -> Path:
+    """open-unlearning's venv of kind ``ou_env`` (:data:`OU_ENVS`), made once: a venv holding a marker that names
+    its kind is reused; one of the other kind is an error (its packages differ)."""
+    python = venv / "bin" / "python"
+    marker = venv / VENV_MARKER
+    if marker.exists():
+        kind = _venv_kind(marker)
+        if kind != ou_env:
+            sys.exit(f"--venv {venv} holds open-unlearning's '{kind}' environment, not '{ou_env}': give another "
+                     "--venv folder (or remove that one).")
+        return python
+    print(f"installing open-unlearning from {checkout} into {venv} ({ou_env}: {OU_ENVS[ou_env]}) ...", flush=True)
+    start = time.perf_counter()
+    if not python.exists():
+        subprocess.run(_ou_venv_command(ou_env, venv, base_python), check=True)
+    pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    for step in _ou_install_steps(checkout, ou_env):
+        proc = subprocess.run(pip + step, capture_output=True, text=True,
+                              env={**_env(1, isolated=ou_env == "own"), "DS_BUILD_OPS": "0"})
         if proc.returncode != 0:
             sys.exit(f"pip install {' '.join(step)} failed in {venv}:\n{proc.stderr[-3000:]}")
-    marker.write_text("ok\n")
+    marker.write_text(ou_env + "\n")
     print(f"  done in {time.perf_counter() - start:.0f} s")
     return python
+
+
+def _ou_versions(python: Path, ou_env: str) -> str:
+    """Python and package versions of open-unlearning's venv, as a line for the output."""
+    code = ("import importlib.metadata as m, sys\n"
+            f"names = {OU_VERSIONS!r}\n"
+            "def v(n):\n    try:\n        return m.version(n)\n    except m.PackageNotFoundError:\n"
+            "        return 'absent'\n"
+            "print(f'Python {sys.version.split()[0]}; ' + ', '.join(f'{n} {v(n)}' for n in names))")
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True,
+                          env=_env(1, isolated=ou_env == "own"))
+    return proc.stdout.strip() if proc.returncode == 0 else f"(versions unreadable: {proc.stderr.strip()[-200:]})"
+
+
+def _ou_model_view(folder: str, views: Path) -> str:
+    """``folder`` as transformers 4.x (open-unlearning's own environment) reads it: a folder saved by transformers 5
+    names its tokenizer class ``TokenizersBackend`` (unknown to 4.45), keeps RoPE's base in ``rope_parameters``
+    (4.45 reads ``rope_theta``, else silently uses 10,000: SmolLM2's is 100,000), its dtype as ``dtype`` and its chat
+    template in ``chat_template.jinja``. Such a folder gets a view under ``views``: every file linked, except
+    config.json (``rope_theta``, ``rope_scaling`` unless the default RoPE, ``torch_dtype``) and tokenizer_config.json
+    (``PreTrainedTokenizerFast``, the same tokenizer.json, with the model inputs ``input_ids`` and
+    ``attention_mask``; the chat template) written in 4.x's keys. The same weights and tokenizer: the tiny demo
+    Llama's logits and greedy tokens are equal on both sides. A folder that needs none of it is returned as is."""
+    src = Path(folder)
+    config = json.loads((src / "config.json").read_text()) if (src / "config.json").is_file() else {}
+    tok_file = src / "tokenizer_config.json"
+    tok = json.loads(tok_file.read_text()) if tok_file.is_file() else {}
+    new_config, new_tok = dict(config), dict(tok)
+    rope = config.get("rope_parameters")
+    if isinstance(rope, dict) and "rope_theta" not in config:
+        new_config["rope_theta"] = rope.get("rope_theta")
+        if rope.get("rope_type", "default") != "default" and not config.get("rope_scaling"):
+            new_config["rope_scaling"] = {k: v for k, v in rope.items() if k != "rope_theta"}
+    if "dtype" in config and "torch_dtype" not in config:
+        new_config["torch_dtype"] = config["dtype"]
+    if tok.get("tokenizer_class") == "TokenizersBackend":
+        new_tok["tokenizer_class"] = "PreTrainedTokenizerFast"
+        new_tok.setdefault("model_input_names", ["input_ids", "attention_mask"])
+    if tok and "chat_template" not in tok and (src / "chat_template.jinja").is_file():
+        new_tok["chat_template"] = (src / "chat_template.jinja").read_text()
+    if new_config == config and new_tok == tok:
+        return folder
+    view = views / src.name
+    suffix = 1
+    while view.exists():
+        suffix += 1
+        view = views / f"{src.name}_{suffix}"
+    view.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name not in ("config.json", "tokenizer_config.json"):
+            (view / f.name).symlink_to(f.resolve())
+    if config:
+        (view / "config.json").write_text(json.dumps(new_config, indent=2))
+    if tok:
+        (view / "tokenizer_config.json").write_text(json.dumps(new_tok, indent=2))
+    return str(view)
 
 
 def _ou_data(data_dir: Path, cwd: Path) -> None:
@@ -267,7 +394,8 @@ def _ou_model(chat: bool, dtype: str) -> list[str]:
 
 
 def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
-            overrides: list[str], chat: bool = False, dtype: str = "float32") -> float:
+            overrides: list[str], chat: bool = False, dtype: str = "float32", threads: int = 1,
+            isolated: bool = False) -> float:
     holdout = forget_split.replace("forget", "holdout")
     launcher = cwd / "ou_launcher.py"
     launcher.write_text(OU_LAUNCHER)
@@ -278,7 +406,7 @@ def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forg
            f"forget_split={forget_split}", f"holdout_split={holdout}", f"eval.tofu.batch_size={batch_size}",
            "eval.tofu.overwrite=true", f"task_name={out.name}", f"paths.output_dir={out}", *overrides]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=_env(), capture_output=True, text=True)
+    proc = subprocess.run(cmd, cwd=cwd, env=_env(threads, isolated), capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         sys.exit(f"open-unlearning's evaluator failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}"
@@ -356,7 +484,7 @@ def _models(args: argparse.Namespace, work: Path) -> tuple[str, str]:
     from unlearn_methods.scaffolding.tiny_model import build_tiny_model
     from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts, training_records
 
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(max(args.threads))
     paths = []
     for name, seed, split in (("target", 0, "full"), ("retain", 1, "retain90")):
         path = work / name
@@ -377,12 +505,18 @@ def _fmt(x: float | None) -> str:
     return "nan" if math.isnan(x) else f"{x:.6g}"
 
 
-def _machine() -> str:
-    """Machine, date and load, for the record (load above the core count: other work shared the CPU)."""
+def _machine_info() -> dict[str, str]:
+    """This machine, now: date (UTC), host, CPU model and count, load average."""
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else ""
-    return (f"machine: {platform.node()} {platform.machine()} {cpu}, {os.cpu_count()} CPUs; "
-            f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_uptime()}")
+    return {"date": f"{datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC", "machine": f"{platform.node()} {platform.machine()}",
+            "cpu": cpu or platform.processor() or "unknown", "cpus": str(os.cpu_count()), "load": _uptime()}
+
+
+def _machine() -> str:
+    """Machine, date and load, for the record (load above the core count: other work shared the CPU)."""
+    m = _machine_info()
+    return f"machine: {m['machine']} {m['cpu']}, {m['cpus']} CPUs; {m['date']}; {m['load']}"
 
 
 def _uptime() -> str:
@@ -452,11 +586,81 @@ def _print_parts(pairs: list[dict]) -> dict:
     return summary
 
 
-def main() -> None:
+def _metric_differences(ours: dict, theirs: dict, tolerance: float, skip: tuple[str, ...] = ()) -> list[str]:
+    """The metric pairs (:data:`METRIC_PAIRS`, ours named) that are not equal: |diff| above ``tolerance``, or a value
+    on one side only (NaN equals NaN; a pair absent from both sides is not compared; ``skip``: ours not compared)."""
+    unequal = []
+    for a, b in METRIC_PAIRS:
+        x, y = ours.get(a), theirs.get(b)
+        if a in skip or (x is None and y is None):
+            continue
+        if x is None or y is None or math.isnan(x) != math.isnan(y) or (not math.isnan(x) and abs(x - y) > tolerance):
+            unequal.append(a)
+    return unequal
+
+
+def _setting_row(batch_size: int, threads: int, pairs: list[dict], tolerance: float,
+                 skip: tuple[str, ...] = ()) -> dict:
+    """One setting's line of the table from its pairs, each ``{"ours": run, "ou": run or None, "generation": report}``
+    (a run: ``parts`` with ``total`` seconds, ``metrics``): min and median total per side, the ratio of the min
+    totals and the median of the per-pair ours/OU ratios, whether the metrics were equal in every pair, and the
+    identical generated texts of the pair with fewest (``"k/n"``)."""
+    ours = [p["ours"]["parts"]["total"] for p in pairs]
+    row = {"batch_size": batch_size, "threads": threads, "pairs": len(pairs),
+           "ours_min": min(ours), "ours_median": statistics.median(ours), "ou_min": None, "ou_median": None,
+           "ratio_min": None, "ratio_median": None, "equal_metrics": None, "unequal": [], "identical": None}
+    if not all(p.get("ou") for p in pairs):
+        return row
+    theirs = [p["ou"]["parts"]["total"] for p in pairs]
+    unequal = sorted({name for p in pairs
+                      for name in _metric_differences(p["ours"]["metrics"], p["ou"]["metrics"], tolerance, skip)})
+    same = [p["generation"]["identical"] for p in pairs if "identical" in p.get("generation", {})]
+    worst = min(same, key=lambda g: (g["identical"] - g["matched"], g["identical"])) if same else None
+    row.update(ou_min=min(theirs), ou_median=statistics.median(theirs), ratio_min=min(ours) / min(theirs),
+               ratio_median=statistics.median(a / b for a, b in zip(ours, theirs)), equal_metrics=not unequal,
+               unequal=unequal, identical=f"{worst['identical']}/{worst['matched']}" if worst else None)
+    return row
+
+
+def _markdown(header: dict, rows: list[dict]) -> str:
+    """The sweep's table: a heading line of the run's date, machine, CPU and load before/after, the open-unlearning
+    environment, then one row per setting."""
+    def num(x: float | None, spec: str = ".1f") -> str:
+        return "-" if x is None else format(x, spec)
+
+    lines = [f"**{header['date_before'][:10]}**, {header['date_before']} to {header['date_after']}; machine "
+             f"{header['machine']}, CPU {header['cpu']} ({header['cpus']} CPUs); {header['load_before']} before, "
+             f"{header['load_after']} after.",
+             "", f"open-unlearning environment: {header['ou_env']}.", "",
+             f"`{header['command']}`", "",
+             "| batch | threads | pairs | ours min (s) | ours median (s) | OU min (s) | OU median (s) | "
+             "ours/OU min/min | ours/OU median | equal metrics | identical texts |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
+    for r in rows:
+        equal = "-" if r["equal_metrics"] is None else "yes" if r["equal_metrics"] else "no: " + ", ".join(r["unequal"])
+        lines.append(f"| {r['batch_size']} | {r['threads']} | {r['pairs']} | {num(r['ours_min'])} | "
+                     f"{num(r['ours_median'])} | {num(r['ou_min'])} | {num(r['ou_median'])} | "
+                     f"{num(r['ratio_min'], '.3f')} | {num(r['ratio_median'], '.3f')} | {equal} | "
+                     f"{r['identical'] or '-'} |")
+    return "\n".join(lines) + "\n"
+
+
+def _settings(batch_sizes: list[int], threads: list[int]) -> list[tuple[int, int]]:
+    """The sweep's (batch size, threads) settings, in run order: each thread count over every batch size."""
+    return [(b, t) for t in threads for b in batch_sizes]
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description="A full TOFU evaluation, ours vs open-unlearning's own evaluator.",
                                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     parser.add_argument("--open-unlearning", metavar="DIR", help="open-unlearning checkout to run side by side.")
-    parser.add_argument("--venv", metavar="DIR", help="Keep open-unlearning's venv here and reuse it (default: temp).")
+    parser.add_argument("--ou-env", choices=sorted(OU_ENVS), default="ours",
+                        help="open-unlearning's environment. " + "; ".join(f"{k}: {v}" for k, v in OU_ENVS.items())
+                        + " (default ours).")
+    parser.add_argument("--ou-python", default="python3.11", metavar="PYTHON",
+                        help="The Python 3.11 that makes the --ou-env own venv (default python3.11).")
+    parser.add_argument("--venv", metavar="DIR", help="Keep open-unlearning's venv here and reuse it (default: temp; "
+                        "give one with --ou-env own, whose install downloads several GB).")
     parser.add_argument("--model", help="Target model folder, 'smollm2' (the real-model fixture, also the default "
                         "reference) or 'tiny' (the default: the tiny demo Llama).")
     parser.add_argument("--retain-model", help="Retain model folder, the reference (needed with a model folder).")
@@ -464,7 +668,8 @@ def main() -> None:
     parser.add_argument("--finetune-epochs", type=float, default=0,
                         help="Fine-tune the default tiny models first (as `unlearn demo`; 0: random weights).")
     parser.add_argument("--task", default="tofu_forget10", help="tofu_forget01, tofu_forget05 or tofu_forget10.")
-    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--batch-sizes", "--batch-size", dest="batch_sizes", type=int, nargs="+", default=[16],
+                        metavar="N", help="Batch size(s) of both sides; several: one setting each (default 16).")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--answer-scoring", default="tofu", choices=["tofu", "all"],
                         help="Our token boundary (tofu: open-unlearning's, so the numbers can be equal).")
@@ -475,11 +680,15 @@ def main() -> None:
     parser.add_argument("--likelihood-only", action="store_true",
                         help="Skip the generation metrics on both sides (ours: TASK_likelihood; OU: no ROUGE, Model "
                              "Utility or gibberish): the likelihood-based metrics, MIAs included, at a fraction of the cost.")
-    parser.add_argument("--threads", type=int, default=1, help="Torch threads of each side (OMP_NUM_THREADS).")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1], metavar="N",
+                        help="Torch threads of each side (OMP_NUM_THREADS); several: each with every batch size.")
     parser.add_argument("--pairs", type=int, default=1,
-                        help="Timed (ours, open-unlearning) pairs, interleaved: ours first in odd pairs, theirs first "
-                        "in even ones (default 1; 3 for a figure).")
+                        help="Timed (ours, open-unlearning) pairs per setting, interleaved: ours first in odd pairs, "
+                        "theirs first in even ones (default 1; 3 for a figure).")
+    parser.add_argument("--tolerance", type=float, default=1e-4,
+                        help="Largest |ours - OU| of a metric pair that counts as equal (default 1e-4).")
     parser.add_argument("--json", metavar="FILE", help="Also write every timing, count and metric here.")
+    parser.add_argument("--markdown", metavar="FILE", help="Also write the settings table (markdown) here.")
     parser.add_argument("--classifier", help=argparse.SUPPRESS)
     parser.add_argument("--keep-ou", metavar="DIR", help="Copy open-unlearning's output folders (ou_retain, ou_target: "
                         "TOFU_EVAL.json, TOFU_SUMMARY.json) here, e.g. for `unlearn report DIR/ou_target --reference "
@@ -487,15 +696,47 @@ def main() -> None:
     parser.add_argument("--ours-json", help=argparse.SUPPRESS)
     parser.add_argument("--reference", help=argparse.SUPPRESS)
     parser.add_argument("--output", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.ours_json:
-        logging.disable(logging.WARNING)
-        return _our_child(args)
+    return parser
 
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One-line errors for bad input, before anything runs."""
     if args.task not in ("tofu_forget01", "tofu_forget05", "tofu_forget10"):
         parser.error(f"--task {args.task}: give tofu_forget01, tofu_forget05 or tofu_forget10.")
     if args.pairs < 1:
         parser.error(f"--pairs {args.pairs}: give 1 or more.")
+    for flag, values in (("--batch-sizes", args.batch_sizes), ("--threads", args.threads)):
+        if min(values) < 1 or len(set(values)) != len(values):
+            parser.error(f"{flag} {' '.join(map(str, values))}: give distinct numbers of 1 or more.")
+    if args.ou_env == "own" and not args.open_unlearning:
+        parser.error("--ou-env own: give --open-unlearning DIR (the checkout whose requirements it installs).")
+    marker = Path(args.venv) / VENV_MARKER if args.venv else None
+    if marker and marker.exists() and _venv_kind(marker) != args.ou_env:
+        parser.error(f"--venv {args.venv} holds open-unlearning's '{_venv_kind(marker)}' environment, not "
+                     f"'{args.ou_env}': give another --venv folder (or remove that one).")
+    if args.ou_env == "own" and not (marker and marker.exists()):
+        python = shutil.which(args.ou_python)
+        if python is None:
+            parser.error(f"--ou-python {args.ou_python}: not found; open-unlearning's own environment needs a Python "
+                         "3.11 (its setup.py: python_requires>=3.11; its README: conda create -n unlearning python=3.11).")
+        version = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                 capture_output=True, text=True).stdout.strip()
+        if version != "3.11":
+            parser.error(f"--ou-python {args.ou_python} is Python {version or '?'}: give a Python 3.11 "
+                         "(open-unlearning's README environment).")
+    for flag, out in (("--json", args.json), ("--markdown", args.markdown)):
+        if out and Path(out).resolve() in {Path(x).resolve() for x in (args.model, args.retain_model, args.data_dir,
+                                                                       args.open_unlearning) if x}:
+            parser.error(f"{flag} {out} is one of the run's inputs: give another file.")
+
+
+def main() -> None:
+    parser = _parser()
+    args = parser.parse_args()
+    if args.ours_json:
+        logging.disable(logging.WARNING)
+        return _our_child(args)
+    _check_args(parser, args)
     if args.model == "tiny":
         args.model = None
     elif args.model == "smollm2":
@@ -503,13 +744,15 @@ def main() -> None:
 
         args.model = resolve_model("smollm2")
         args.retain_model = args.retain_model or args.model
-    THREADS["n"] = args.threads
+    before = _machine_info()
     print(_machine())
-    print(f"{args.threads} torch thread(s) a side, batch {args.batch_size}, {args.dtype}, {args.pairs} pair(s)",
-          flush=True)
+    settings = _settings(args.batch_sizes, args.threads)
+    print(f"{len(settings)} setting(s) (batch size, torch threads a side): "
+          f"{', '.join(f'({b}, {t})' for b, t in settings)}; {args.dtype}, {args.pairs} pair(s) each", flush=True)
     forget_split = args.task.removeprefix("tofu_")
     record: dict = {"machine": _machine(), "args": {k: v for k, v in vars(args).items() if not k.startswith("ours")}}
-    pairs: list[dict] = []
+    ou_env_line = "none (open-unlearning not run)"
+    results: list[dict] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         if args.data_dir:
@@ -522,49 +765,64 @@ def main() -> None:
         args.classifier = _tiny_classifier(model, work / "classifier")
         task = f"{args.task}_likelihood" if args.likelihood_only else args.task
         python = checkout = None
+        isolated = args.ou_env == "own"
+        ou_model, ou_retain, ou_classifier = model, retain, args.classifier
+        first = settings[0]
         if args.open_unlearning:
             checkout = Path(args.open_unlearning).resolve()
             if not (checkout / "src" / "eval.py").is_file():
                 sys.exit(f"--open-unlearning {checkout}: no src/eval.py there; pass a checkout of "
                          "github.com/locuslab/open-unlearning.")
-            python = _ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv")
+            python = _ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv", args.ou_env,
+                              args.ou_python)
+            ou_env_line = f"{args.ou_env} ({OU_ENVS[args.ou_env]}): {_ou_versions(python, args.ou_env)}"
+            print(f"open-unlearning environment: {ou_env_line}", flush=True)
             cwd = work / "ou"
             _ou_data(data_dir, cwd)
+            if isolated:  # transformers 4.45 there: folders saved by transformers 5 in its keys
+                views = work / "ou_models"
+                ou_model, ou_retain, ou_classifier = (_ou_model_view(f, views) for f in (model, retain,
+                                                                                           args.classifier))
+                if (ou_model, ou_retain, ou_classifier) != (model, retain, args.classifier):
+                    print("open-unlearning's model folders: transformers 5's tokenizer class, RoPE and dtype keys "
+                          "rewritten as transformers 4.x reads them (files linked, weights and tokenizer.json the same)")
             ref_dir = work / "ou_retain"
-            print("open-unlearning: evaluating the retain model for the reference (not timed) ...", flush=True)
-            _run_ou(python, checkout, cwd, retain, ref_dir, forget_split, args.batch_size,
+            print(f"open-unlearning: evaluating the retain model for the reference (not timed; once, at batch "
+                  f"{first[0]}, {first[1]} thread(s)) ...", flush=True)
+            _run_ou(python, checkout, cwd, ou_retain, ref_dir, forget_split, first[0],
                     [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
-                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype)
+                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype, first[1], isolated)
             reference = str(ref_dir / "TOFU_EVAL.json")
         else:
             print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
                   "github.com/locuslab/open-unlearning) to run its evaluator side by side.")
             print("ours: evaluating the retain model for the reference (not timed) ...", flush=True)
             reference = str(work / "ours_retain")
-            _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", Path(reference))
+            _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", first,
+                      Path(reference))
 
-        def run_ours() -> dict:
+        def run_ours(setting: tuple[int, int]) -> dict:
             print(f"  ours: evaluating {task} ({_uptime()}) ...", flush=True)
-            wall, ours = _run_ours(args, model, str(data_dir), reference, task, work / "ours.json")
+            wall, ours = _run_ours(args, model, str(data_dir), reference, task, work / "ours.json", setting)
             ours["parts"] = _our_parts(wall, ours["timings"])
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             return ours
 
-        def run_ou() -> dict:
+        def run_ou(setting: tuple[int, int]) -> dict:
             out = work / "ou_target"
             shutil.rmtree(out, ignore_errors=True)  # its eval.log is appended to: each pair's parts from its own run
             print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
             extra = [m for m in OU_EXTRA if not (args.likelihood_only and m in OU_GENERATION)]
             overrides = [f"retain_logs_path={reference}", f"+eval/tofu_metrics=[{','.join(OU_MIA + extra)}]",
-                         f"eval.tofu.metrics.mia_reference.reference_model_path={retain}"]
+                         f"eval.tofu.metrics.mia_reference.reference_model_path={ou_retain}"]
             if args.likelihood_only:
                 overrides += [f"~eval.tofu.metrics.{m}" for m in OU_GENERATION if m not in OU_EXTRA]
             else:
                 overrides += [*(f"eval.tofu.metrics.forget_Q_A_gibberish.{k}.pretrained_model_name_or_path="
-                                f"{args.classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
+                                f"{ou_classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
                               "eval.tofu.metrics.forget_Q_A_gibberish.device=cpu"]
-            wall = _run_ou(python, checkout, cwd, model, out, forget_split, args.batch_size, overrides, args.chat,
-                           args.dtype)
+            wall = _run_ou(python, checkout, cwd, ou_model, out, forget_split, setting[0], overrides, args.chat,
+                           args.dtype, setting[1], isolated)
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             parts = _ou_parts(out / "eval.log")
             parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
@@ -575,23 +833,55 @@ def main() -> None:
             return {"parts": parts, "metrics": metrics, "generations": generations,
                     "gibberish_items": _gibberish_items(out / "TOFU_EVAL.json", args.classifier)}
 
-        for i in range(args.pairs):
-            print(f"pair {i + 1} of {args.pairs} ({_uptime()}):", flush=True)
-            sides = ["ours", "ou"] if i % 2 == 0 or not python else ["ou", "ours"]
-            done = {side: (run_ours() if side == "ours" else run_ou()) for side in sides if side == "ours" or python}
-            pairs.append(done)
-        ours, ou = pairs[-1]["ours"], pairs[-1].get("ou")
-        gen = _generation_report(model, ours["generations"], (ou or {}).get("generations", []))
+        for setting in settings:
+            print(f"\nsetting: batch {setting[0]}, {setting[1]} torch thread(s) a side", flush=True)
+            pairs: list[dict] = []
+            for i in range(args.pairs):
+                print(f"pair {i + 1} of {args.pairs} ({_uptime()}):", flush=True)
+                sides = ["ours", "ou"] if i % 2 == 0 or not python else ["ou", "ours"]
+                done = {side: (run_ours(setting) if side == "ours" else run_ou(setting))
+                        for side in sides if side == "ours" or python}
+                done["generation"] = _generation_report(model, done["ours"]["generations"],
+                                                        done.get("ou", {}).get("generations", []))
+                pairs.append(done)
+            results.append({"setting": setting, "pairs": pairs})
+            _report_setting(args, setting, pairs)
 
+    skip = ("mia_reference_auc",) if args.model and args.retain_model == args.model else ()
+    rows = [_setting_row(*r["setting"], r["pairs"], args.tolerance, skip) for r in results]
+    after = _machine_info()
+    header = {"date_before": before["date"], "date_after": after["date"], "machine": before["machine"],
+              "cpu": before["cpu"], "cpus": before["cpus"], "load_before": before["load"], "load_after": after["load"],
+              "ou_env": ou_env_line, "command": " ".join(["python", *sys.argv])}
+    table = _markdown(header, rows)
+    print("\n" + table)
+    print(f"(equal metrics: every metric pair of every pair within {args.tolerance:g}"
+          f"{', mia_reference left out: the retain model is the target itself' if skip else ''}; identical texts: "
+          "the pair with fewest, matched on the prompt. Ratio min/min: ours' fastest over OU's fastest; median: "
+          "of the per-pair ratios.)")
+    print(f"finished {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_uptime()}")
+    if args.markdown:
+        Path(args.markdown).write_text(table)
+    if args.json:
+        record.update(header=header, rows=rows, settings=[
+            {"batch_size": r["setting"][0], "threads": r["setting"][1],
+             "pairs": [{side: ({k: v for k, v in p[side].items() if k != "generations"} if side != "generation"
+                               else p[side]) for side in p} for p in r["pairs"]]} for r in results])
+        Path(args.json).write_text(json.dumps(record, indent=1))
+
+
+def _report_setting(args: argparse.Namespace, setting: tuple[int, int], pairs: list[dict]) -> None:
+    """A setting's printout: its parts per pair, tokens, identical texts, stability and every metric pair."""
+    ours, ou = pairs[-1]["ours"], pairs[-1].get("ou")
+    gen = pairs[-1]["generation"]
     c = ours["counts"]
     print(f"\n{args.task}: {ours['documents']} documents, model {args.model or 'tiny demo Llama'}"
           f"{' (fine-tuned)' if args.finetune_epochs and not args.model else ''}, hf, cpu, {args.dtype}, "
-          f"batch {args.batch_size}, answer_scoring={args.answer_scoring}"
+          f"batch {setting[0]}, {setting[1]} thread(s), answer_scoring={args.answer_scoring}"
           f"{', chat template (OU instruct setting)' if args.chat else ''}; ours: {c.get('generate_until', 0)} "
           f"generations, {c.get('unlearn_answer_logprobs', 0)} answer scorings, {c.get('unlearn_answer_gradnorm', 0)} "
           f"gradient norms")
-    summary = _print_parts([{"ours": p["ours"]["parts"], "ou": p.get("ou", {}).get("parts")} for p in pairs])
-
+    _print_parts([{"ours": p["ours"]["parts"], "ou": p.get("ou", {}).get("parts")} for p in pairs])
     for side in ("ours", "open-unlearning"):
         if side in gen:
             g = gen[side]
@@ -600,8 +890,8 @@ def main() -> None:
     print(f"tokens generated by our model calls: {c.get('generated_tokens', 0)} (EOS included; "
           f"{c.get('generated_tokens', 0) / max(c.get('generate_until', 1), 1):.1f} per item)")
     if "identical" in gen:
-        print(f"generated texts identical item by item: {gen['identical']['identical']} of "
-              f"{gen['identical']['matched']} matched prompts")
+        print("generated texts identical item by item, per pair: " + ", ".join(
+            f"{p['generation']['identical']['identical']} of {p['generation']['identical']['matched']}" for p in pairs))
     stable = all(p["ours"]["metrics"] == ours["metrics"] for p in pairs) and all(
         p["ou"]["metrics"] == ou["metrics"] for p in pairs if ou)
     print(f"metrics identical across the {len(pairs)} pair(s) on each side: {stable}")
@@ -624,12 +914,6 @@ def main() -> None:
     elif args.model and args.retain_model == args.model:
         print("(the retain model is the target itself: mia_reference compares a model with itself, so its AUROC is "
               "float noise around 0.5 on either side, not a comparable figure.)")
-    print(f"finished {datetime.now(UTC):%Y-%m-%d %H:%M:%S} UTC; {_uptime()}")
-    if args.json:
-        record.update(summary=summary, generation=gen, metrics={"ours": m_ours, "ou": m_ou},
-                      pairs=[{side: {k: v for k, v in p[side].items() if k != "generations"} for side in p}
-                             for p in pairs])
-        Path(args.json).write_text(json.dumps(record, indent=1))
 
 
 if __name__ == "__main__":

@@ -108,3 +108,130 @@ def test_launcher_gives_open_unlearning_a_list_of_ids(bench, tiny_model_dir, tmp
     out = subprocess.run([sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "src" / "script.py"), "a=1"],
                          capture_output=True, text=True, check=True).stdout
     assert out.split() == ["list", "True", "found", "__main__", "['a=1']"]
+
+
+def _run(total: float, metrics: dict) -> dict:
+    return {"parts": {"start-up": 1.0, "total": total}, "metrics": metrics}
+
+
+def _pair(ours: float, theirs: float | None, identical: int = 68, ours_m: dict | None = None,
+          theirs_m: dict | None = None) -> dict:
+    ours_m = ours_m if ours_m is not None else {"forget_prob": 0.5, "mia_reference_auc": 0.45}
+    theirs_m = theirs_m if theirs_m is not None else {"forget_Q_A_Prob": 0.50001, "mia_reference": 0.5}
+    gen = {"identical": {"matched": 68, "identical": identical}} if theirs is not None else {}
+    return {"ours": _run(ours, ours_m), "ou": _run(theirs, theirs_m) if theirs is not None else None, "generation": gen}
+
+
+def test_metric_pairs_equal_within_the_tolerance(bench) -> None:
+    nan = float("nan")
+    ours = {"forget_prob": 0.5, "retain_prob": 0.3, "privleak": nan, "forget_quality": nan, "model_utility": 0.2}
+    theirs = {"forget_Q_A_Prob": 0.50005, "retain_Q_A_Prob": 0.3002, "privleak": nan, "forget_quality": 0.1}
+    # retain 2e-4 > 1e-4; forget_quality NaN on one side only; model_utility on ours only; privleak NaN = NaN
+    assert bench._metric_differences(ours, theirs, 1e-4) == ["forget_quality", "retain_prob", "model_utility"]
+    assert bench._metric_differences(ours, theirs, 1e-3, skip=("forget_quality", "model_utility")) == []
+
+
+def test_sweep_rows_and_markdown_table(bench) -> None:
+    """Three settings from recorded runs: min/median per side, ratios, equal metrics and identical texts, by hand."""
+    assert bench._settings([8, 16], [1, 2]) == [(8, 1), (16, 1), (8, 2), (16, 2)]
+    first = [_pair(10.0, 20.0), _pair(12.0, 18.0, identical=67), _pair(11.0, 25.0)]
+    row = bench._setting_row(8, 1, first, 1e-4, skip=("mia_reference_auc",))
+    assert row["ours_min"] == 10.0 and row["ours_median"] == 11.0
+    assert row["ou_min"] == 18.0 and row["ou_median"] == 20.0
+    assert row["ratio_min"] == pytest.approx(10 / 18)
+    assert row["ratio_median"] == pytest.approx(0.5)  # of 10/20, 12/18, 11/25
+    assert row["equal_metrics"] is True and row["identical"] == "67/68" and row["pairs"] == 3
+    # without the skip, mia_reference (0.45 vs 0.5) is unequal
+    assert bench._setting_row(8, 1, first, 1e-4)["unequal"] == ["mia_reference_auc"]
+    second = bench._setting_row(16, 2, [_pair(9.0, 12.0, ours_m={"forget_prob": 0.4},
+                                              theirs_m={"forget_Q_A_Prob": 0.5})], 1e-4)
+    assert second["equal_metrics"] is False and second["unequal"] == ["forget_prob"]
+    assert second["ratio_min"] == second["ratio_median"] == 0.75
+    alone = bench._setting_row(32, 1, [_pair(7.0, None), _pair(5.0, None)], 1e-4)
+    assert alone["ours_min"] == 5.0 and alone["ou_min"] is None and alone["equal_metrics"] is None
+
+    header = {"date_before": "2026-11-27 02:00:00 UTC", "date_after": "2026-11-27 03:00:00 UTC",
+              "machine": "host x86_64", "cpu": "Some CPU", "cpus": "2", "load_before": "load average 0.10 0.20 0.30",
+              "load_after": "load average 1.00 1.10 1.20", "ou_env": "own (...): Python 3.11.7; torch 2.4.1",
+              "command": "python benchmarks/bench_tofu_eval.py --batch-sizes 8 16"}
+    lines = bench._markdown(header, [row, second, alone]).splitlines()
+    assert lines[0] == ("**2026-11-27**, 2026-11-27 02:00:00 UTC to 2026-11-27 03:00:00 UTC; machine host x86_64, "
+                        "CPU Some CPU (2 CPUs); load average 0.10 0.20 0.30 before, load average 1.00 1.10 1.20 after.")
+    assert lines[2] == "open-unlearning environment: own (...): Python 3.11.7; torch 2.4.1."
+    assert lines[-3:] == ["| 8 | 1 | 3 | 10.0 | 11.0 | 18.0 | 20.0 | 0.556 | 0.500 | yes | 67/68 |",
+                          "| 16 | 2 | 1 | 9.0 | 9.0 | 12.0 | 12.0 | 0.750 | 0.750 | no: forget_prob | 68/68 |",
+                          "| 32 | 1 | 2 | 5.0 | 6.0 | - | - | - | - | - | - |"]
+
+
+def test_ou_env_arguments(bench, tmp_path) -> None:
+    """--ou-env: its choices and what each installs; own needs the checkout and a Python 3.11; a kept venv of the
+    other kind is refused in one line; the old --batch-size spelling still works."""
+    parser = bench._parser()
+    args = parser.parse_args(["--batch-size", "16"])
+    assert args.ou_env == "ours" and args.batch_sizes == [16] and args.threads == [1]
+    assert parser.parse_args(["--batch-sizes", "8", "16", "--threads", "1", "2"]).batch_sizes == [8, 16]
+
+    def check(*argv: str) -> None:
+        with pytest.raises(SystemExit):
+            bench._check_args(parser, parser.parse_args(list(argv)))
+
+    for argv in (["--ou-env", "own"], ["--batch-sizes", "8", "8"], ["--threads", "0"]):
+        check(*argv)
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--ou-env", "conda"])
+    fake = {}
+    for version in ("3.10", "3.11"):
+        fake[version] = tmp_path / f"python{version}"
+        fake[version].write_text(f"#!/bin/sh\necho {version}\n")
+        fake[version].chmod(0o755)
+    ou = str(tmp_path / "ou")
+    check("--ou-env", "own", "--open-unlearning", ou, "--ou-python", str(fake["3.10"]))
+    check("--ou-env", "own", "--open-unlearning", ou, "--ou-python", str(tmp_path / "absent"))
+    bench._check_args(parser, parser.parse_args(["--ou-env", "own", "--open-unlearning", ou, "--ou-python",
+                                                 str(fake["3.11"])]))
+
+    checkout = tmp_path / "ou"
+    assert bench._ou_install_steps(checkout, "own") == [["-r", f"{checkout}/requirements.txt"], [f"{checkout}[lm-eval]"]]
+    assert bench._ou_install_steps(checkout, "ours") == [["--no-deps", str(checkout)], bench.OU_REQUIREMENTS]
+    assert bench._ou_venv_command("own", tmp_path / "v", "python3.11") == ["python3.11", "-m", "venv", f"{tmp_path}/v"]
+    assert "--system-site-packages" in bench._ou_venv_command("ours", tmp_path / "v", "python3.11")
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / bench.VENV_MARKER).write_text("ok\n")  # a venv kept before --ou-env existed: ours
+    assert bench._ou_venv(checkout, venv, "ours") == venv / "bin" / "python"
+    with pytest.raises(SystemExit, match="holds open-unlearning's 'ours' environment, not 'own'"):
+        bench._ou_venv(checkout, venv, "own")
+    check("--ou-env", "own", "--open-unlearning", ou, "--venv", str(venv))  # refused before anything runs
+    bench._check_args(parser, parser.parse_args(["--venv", str(venv)]))
+    env = bench._env(2, isolated=True)
+    assert "PYTHONPATH" not in env and env["PYTHONNOUSERSITE"] == "1" and env["OMP_NUM_THREADS"] == "2"
+
+
+def test_model_folder_view_for_transformers_4(bench, tmp_path) -> None:
+    """open-unlearning's own environment (transformers 4.45) gets a transformers-5 folder in 4.x's keys: RoPE base,
+    scaling, dtype, tokenizer class and model inputs, chat template; the other files linked, not copied."""
+    src = tmp_path / "model"
+    src.mkdir()
+    (src / "config.json").write_text(json.dumps({
+        "model_type": "llama", "dtype": "float32",
+        "rope_parameters": {"rope_theta": 100000.0, "rope_type": "linear", "factor": 2.0}}))
+    (src / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "TokenizersBackend", "eos_token": "</s>"}))
+    (src / "chat_template.jinja").write_text("{{ messages }}")
+    (src / "model.safetensors").write_bytes(b"weights")
+    view = Path(bench._ou_model_view(str(src), tmp_path / "views"))
+    assert view == tmp_path / "views" / "model"
+    assert json.loads((view / "config.json").read_text()) == {
+        "model_type": "llama", "dtype": "float32", "torch_dtype": "float32",
+        "rope_parameters": {"rope_theta": 100000.0, "rope_type": "linear", "factor": 2.0},
+        "rope_theta": 100000.0, "rope_scaling": {"rope_type": "linear", "factor": 2.0}}
+    assert json.loads((view / "tokenizer_config.json").read_text()) == {
+        "tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "</s>",
+        "model_input_names": ["input_ids", "attention_mask"], "chat_template": "{{ messages }}"}
+    assert (view / "model.safetensors").is_symlink() and (view / "model.safetensors").read_bytes() == b"weights"
+    assert bench._ou_model_view(str(src), tmp_path / "views") == str(tmp_path / "views" / "model_2")  # no clash
+    # a folder in 4.x's keys already is used as it is
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "config.json").write_text(json.dumps({"rope_theta": 10000.0, "torch_dtype": "float32"}))
+    (old / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GPT2Tokenizer"}))
+    assert bench._ou_model_view(str(old), tmp_path / "views") == str(old)
