@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,14 +49,24 @@ def test_verify_with_the_default_tokenizer_imports_no_torch(tmp_path):
     assert "huggingface_hub" not in loaded  # an empty HF cache (HF_HOME here) is seen without it
 
 
-def test_compiled_kernel_is_cached_on_disk(tmp_path):
+def test_compiled_kernel_is_cached_on_disk_and_loaded_without_numba(tmp_path):
     pytest.importorskip("numba")
     cache = tmp_path / "numba_cache"
-    code = ("import json, numpy as np\nfrom unlearn_tasks.waterdrum import mt19937\n"
-            "out = mt19937.positions(np.array([0, 1]), np.array([5, 9]), np.array([0, 2, 3]), np.array([3, 7, 11]), 1000)\n"
-            "s = mt19937._positions.stats\nprint(json.dumps({'hits': sum(s.cache_hits.values()), "
-            "'misses': sum(s.cache_misses.values()), 'out': out.tolist()}))")
+    code = ("import json, sys, numpy as np\nfrom unlearn_tasks.waterdrum import kernel_cache\n"
+            "out = kernel_cache.positions(np.array([0, 1]), np.array([5, 9]), np.array([0, 2, 3]), np.array([3, 7, 11]), 1000)\n"
+            "print(json.dumps({'numba': 'numba' in sys.modules, 'scipy': 'scipy' in sys.modules, 'out': out.tolist()}))")
     first = _python(code, tmp_path, NUMBA_CACHE_DIR=str(cache))
-    assert first["misses"] >= 1 and list(cache.rglob("*.nbi"))  # compiled, and the index written to the cache
+    files = list(cache.rglob("mt19937-kernel-*.bin"))
+    assert first["numba"] and len(files) == 1  # built by numba, and the machine code written to the cache
+    expected = [[int(np.random.RandomState([owner, prev]).permutation(1000)[t]) for prev, t in ((5, 3), (5, 7), (9, 11))]
+                for owner in (0, 1)]
+    assert first["out"] == expected
     second = _python(code, tmp_path, NUMBA_CACHE_DIR=str(cache))
-    assert second["hits"] >= 1 and second["misses"] == 0 and second["out"] == first["out"]  # loaded, not compiled
+    assert not second["numba"] and not second["scipy"] and second["out"] == expected  # loaded, numba never imported
+    # a cache file built from other source, numba, llvmlite or CPU is never used: it carries its key
+    header, _, obj = files[0].read_bytes().partition(b"\n")
+    meta = json.loads(header)
+    meta["key"]["cpu"] = "another-cpu"
+    files[0].write_bytes(json.dumps(meta).encode() + b"\n" + obj)
+    third = _python(code, tmp_path, NUMBA_CACHE_DIR=str(cache))
+    assert third["numba"] and third["out"] == expected  # rebuilt
