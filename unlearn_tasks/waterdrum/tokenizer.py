@@ -59,7 +59,7 @@ class TiktokenLlama3Encoder:
 
     def __init__(self) -> None:
         try:
-            from llama_models.llama3 import tokenizer as module
+            import llama_models.llama3.tokenizer as module
         except ImportError as exc:
             raise TokenizerUnavailable(
                 f"the offline Llama-3 tokenizer needs the llama-models and tiktoken packages: {INSTALL_HINT}"
