@@ -115,8 +115,8 @@ def _link(obj: bytes, meta: dict) -> Callable:
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     # numba's error path around the call (Python's C API, numba's helpers) is never taken: the kernel raises
-    # nothing. Symbols this process lacks (numba's, when numba is not imported) resolve to abort().
-    abort = ctypes.cast(ctypes.CDLL(None).abort, ctypes.c_void_p).value
+    # nothing. Symbols this process lacks (numba's, when numba is not imported) resolve to Py_FatalError (aborts).
+    abort = ctypes.cast(ctypes.pythonapi.Py_FatalError, ctypes.c_void_p).value
     for name in meta["externals"]:
         if not llvm.address_of_symbol(name):
             llvm.add_symbol(name, abort)
