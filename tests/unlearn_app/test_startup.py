@@ -1,5 +1,6 @@
-"""Start-up cost of the command line: `unlearn --help` and `unlearn verify` import only what they need, and the
-compiled WaterDrum kernel is cached on disk (checked by modules loaded and cache hits, not by timing)."""
+"""Start-up cost of the command line: `unlearn --help` and `unlearn verify` import only what they need (`verify` no
+other command's module), and the compiled WaterDrum kernel's machine code is cached on disk and loaded without numba
+(checked by modules loaded and cache files, not by timing)."""
 
 from __future__ import annotations
 
