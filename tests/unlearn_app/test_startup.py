@@ -52,8 +52,10 @@ def test_verify_with_the_default_tokenizer_imports_no_torch(tmp_path):
     assert "huggingface_hub" not in loaded  # an empty HF cache (HF_HOME here) is seen without it
 
 
-def test_compiled_kernel_is_cached_on_disk_and_loaded_without_numba(tmp_path):
+def test_compiled_kernel_is_cached_on_disk_and_loaded_without_numba(tmp_path, monkeypatch):
     pytest.importorskip("numba")
+    from unlearn_tasks.waterdrum import kernel_cache
+
     cache = tmp_path / "numba_cache"
     code = ("import json, sys, numpy as np\nfrom unlearn_tasks.waterdrum import kernel_cache\n"
             "out = kernel_cache.positions(np.array([0, 1]), np.array([5, 9]), np.array([0, 2, 3]), np.array([3, 7, 11]), 1000)\n"
@@ -67,9 +69,13 @@ def test_compiled_kernel_is_cached_on_disk_and_loaded_without_numba(tmp_path):
     second = _python(code, tmp_path, NUMBA_CACHE_DIR=str(cache))
     assert not second["numba"] and not second["scipy"] and second["out"] == expected  # loaded, numba never imported
     # a cache file built from other source, numba, llvmlite or CPU is never used: it carries its key
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))
+    key = kernel_cache._key()
+    assert kernel_cache._read(key) is not None
     header, _, obj = files[0].read_bytes().partition(b"\n")
     meta = json.loads(header)
     meta["key"]["cpu"] = "another-cpu"
     files[0].write_bytes(json.dumps(meta).encode() + b"\n" + obj)
-    third = _python(code, tmp_path, NUMBA_CACHE_DIR=str(cache))
-    assert third["numba"] and third["out"] == expected  # rebuilt
+    assert kernel_cache._read(key) is None
+    files[0].write_bytes(header + b"\n" + obj[:-1])  # cut short
+    assert kernel_cache._read(key) is None
