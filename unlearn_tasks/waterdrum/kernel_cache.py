@@ -6,7 +6,7 @@ for a few hundred texts. So the kernel's C entry point is compiled once by numba
 kernel's source (``__pycache__``; ``NUMBA_CACHE_DIR`` when set, or the user cache folder where the package is
 read-only) and later loaded into llvmlite's JIT linker and called through ctypes (about 0.03 s).
 
-The cache file names the source it was built from, the numba and llvmlite builds and the CPU (name, features, any
+The cache file names the source it was built from, the Python, numba and llvmlite builds and the CPU (name, features, any
 ``NUMBA_CPU_NAME``/``NUMBA_CPU_FEATURES``): a file built from anything else is never used, and is rebuilt.
 """
 
@@ -18,6 +18,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -51,6 +52,7 @@ def _key() -> dict:
 
     return {
         "format": _FORMAT,
+        "python": sys.implementation.cache_tag,
         "source": hashlib.sha256(_SOURCE.read_bytes()).hexdigest(),
         "numba": hashlib.sha256(_package_version_file("numba", "_version.py")).hexdigest(),
         "llvmlite": hashlib.sha256(_package_version_file("llvmlite", "_version.py")).hexdigest(),
