@@ -27,3 +27,29 @@ def test_each_command_module_adds_its_own_subcommands():
     assert seen["klom"] != seen["ulira"] != seen["margins"]  # one module per concept
     assert seen["run"] == "unlearn_app.commands.run" and seen["tasks-dir"] == "unlearn_app.commands.tasks_dir"
     assert sorted(seen) == sorted(_top_level(build_parser()))
+
+
+def test_a_command_builds_only_its_modules_parser_with_the_same_help():
+    from unlearn_app.cli import module_name
+
+    full = build_parser()
+    commands = _top_level(full)
+    full_action = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    for name in commands:
+        parser = build_parser(name)
+        action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        assert len(action.choices) < len(commands), name  # not every command's parser
+        assert f"unlearn_app.commands.{module_name(name)}" in _modules_of(action.choices[name]), name
+        assert action.choices[name].format_help() == full_action.choices[name].format_help(), name
+    assert _top_level(build_parser("no-such-command")) == commands  # unknown: every command, for argparse's error
+    assert _top_level(build_parser(None)) == commands
+
+
+def _modules_of(parser: argparse.ArgumentParser) -> set[str]:
+    """Modules of the functions a parser (or its subcommands) runs."""
+    found = {getattr(parser._defaults.get("func"), "__module__", None)}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                found |= _modules_of(sub)
+    return found

@@ -8,6 +8,8 @@ The kernel stops after the step of the smallest needed token (later steps never 
 needed positions straight from the shuffled array. It is single-threaded on purpose (no numba threading
 layer, whose OpenMP threads fight torch's); :mod:`.permutation` spreads it over processes.
 Parity with numpy is tested; :mod:`.permutation` falls back to numpy when numba is missing.
+Importing this module imports numba; :mod:`.kernel_cache` runs the kernel without it (from its machine code
+cached on disk by :func:`compile_object`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 try:
     import numba
-    from numba import njit
+    from numba import carray, cfunc, njit, types
 except ImportError:  # pragma: no cover - exercised where numba is absent
     numba = None
 
@@ -106,30 +108,40 @@ if AVAILABLE:
         for m in range(lo, hi):
             out_row[m] = arr[targets[m]]
 
-    @njit(cache=True)
-    def _positions(ids: np.ndarray, prevs: np.ndarray, offsets: np.ndarray, targets: np.ndarray, n: int) -> np.ndarray:
-        n_groups = len(prevs)
-        out = np.empty((len(ids), len(targets)), dtype=np.uint32)
-        mt = np.empty(_N_STATE, dtype=np.uint64)
-        buf = np.empty(_N_STATE, dtype=np.int64)
-        arr = np.empty(n, dtype=np.uint32)
-        for k in range(len(ids)):
+    def _positions(n_ids, ids_p, n_groups, prevs_p, offsets_p, n_targets, targets_p, n, out_p, mt_p, buf_p, arr_p):
+        # A C-callable entry point: every array comes from the caller (numpy), so the machine code needs neither
+        # numba's runtime nor its allocator and can be loaded without numba (see :mod:`.kernel_cache`).
+        ids = carray(ids_p, (n_ids,))
+        prevs = carray(prevs_p, (n_groups,))
+        offsets = carray(offsets_p, (n_groups + 1,))
+        targets = carray(targets_p, (n_targets,))
+        out = carray(out_p, (n_ids, n_targets))
+        mt = carray(mt_p, (_N_STATE,))
+        buf = carray(buf_p, (_N_STATE,))
+        arr = carray(arr_p, (n,))
+        for k in range(n_ids):
             for g in range(n_groups):
                 lo = offsets[g]
                 hi = offsets[g + 1]
                 if hi > lo:
                     _one(ids[k], prevs[g], n, lo, hi, targets, out[k], mt, buf, arr)
-        return out
 
 
-def positions(ids: np.ndarray, prevs: np.ndarray, offsets: np.ndarray, targets: np.ndarray, vocab_size: int) -> np.ndarray:
-    """Compiled, single-threaded equivalent of :func:`.permutation.keyed_positions` (inputs validated)."""
+def compile_object() -> tuple[bytes, str, list[str]]:
+    """Machine code of the kernel's C entry point for this CPU: ``(object file, symbol, external symbols)``.
+
+    The entry point is ``void f(int64 n_ids, int64 *ids, int64 n_groups, int64 *prevs, int64 *offsets,
+    int64 n_targets, int64 *targets, int64 n, uint32 *out[n_ids, n_targets], uint64 *mt[624], int64 *buf[624],
+    uint32 *arr[n])``. The external symbols are those of numba's error path around the call, which the kernel
+    never takes (it raises nothing)."""
     if not AVAILABLE:
         raise RuntimeError("numba is not installed")
-    return _positions(
-        np.ascontiguousarray(ids, dtype=np.int64),
-        np.ascontiguousarray(prevs, dtype=np.int64),
-        np.ascontiguousarray(offsets, dtype=np.int64),
-        np.ascontiguousarray(targets, dtype=np.int64),
-        int(vocab_size),
-    )
+    p64 = types.CPointer(types.int64)
+    entry = cfunc(types.void(types.int64, p64, types.int64, p64, p64, types.int64, p64, types.int64,
+                             types.CPointer(types.uint32), types.CPointer(types.uint64), p64,
+                             types.CPointer(types.uint32)))(_positions)
+    library = entry._library
+    module = library._final_module
+    externals = sorted(f.name for f in module.functions if f.is_declaration and not f.name.startswith("llvm."))
+    externals += sorted(g.name for g in module.global_variables if g.is_declaration)
+    return library._codegen._tm.emit_object(module), entry.native_name, externals

@@ -62,9 +62,9 @@ def _positions_of_groups(
 ) -> np.ndarray:
     """Serial kernel: out[k, m] = perm(ids[k], prevs[g])[targets[m]] for offsets[g] <= m < offsets[g+1]."""
     if compiled:
-        from . import mt19937
+        from . import kernel_cache
 
-        return mt19937.positions(np.asarray(ids, dtype=np.int64), prevs, offsets, targets, vocab_size)
+        return kernel_cache.positions(np.asarray(ids, dtype=np.int64), prevs, offsets, targets, vocab_size)
     out = np.empty((len(ids), len(targets)), dtype=np.uint32)
     rng = np.random.RandomState(0)  # re-seeding one generator is cheaper than building one per key
     for k, owner in enumerate(ids):
@@ -115,11 +115,11 @@ def keyed_positions(
     ``backend``: ``"numba"`` (compiled kernel), ``"numpy"`` (``RandomState``) or ``"auto"`` (numba when
     installed); both give identical results and run in worker processes.
     """
-    from . import mt19937
+    from . import kernel_cache
 
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
-    if backend == "numba" and not mt19937.AVAILABLE:
+    if backend == "numba" and not kernel_cache.available():
         raise RuntimeError("backend='numba' needs numba: pip install 'lm-eval-unlearning[waterdrum]'")
     n = check_vocab_size(vocab_size)
     owners = tuple(check_owner_id(v) for v in ids)
@@ -137,13 +137,11 @@ def keyed_positions(
     workers = default_workers() if workers is None else int(workers)
     if workers < 1:
         raise ValueError("workers must be >= 1")
-    compiled = backend != "numpy" and mt19937.AVAILABLE
+    compiled = backend != "numpy" and kernel_cache.available()
     total = len(owners) * len(prevs)
     if workers == 1 or total < (_MIN_PERMS_FOR_POOL * (4 if compiled else 1)) or not owners:
         return _positions_of_groups(owners, prevs, offsets, targets, n, compiled)
-    if compiled:
-        _positions_of_groups(owners[:1], prevs[:1], offsets[:2] - offsets[0], targets[: offsets[1]], n, True)
-        # ^ compile (or load from cache) once here, so that forked workers inherit the machine code
+    # (kernel_cache.available() has loaded the compiled kernel in this process: forked workers inherit it)
 
     # Jobs: slices of previous-token groups (all ids each), several per worker for load balance.
     n_jobs = min(max(1, total // (_MIN_PERMS_PER_JOB * (4 if compiled else 1))), workers * 6)

@@ -8,8 +8,10 @@ All Llama-3.x tokenizers share the 128000 base tokens, so any of them verifies t
 
 from __future__ import annotations
 
+import binascii
 import functools
 import os
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 LLAMA3 = "llama3"
@@ -57,12 +59,19 @@ class TiktokenLlama3Encoder:
 
     def __init__(self) -> None:
         try:
-            from llama_models.llama3.tokenizer import Tokenizer
+            import llama_models.llama3.tokenizer as module
         except ImportError as exc:
             raise TokenizerUnavailable(
                 f"the offline Llama-3 tokenizer needs the llama-models and tiktoken packages: {INSTALL_HINT}"
             ) from exc
-        self._tok = Tokenizer.get_instance()
+        # llama-models reads its 128,000 ranks line by line (0.12 s of CPU); read_ranks() gives the same dict in
+        # half the time, handed to llama-models' own Tokenizer for the one call that builds it.
+        original = module.load_bpe_file
+        module.load_bpe_file = functools.partial(read_ranks, fallback=original)
+        try:
+            self._tok = module.Tokenizer.get_instance()
+        finally:
+            module.load_bpe_file = original
         self.name = "llama3 (llama-models tokenizer.model)"
         self.vocab_size = int(self._tok.n_words - len(self._tok.special_tokens))
 
@@ -72,6 +81,16 @@ class TiktokenLlama3Encoder:
 
     def decode(self, ids: list[int]) -> str:
         return self._tok.decode(list(ids))
+
+
+def read_ranks(path: str | os.PathLike, fallback: Callable[[Any], dict[bytes, int]]) -> dict[bytes, int]:
+    """The mergeable ranks of a tiktoken BPE file (``base64-token rank`` per line) in one pass; ``fallback(path)``
+    for a file of any other shape (its reader's own handling of odd lines)."""
+    with open(path, "rb") as f:
+        parts = f.read().split()
+    if len(parts) % 2 or not all(rank.isdigit() for rank in parts[1::2]):
+        return fallback(path)
+    return dict(zip(map(binascii.a2b_base64, parts[0::2]), map(int, parts[1::2]), strict=True))
 
 
 def _hf_tokenizer(name: str, local_only: bool) -> Any:

@@ -104,3 +104,20 @@ def test_hf_cache_check_reads_the_cache_and_skips_huggingface_hub_without_the_re
     assert "huggingface_hub" in imported or "huggingface_hub" in sys.modules
     (snapshot / "tokenizer.json").write_text("{}")
     assert tk._in_hf_cache("org/present") is True
+
+
+@pytest.mark.skipif(not HAVE_LLAMA_MODELS, reason="llama-models / tiktoken not installed (extra [waterdrum])")
+def test_ranks_read_in_one_pass_equal_llama_models_own(tmp_path) -> None:
+    from pathlib import Path
+
+    import llama_models.llama3.tokenizer as module
+    from llama_models.tokenizer_utils import load_bpe_file
+
+    model = Path(module.__file__).parent / "tokenizer.model"
+    ours, theirs = tk.read_ranks(model, fallback=load_bpe_file), load_bpe_file(model)
+    assert len(ours) == 128000 and list(ours.items()) == list(theirs.items())  # same tokens, ranks and order
+    assert tk.TiktokenLlama3Encoder().encode("Hello, world!") == [9906, 11, 1917, 0]
+    assert module.load_bpe_file is load_bpe_file  # llama-models' reader is put back after the tokenizer is built
+    odd = tmp_path / "odd.model"
+    odd.write_text("IQ== 0\nIg== 1\nnot-a-pair\n")
+    assert tk.read_ranks(odd, fallback=lambda path: {b"fallback": 0}) == {b"fallback": 0}
