@@ -1,21 +1,25 @@
-"""Greedy ``generate_until`` on lm-eval's ``hf`` backend without computing rows that have already ended.
+"""Greedy ``generate_until`` on lm-eval's ``hf`` backend with continuous batching: no row computed after it ended,
+and no decoding step run with a batch emptier than it needs to be.
 
 lm-eval 0.4.13 (``HFLM._model_generate``) runs one ``model.generate`` per batch: a row that reaches EOS keeps its
-place and is fed padding until the longest row of the batch ends or hits ``max_gen_toks``. Measured on a whole
-TOFU evaluation of SmolLM2-135M-Instruct (batch 8): 11,808 row-steps computed for 4,874 tokens kept. Here the
-batch is generated in segments: ``model.generate`` stops as soon as a row emits one of the model's EOS ids, the rows
-that ended leave the batch (their key/value cache rows with them) and ``generate`` continues the others from the
-cache. Each remaining row runs the same greedy steps on the same prefix and padding; only the number of rows in
-the matrix products changes, so the tokens, and the texts lm-eval scores, are those of lm-eval's own path (tested
-item by item on the tiny model and on SmolLM2); the tensor returned is the one lm-eval's path returns (ended rows
-padded with ``pad_token_id``).
+place and is fed padding until the longest row of the batch ends or hits ``max_gen_toks``, and the next batch
+starts only then. Measured on a whole TOFU evaluation of SmolLM2-135M-Instruct (batch 8): 11,808 row-steps computed
+for 4,874 tokens kept. Here (:func:`generate_continuously`) every request of a ``generate_until`` call is generated in
+one loop that keeps ``--batch_size`` rows going: a row leaves at its EOS (its key/value cache rows with it) and the
+next prompts are prefilled and join the batch at once. A step of a few rows costs on a CPU almost what a step of a
+full batch costs (the weights are read either way), so keeping the batch full is what saves time. Each row is
+computed from its own prompt with the same left-padding mask, position ids and argmax as ``generate``; only the
+other rows of the matrix products change, so the texts are those of lm-eval's path up to float rounding in the
+last bits (identical on every test set, the SmolLM2 evaluation included); the tensor returned is the one
+lm-eval's path returns (ended rows padded with ``pad_token_id``).
 
 Used only on lm-eval's ``hf`` class itself (not its subclasses: multimodal, steered, ...) with a plain
-``transformers`` causal model (not a PEFT wrapper), for greedy decoding whose stop strings are all EOS tokens the
-model's generation config already stops at (TOFU, ReLU generation, deep unlearning, MUSE VerbMem: ``until: []``);
-lm-eval's per-step string check is then redundant and skipped. Anything else (real stop strings such as MUSE
-KnowMem's, sampling, beams, generation-config settings that count steps) takes lm-eval's path unchanged.
-``UNLEARN_FAST_GENERATE=0`` switches it off.
+``transformers`` causal model (not a PEFT wrapper) whose cache is full attention (no sliding window), for greedy
+decoding whose stop strings are all EOS tokens the model's generation config already stops at (TOFU, ReLU
+generation, deep unlearning, MUSE VerbMem: ``until: []``) and whose generation config adds no logits processor
+(repetition penalty, forced or suppressed tokens...). Anything else (real stop strings such as MUSE KnowMem's,
+sampling, beams, such generation-config settings) takes lm-eval's path unchanged. ``UNLEARN_FAST_GENERATE=0``
+switches it off.
 
 open-unlearning's attention mask (:func:`harness_ext.chat_tokens.ou_attention_mask`) on generation: a task marks a
 ``generate_until`` request with :func:`mark_ou_attention_mask` (TOFU's ``tofu`` mode in a chat template); ``hf``
@@ -74,69 +78,125 @@ class _NoRowSelection(Exception):
     """The model's cache cannot keep a subset of the batch's rows."""
 
 
-class _AnyRowEnded:
-    """Stopping criterion: the whole batch stops at the step where any row emits an EOS id."""
+#: generation-config fields whose non-default values add a logits processor (greedy decoding then is not argmax).
+_PROCESSOR_FIELDS = ("repetition_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+                     "forced_bos_token_id", "forced_eos_token_id", "suppress_tokens", "sequence_bias",
+                     "guidance_scale", "watermarking_config", "renormalize_logits", "remove_invalid_values",
+                     "epsilon_cutoff", "eta_cutoff", "diversity_penalty", "length_penalty", "low_memory",
+                     "token_healing", "dola_layers", "prompt_lookup_num_tokens", "assistant_model", "cache_implementation")
 
-    def __init__(self, eos: set[int]) -> None:
-        self.eos = eos
 
-    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-        import torch
+def _plain_argmax(lm: Any) -> bool:
+    """Whether greedy ``generate`` on ``lm.model`` is the argmax of the model's last logits at every step (no logits
+    processor from its generation config) with a cache whose rows this module can pad and join."""
+    from transformers import GenerationConfig
 
-        ended = torch.isin(input_ids[:, -1], torch.tensor(sorted(self.eos), device=input_ids.device))
-        return torch.full_like(ended, bool(ended.any()))
+    config, default = lm.model.generation_config, GenerationConfig()
+    if any(getattr(config, f, None) != getattr(default, f, None) for f in _PROCESSOR_FIELDS):
+        return False
+    text_config = lm.model.config.get_text_config() if hasattr(lm.model.config, "get_text_config") else lm.model.config
+    return not (getattr(text_config, "sliding_window", None) or getattr(text_config, "layer_types", None) and
+                any(t != "full_attention" for t in text_config.layer_types))
 
 
 def _cache_argument() -> str:
-    """The name ``generate`` takes and returns the key/value cache under (``cache`` from transformers 5.2x)."""
+    """The name a model's ``forward`` takes the key/value cache under (``cache`` from transformers 5.2x)."""
     import transformers.generation.utils as generation_utils
 
     return "cache" if hasattr(generation_utils, "ALL_CACHE_NAMES") else "past_key_values"
 
 
-def generate_dropping_ended_rows(lm: Any, context: Any, attention_mask: Any, max_length: int, eos: set[int]) -> Any:
-    """Greedy generation of the batch ``context`` to ``max_length`` tokens (context included); rows leave the batch
-    at their EOS. Returns ``[batch, context + longest generation]`` token ids, ended rows padded."""
+def _left_pad(tensor: Any, width: int, value: Any = 0) -> Any:
+    """``tensor`` ([rows, ..., T, ...] along dim -2 for caches, -1 for masks) left-padded to ``width``."""
     import torch
-    from transformers import StoppingCriteriaList
 
-    pad = lm.tokenizer.pad_token_id
-    n_ctx = context.shape[1]
-    rows: list[list[int]] = [[] for _ in range(context.shape[0])]
-    alive = list(range(context.shape[0]))
-    ids, mask, cache = context, attention_mask, None
+    dim = -2 if tensor.dim() == 4 else -1
+    missing = width - tensor.shape[dim]
+    if missing <= 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([torch.full(shape, value, dtype=tensor.dtype, device=tensor.device), tensor], dim=dim)
+
+
+def generate_continuously(lm: Any, context: Any, attention_mask: Any, max_length: int, eos: set[int],
+                          concurrency: int, progress: bool = False) -> Any:
+    """Greedy generation of every row of ``context`` (left-padded prompts, ``attention_mask`` marking the real
+    tokens) with at most ``concurrency`` rows computed at a time: a row leaves at its EOS (or after ``max_length -
+    context.shape[1]`` new tokens) and the next prompts take the free places at once (continuous batching), so the
+    decoding steps stay full instead of finishing each batch with its longest answer alone. Each row sees its own
+    prompt, left padding masked and position ids counted from its first real token, as in ``generate``. Returns the
+    tensor lm-eval's path returns: ``[rows, context + longest generation]``, ended rows padded."""
+    import torch
+    from tqdm import tqdm
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    model, pad = lm.model, lm.tokenizer.pad_token_id
     cache_name = _cache_argument()
-    while alive and ids.shape[1] < max_length:
-        resume = {cache_name: cache} if cache is not None else {}
-        out = lm.model.generate(input_ids=ids, attention_mask=mask, max_length=max_length, do_sample=False,
-                                stopping_criteria=StoppingCriteriaList([_AnyRowEnded(eos)]), pad_token_id=pad,
-                                use_cache=True, return_dict_in_generate=True, **resume)
-        seqs = out.sequences
-        # the output names the cache as this transformers version does (``cache`` or ``past_key_values``), and
-        # ``generate`` takes it back under the same name; a version that returns neither: lm-eval's path instead
-        cache_name = next((n for n in (cache_name, "cache", "past_key_values") if getattr(out, n, None) is not None),
-                          None)
-        if cache_name is None:
-            raise _NoRowSelection
-        cache = getattr(out, cache_name)
-        new = seqs[:, ids.shape[1]:]
-        keep = []
-        for i, row in enumerate(new.tolist()):
-            for token in row:
-                rows[alive[i]].append(token)
-                if token in eos:
-                    break
+    n_ctx, max_new = context.shape[1], max_length - context.shape[1]
+    # each prompt from its first attended token (positions it hides further on, e.g. under open-unlearning's mask,
+    # stay in place and hidden)
+    starts = [int(m.ne(0).long().argmax()) for m in attention_mask]
+    prompts = [row[s:] for row, s in zip(context, starts, strict=True)]
+    prompt_masks = [m[s:] for m, s in zip(attention_mask, starts, strict=True)]
+    rows: list[list[int]] = [[] for _ in prompts]
+    waiting = list(range(len(prompts)))  # lm-eval's order (longest prompt first)
+    alive: list[int] = []
+    cache = mask = last = None
+    bar = tqdm(total=len(prompts), desc=f"Generating ({concurrency} rows at a time)", disable=not progress)
+    while waiting or alive:
+        if waiting and len(alive) < concurrency:  # prefill the next prompts together, then join them to the batch
+            admit, waiting = waiting[: concurrency - len(alive)], waiting[concurrency - len(alive) :]
+            width = max(len(prompts[i]) for i in admit)
+            ids = torch.stack([_left_pad(prompts[i], width, pad) for i in admit])
+            new_mask = torch.stack([_left_pad(prompt_masks[i], width) for i in admit])
+            new_cache = DynamicCache(config=model.config)
+            positions = (new_mask.cumsum(-1) - 1).masked_fill(new_mask == 0, 1)  # as ``generate`` counts them
+            out = model(input_ids=ids, attention_mask=new_mask, position_ids=positions, use_cache=True,
+                        logits_to_keep=1, **{cache_name: new_cache})
+            if any(type(layer) is not DynamicLayer for layer in new_cache.layers):
+                raise _NoRowSelection
+            new_last = out.logits[:, -1].argmax(-1)
+            if cache is None:
+                cache, mask, last = new_cache, new_mask, new_last
             else:
-                keep.append(i)
-        if not keep or seqs.shape[1] >= max_length:
-            break
-        if not hasattr(cache, "batch_select_indices"):
-            raise _NoRowSelection  # a cache that cannot drop rows (e.g. a stateful model's): lm-eval's path instead
-        index = torch.tensor(keep, device=seqs.device)
-        cache.batch_select_indices(index)
-        grown = torch.ones((len(keep), new.shape[1]), dtype=mask.dtype, device=mask.device)
-        ids, mask = seqs[index], torch.cat([mask[index], grown], dim=1)
-        alive = [alive[i] for i in keep]
+                joint = max(mask.shape[1], new_mask.shape[1])
+                for old_layer, new_layer in zip(cache.layers, new_cache.layers, strict=True):
+                    old_layer.keys = torch.cat([_left_pad(old_layer.keys, joint), _left_pad(new_layer.keys, joint)])
+                    old_layer.values = torch.cat([_left_pad(old_layer.values, joint),
+                                                  _left_pad(new_layer.values, joint)])
+                mask = torch.cat([_left_pad(mask, joint), _left_pad(new_mask, joint)])
+                last = torch.cat([last, new_last])
+            fresh = len(alive)  # only the admitted rows have a new token
+            alive += admit
+        else:  # one decoding step of every live row
+            mask = torch.cat([mask, mask.new_ones((mask.shape[0], 1))], dim=1)
+            positions = mask.sum(-1, keepdim=True) - 1
+            out = model(input_ids=last[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
+                        logits_to_keep=1, **{cache_name: cache})
+            last = out.logits[:, -1].argmax(-1)
+            fresh = 0
+        keep = list(range(fresh))
+        for j, (i, token) in enumerate(zip(alive[fresh:], last[fresh:].tolist(), strict=True), start=fresh):
+            rows[i].append(token)
+            if token not in eos and len(rows[i]) < max_new:
+                keep.append(j)
+        if len(keep) < len(alive):
+            bar.update(len(alive) - len(keep))
+            index = torch.tensor(keep, dtype=torch.long)
+            cache.batch_select_indices(index)
+            mask, last = mask[index], last[index]
+            alive = [alive[j] for j in keep]
+            if not alive:
+                cache = mask = last = None
+            else:  # cache columns that no live row attends to any more
+                unused = int((mask.sum(0) == 0).long().cumprod(0).sum())
+                if unused:
+                    for layer in cache.layers:
+                        layer.keys, layer.values = layer.keys[:, :, unused:], layer.values[:, :, unused:]
+                    mask = mask[:, unused:]
+    bar.close()
     width = max(len(r) for r in rows)
     out_ids = torch.full((len(rows), n_ctx + width), pad, dtype=context.dtype, device=context.device)
     out_ids[:, :n_ctx] = context
@@ -158,6 +218,56 @@ def ou_generation_mask(tokenizer: Any, context: Any, attention_mask: Any) -> Any
     return attention_mask * (context != pad).to(attention_mask.dtype)
 
 
+_CONTINUOUS: contextvars.ContextVar = contextvars.ContextVar("unlearn_continuous_batching", default=None)
+
+
+def _continuous_candidate(lm: Any, requests: list) -> bool:
+    """Whether every ``generate_until`` request asks for greedy decoding with the same keywords, EOS as its only
+    stop, and the model is a plain causal ``transformers`` model: the cases :func:`generate_continuously` takes
+    (the final check, on the keywords lm-eval derives, is :func:`_eligible` in ``_model_generate``)."""
+    from transformers import PreTrainedModel
+
+    if not enabled() or getattr(lm, "backend", None) != "causal" or not isinstance(lm.model, PreTrainedModel):
+        return False
+    first = requests[0].args[1]
+    if not isinstance(first, dict) or any(r.args[1] != first for r in requests):
+        return False
+    kwargs = {k: v for k, v in first.items() if k not in ("until", "max_gen_toks")}
+    eos = _eos_ids(lm, kwargs)
+    until = first.get("until") or []
+    return _eligible(lm, [until] if isinstance(until, str) else list(until), kwargs, eos) and _plain_argmax(lm)
+
+
+def _in_batches(lm: Any, context: Any, max_length: int, stop: list[str], kwargs: dict, size: int, generate: Any) -> Any:
+    """lm-eval's own batches of ``size`` rows from one left-padded ``context`` (each batch without the padding
+    columns all its rows share, as lm-eval pads a batch), generated by ``generate`` and put back together."""
+    import torch
+
+    mask = kwargs.get("attention_mask")
+    n_ctx, max_new = context.shape[1], max_length - context.shape[1]
+    parts = []
+    for start in range(0, context.shape[0], size):
+        rows = slice(start, start + size)
+        used = mask[rows].sum(0) > 0 if mask is not None else torch.ones(n_ctx, dtype=torch.bool)
+        first = int(used.long().argmax()) if bool(used.any()) else 0
+        part_kwargs = {**kwargs, **({"attention_mask": mask[rows, first:]} if mask is not None else {})}
+        out = generate(lm, context[rows, first:], n_ctx - first + max_new, stop, **part_kwargs)
+        parts.append(out[:, n_ctx - first :])
+    width = max(p.shape[1] for p in parts)
+    pad = lm.tokenizer.pad_token_id if lm.tokenizer.pad_token_id is not None else 0
+    result = torch.full((context.shape[0], n_ctx + width), pad, dtype=context.dtype, device=context.device)
+    result[:, :n_ctx] = context
+    for start, part in zip(range(0, context.shape[0], size), parts, strict=True):
+        result[start : start + part.shape[0], n_ctx : n_ctx + part.shape[1]] = part
+    return result
+
+
+def torch_no_grad() -> Any:
+    import torch
+
+    return torch.no_grad()
+
+
 def patch_hf_generation() -> None:
     """Route ``HFLM._model_generate`` through :func:`generate_dropping_ended_rows` where it is exact, and generate
     the requests marked by :func:`mark_ou_attention_mask` under open-unlearning's mask (idempotent)."""
@@ -169,7 +279,21 @@ def patch_hf_generation() -> None:
     original_until = HFLM.generate_until
 
     def generate_until(self: Any, requests: list, disable_tqdm: bool = False) -> list:
-        return _by_mark(requests, _OU_MASK, lambda part: original_until(self, part, disable_tqdm))
+        return _by_mark(requests, _OU_MASK, lambda part: _until(self, part, disable_tqdm))
+
+    def _until(self: Any, requests: list, disable_tqdm: bool) -> list:
+        concurrency = self.batch_size
+        if not (type(self) is HFLM and isinstance(concurrency, int) and len(requests) > concurrency > 1
+                and _continuous_candidate(self, requests)):
+            return original_until(self, requests, disable_tqdm)
+        # lm-eval hands every request to one _model_generate call, which keeps `concurrency` rows going
+        token = _CONTINUOUS.set((concurrency, disable_tqdm or self.rank != 0))
+        self.batch_size_per_gpu = len(requests)
+        try:
+            return original_until(self, requests, disable_tqdm)
+        finally:
+            self.batch_size_per_gpu = concurrency
+            _CONTINUOUS.reset(token)
 
     def _model_generate(self: Any, context: Any, max_length: int, stop: list[str], **kwargs: Any) -> Any:
         if _OU_MASK.get() and getattr(self, "backend", None) == "causal":
@@ -178,19 +302,21 @@ def patch_hf_generation() -> None:
             mask = kwargs.get("attention_mask")
             mask = torch.ones_like(context) if mask is None else mask
             kwargs["attention_mask"] = ou_generation_mask(self.tokenizer, context, mask)
+        continuous = _CONTINUOUS.get()
+        concurrency = continuous[0] if continuous else context.shape[0]
         eos = _eos_ids(self, kwargs)
-        if type(self) is not HFLM or context.shape[0] < 2 or not _eligible(self, stop, kwargs, eos):
-            return original(self, context, max_length, stop, **kwargs)
-        mask = kwargs.get("attention_mask")
-        if mask is None:
-            import torch
-
-            mask = torch.ones_like(context)
-        try:
-            with _autocast(self):
-                return generate_dropping_ended_rows(self, context, mask, max_length, eos)
-        except _NoRowSelection:
-            return original(self, context, max_length, stop, **kwargs)
+        if type(self) is HFLM and context.shape[0] > 1 and _eligible(self, stop, kwargs, eos) and _plain_argmax(self):
+            mask = kwargs.get("attention_mask")
+            try:
+                with _autocast(self), torch_no_grad():
+                    return generate_continuously(self, context, mask if mask is not None else context * 0 + 1,
+                                                 max_length, eos, concurrency,
+                                                 progress=bool(continuous) and not continuous[1])
+            except _NoRowSelection:
+                pass
+        if continuous:  # lm-eval's own batches after all
+            return _in_batches(self, context, max_length, stop, kwargs, concurrency, original)
+        return original(self, context, max_length, stop, **kwargs)
 
     _model_generate._unlearn_patched = True  # type: ignore[attr-defined]
     HFLM._model_generate = _model_generate

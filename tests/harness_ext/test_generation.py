@@ -1,5 +1,5 @@
-"""Greedy generation without the rows that ended (harness_ext.generation): the texts lm-eval scores are those of
-lm-eval's own path, with fewer rows computed."""
+"""Greedy generation with continuous batching (harness_ext.generation): the texts lm-eval scores are those of
+lm-eval's own path, with fewer rows computed and the batch kept full."""
 
 from pathlib import Path
 
@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
+import harness_ext.generation as generation
 from harness_ext.evaluate import run_lm_eval
-from harness_ext.generation import ENV_SWITCH, _eligible
+from harness_ext.generation import ENV_SWITCH, _eligible, generate_continuously
 from unlearn_methods.scaffolding.tofu_corpus import training_records
 from unlearn_tasks.prompts import question_prompt
 
@@ -69,14 +70,90 @@ def tiny_model_ending_early(tiny_model_dir, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def lm_eval_texts(tiny_model_ending_early, demo_data_dir, tmp_path_factory) -> tuple[list[str], int]:
+    """The texts and rows of lm-eval's own path on the tiny model ending early."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        return scored_texts(tiny_model_ending_early, TASK, tmp_path_factory.mktemp("lm_eval_path"),
+                            {"data_dir": str(demo_data_dir)}, False, monkeypatch)
+
+
 def test_tiny_model_texts_are_unchanged_with_fewer_rows_computed(tiny_model_ending_early, demo_data_dir, tmp_path,
-                                                                  monkeypatch):
+                                                                  monkeypatch, lm_eval_texts):
     meta = {"data_dir": str(demo_data_dir)}
-    old, old_rows = scored_texts(tiny_model_ending_early, TASK, tmp_path / "old", meta, False, monkeypatch)
+    calls = []
+    original = generation.generate_continuously
+
+    def spy(lm, context, mask, max_length, eos, concurrency, progress=False):
+        calls.append((context.shape[0], concurrency))
+        return original(lm, context, mask, max_length, eos, concurrency, progress)
+
+    monkeypatch.setattr(generation, "generate_continuously", spy)
+    old, old_rows = lm_eval_texts
     new, new_rows = scored_texts(tiny_model_ending_early, TASK, tmp_path / "new", meta, True, monkeypatch)
+    assert calls == [(68, 8)]  # every request in one loop keeping 8 rows going, not 9 batches
     assert len(old) == 68 and new == old
     assert len({len(t) for t in old}) > 10  # the rows did end at different steps
     assert new_rows < 0.8 * old_rows
+
+
+def _prompt_batch(tok, prompts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    enc = [tok(p, add_special_tokens=False).input_ids for p in prompts]
+    width = max(map(len, enc))
+    ids = torch.tensor([[tok.pad_token_id] * (width - len(e)) + e for e in enc])
+    return ids, torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
+
+
+def test_each_row_is_generate_on_its_own_prompt(tiny_model_ending_early):
+    """Every row of a continuous run (3 rows at a time, 7 prompts of different lengths, some hidden positions inside
+    a prompt as under open-unlearning's mask) equals greedy ``generate`` on that prompt alone."""
+    from types import SimpleNamespace
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_ending_early)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_ending_early, dtype=torch.float32).eval()
+    prompts = [p + " x" * k for k, p in zip((0, 9, 2, 14, 5, 1, 7), _prompts(7), strict=True)]
+    ids, mask = _prompt_batch(tok, prompts)
+    mask[1, -4] = 0  # a hidden position inside the second prompt
+    eos = set(model.generation_config.eos_token_id)
+    lm = SimpleNamespace(model=model, tokenizer=tok)
+    with torch.no_grad():
+        out = generate_continuously(lm, ids, mask, ids.shape[1] + 40, eos, concurrency=3)
+        for i in range(len(prompts)):
+            start = int(mask[i].nonzero()[0])
+            alone = model.generate(ids[i : i + 1, start:], attention_mask=mask[i : i + 1, start:], do_sample=False,
+                                   max_new_tokens=40, pad_token_id=tok.pad_token_id)[0, ids.shape[1] - start :]
+            ours = out[i, ids.shape[1] :].tolist()
+            assert ours[: len(alone)] == alone.tolist(), i
+            assert set(ours[len(alone) :]) <= {tok.pad_token_id}
+    ends = [next((j for j, t in enumerate(out[i, ids.shape[1] :].tolist()) if t in eos), None) for i in range(7)]
+    assert len(set(ends)) > 2  # rows ended at different steps, so rows joined mid-way
+
+
+def test_lm_eval_batches_when_the_cache_cannot_be_joined(tiny_model_ending_early, demo_data_dir, tmp_path,
+                                                         monkeypatch, lm_eval_texts):
+    """A model whose cache rows cannot be joined (here: forced) falls back to lm-eval's own batches inside the one
+    call: the texts of lm-eval's path exactly."""
+    meta = {"data_dir": str(demo_data_dir)}
+
+    def refuse(*args, **kwargs):
+        raise generation._NoRowSelection
+
+    old, _ = lm_eval_texts
+    monkeypatch.setattr(generation, "generate_continuously", refuse)
+    new, _ = scored_texts(tiny_model_ending_early, TASK, tmp_path / "new", meta, True, monkeypatch)
+    assert new == old
+
+
+def test_generation_config_processors_take_lm_eval_path(tiny_model_dir):
+    from lm_eval.models.huggingface import HFLM
+
+    lm = HFLM(pretrained=str(tiny_model_dir), batch_size=8, device="cpu")
+    assert generation._plain_argmax(lm)
+    lm.model.generation_config.repetition_penalty = 1.3  # greedy is then not the argmax of the logits
+    assert not generation._plain_argmax(lm)
+    lm.model.generation_config.repetition_penalty = 1.0
+    lm.model.config.sliding_window = 16  # a cache this module does not pad and join
+    assert not generation._plain_argmax(lm)
 
 
 def test_real_stop_strings_sampling_and_peft_take_lm_eval_path(tiny_model_dir):
