@@ -32,10 +32,13 @@ def _window(n: int, options: dict) -> slice:
 
 def hf_answer_gradnorm(lm: Any, requests: list) -> list[float]:
     """The ``hf`` implementation (see the module docstring)."""
+    import inspect
+
     import torch
     from tqdm import tqdm
 
     model = lm.model
+    takes_tail = "logits_to_keep" in inspect.signature(type(model).forward).parameters
     was_training = model.training
     results = []
     try:
@@ -52,7 +55,8 @@ def hf_answer_gradnorm(lm: Any, requests: list) -> list[float]:
                 mask = None
                 if uses_ou_mask(options):  # open-unlearning's attention mask on its chat tokens
                     mask = torch.tensor([ou_attention_mask(lm.tokenizer, full[:-1])], device=lm.device)
-                logits = model(inputs, attention_mask=mask).logits[0, -n:]
+                tail = {"logits_to_keep": n} if takes_tail else {}  # the output layer on the scored positions only
+                logits = model(inputs, attention_mask=mask, **tail).logits[0, -n:]
                 targets = torch.tensor(full[-n:], device=lm.device)
                 lps = torch.log_softmax(logits.float(), -1).gather(-1, targets[:, None]).squeeze(-1)[_window(n, options)]
                 if lps.numel() == 0:

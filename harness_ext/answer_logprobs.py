@@ -62,6 +62,28 @@ def _label_fields(lm: Any, req: Any, cont_enc: list[int]) -> dict[str, Any]:
     return {"decoded_tail": lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)}
 
 
+def _scored_logits(lm: Any, batch: Any, mask: Any, first: int) -> tuple[Any, int]:
+    """The logits of ``batch`` (``mask``: an attention mask, or None) from position ``first`` on, and that first
+    position: the model's output layer runs on the positions that are scored only (``logits_to_keep``), where the
+    model takes it and the backend's own ``_model_call`` is lm-eval's; otherwise every position's logits and 0."""
+    import inspect
+
+    import torch
+    from lm_eval.models.huggingface import HFLM
+
+    model = lm.model
+    if (type(lm)._model_call is not HFLM._model_call
+            or "logits_to_keep" not in inspect.signature(type(model).forward).parameters):
+        if mask is None:
+            return lm._model_call(batch), 0
+        with torch.no_grad():
+            return model(batch, attention_mask=mask).logits, 0
+    dtype = getattr(lm, "mixed_precision_dtype", None)
+    with torch.no_grad(), torch.autocast(device_type=lm.device.type, dtype=dtype, enabled=dtype is not None):
+        kept = batch.shape[1] - first
+        return model(batch, attention_mask=mask, logits_to_keep=kept).logits, first
+
+
 def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     """The ``hf`` implementation: one forward pass per batch, longest first."""
     import torch
@@ -92,14 +114,13 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
         # The float32 log-softmax and its statistics are computed for the scored positions only, a few at a
         # time, reading the model's logits in place: no [B, T, V] float32 tensor.
         ou_rows = [uses_ou_mask(request_options(requests[i])) for i in idx]
+        mask = None
         if any(ou_rows):  # open-unlearning's attention mask on its chat tokens (pad-token positions hidden)
             mask = torch.zeros_like(batch)
             for r, (row, ou) in enumerate(zip(rows, ou_rows, strict=True)):
                 mask[r, : len(row)] = torch.tensor(ou_attention_mask(lm.tokenizer, row) if ou else [1] * len(row))
-            with torch.no_grad():
-                logits = lm.model(batch, attention_mask=mask).logits
-        else:
-            logits = lm._model_call(batch)
+        logits, first = _scored_logits(lm, batch, mask, min(start for start, _ in spans))
+        spans = [(start - first, end - first) for start, end in spans]
         for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
             results[i] = {**scores, **_label_fields(lm, requests[i], encoded[i][1])}
         del logits
