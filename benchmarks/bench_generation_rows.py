@@ -1,6 +1,6 @@
-"""lm-eval's greedy ``generate_until`` on TOFU prompts, with and without dropping the rows that ended
-(``harness_ext.generation``), interleaved in one process; prints each time, the load average, and whether the
-texts are identical.
+"""lm-eval's greedy ``generate_until`` on TOFU prompts, its own path and ours (``harness_ext.generation``: continuous
+batching, rows leave at EOS and the next prompts join), interleaved in one process; prints each time (wall and
+CPU), the load average, and whether the texts are identical.
 
     PYTHONPATH=. python benchmarks/bench_generation_rows.py [--model DIR|smollm2] [--n 16] [--batch-size 8] [--pairs 2]
 """
@@ -49,10 +49,10 @@ def main() -> None:
     texts: dict[str, list[str]] = {}
     for mode in ("0", "1") * args.pairs:
         os.environ[ENV_SWITCH] = mode
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         texts.setdefault(mode, lm.generate_until(requests, disable_tqdm=True))
-        print(f"{'new' if mode == '1' else 'old'} {time.perf_counter() - start:7.1f} s   "
-              f"load average {os.getloadavg()[0]:.2f}", flush=True)
+        print(f"{'ours' if mode == '1' else 'lm-eval'} {time.perf_counter() - start:7.1f} s wall "
+              f"{time.process_time() - cpu:7.1f} s CPU   load average {os.getloadavg()[0]:.2f}", flush=True)
     print(f"texts identical: {texts['0'] == texts['1']}; answer tokens: {[len(lm.tok_encode(t)) for t in texts['0']]}")
 
 

@@ -28,7 +28,7 @@ REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
 
 def install_request_types() -> None:
     """Add our request types to lm-eval's ``LM`` base class (idempotent); let ``hf-multimodal`` generate for mixed
-    batches; greedy ``hf`` generation without the rows that ended, and ``--use_cache`` keys that tell
+    batches; greedy ``hf`` generation with continuous batching, and ``--use_cache`` keys that tell
     open-unlearning's attention mask apart (:mod:`harness_ext.generation`); quiet lm-eval's git lookup."""
     from harness_ext.generation import patch_generation_cache, patch_hf_generation
 
