@@ -191,9 +191,9 @@ def run_once(mode: str, args: object, extra_env: dict[str, str], whole: bool, wo
 def write_inputs(work: Path) -> tuple[str, str, Path]:
     """The tiny demo Llama, the demo TOFU corpus and the probe task, under ``work``."""
     from harness_ext.quiet import silence
-    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
 
-    silence()
+    silence()  # before transformers imports torchao
+    from unlearn_methods.scaffolding.tiny_model import build_tiny_model
     from unlearn_methods.scaffolding.tofu_corpus import tokenizer_texts, write_corpus
 
     model = work / "tiny"
