@@ -10,6 +10,9 @@ Scenarios (the tiny demo Llama and the demo TOFU corpus, written to a temporary 
 * ``bare+ours``: the same with this package's start-up hook on: what installing this package adds to any run.
 * ``ours-cli``: ``lm_eval --model hf --tasks tofu_forget10 --metadata '{"data_dir": ...}'``.
 * ``ours-api``: ``harness_ext.evaluate.run_lm_eval`` (our commands' path: only our task folder indexed).
+* ``open-unlearning`` (with ``--whole --open-unlearning CHECKOUT --venv DIR``): its ``src/eval.py
+  experiment=eval/tofu/default`` (default metrics) on the same model and data, run as ``bench_tofu_eval.py`` runs it
+  (whose venv it uses or builds); whole run only.
 
 Each run is timed at its phases (from the process start; CPU = user + sys of the process, ``time.process_time``):
 ``start`` (interpreter, site packages, the ``.pth`` hook), ``index`` (``TaskManager.__init__``: lm-eval reading the
@@ -166,8 +169,29 @@ def scenarios(work: Path, model: str, data: str, probe: Path) -> dict[str, tuple
     }
 
 
+def _tofu_eval_script():
+    """benchmarks/bench_tofu_eval.py, for its way of running open-unlearning."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_tofu_eval", Path(__file__).with_name("bench_tofu_eval.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def run_open_unlearning(ou: tuple, work: Path) -> dict[str, list[float]]:
+    """open-unlearning's evaluator, start to exit: ``total`` only (CPU filled in by the caller)."""
+    script, python, checkout, model = ou
+    out = work / "ou_out"
+    start = time.perf_counter()
+    script._run_ou(python, checkout, work / "ou", model, out, "forget10", 16, [])
+    return {"total": [0.0, time.perf_counter() - start]}
+
+
 def run_once(mode: str, args: object, extra_env: dict[str, str], whole: bool, work: Path) -> dict[str, list[float]]:
     """One fresh process; its phase marks as name -> [cpu, wall], plus ``total`` (whole runs)."""
+    if mode == "ou":
+        return run_open_unlearning(args, work)  # type: ignore[arg-type]
     out = work / "marks.json"
     out.unlink(missing_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1",
@@ -210,6 +234,8 @@ def write_inputs(work: Path) -> tuple[str, str, Path]:
 def phase_seconds(marks: dict[str, list[float]], k: int, whole: bool = False) -> dict[str, float]:
     """The seconds of each phase (``k`` = 0: CPU, 1: wall) from the marks; ``whole``: with the whole run's."""
     get = {name: m[k] for name, m in marks.items()}
+    if "start" not in get:  # open-unlearning: the whole run only
+        return {"whole run": get["total"]}
     parts = {"start": get["start"]}
     if "index start" in get:
         parts["index (TaskManager)"] = get["index end"] - get["index start"]
@@ -231,15 +257,26 @@ def main() -> None:
     parser.add_argument("--whole", action="store_true", help="Run each evaluation to the end (total = whole run).")
     parser.add_argument("--only", default=None, help="Comma-separated scenarios (default: all).")
     parser.add_argument("--json", default=None, help="Write every run's marks to this file.")
+    parser.add_argument("--open-unlearning", default=None, metavar="CHECKOUT",
+                        help="With --whole: also run open-unlearning's TOFU evaluator from this checkout.")
+    parser.add_argument("--venv", default=None, help="open-unlearning's venv (bench_tofu_eval.py builds it if absent).")
     args = parser.parse_args()
     if args.repeats < 1:
         parser.error(f"--repeats {args.repeats}: give 1 or more.")
+    if args.open_unlearning and not (args.whole and args.venv):
+        parser.error("--open-unlearning needs --whole and --venv DIR.")
     print(f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         model, data, probe = write_inputs(work)
         table = scenarios(work, model, data, probe)
+        if args.open_unlearning:
+            script = _tofu_eval_script()
+            checkout = Path(args.open_unlearning).resolve()
+            python = script._ou_venv(checkout, Path(args.venv).resolve())
+            script._ou_data(Path(data), work / "ou")
+            table["open-unlearning"] = ("ou", (script, python, checkout, model), {})
         names = args.only.split(",") if args.only else list(table)
         unknown = [n for n in names if n not in table]
         if unknown:
@@ -254,8 +291,9 @@ def main() -> None:
                 previous = now
                 if repeat:  # the first round warms the disk caches
                     runs[name].append(marks)
-                    print(f"  {name} #{repeat}: {phase_seconds(marks, 0)['to first request']:.2f} s CPU to the "
-                          f"first request", flush=True)
+                    seconds = phase_seconds(marks, 0, args.whole)
+                    print(f"  {name} #{repeat}: {seconds.get('to first request', 0):.2f} s CPU to the first request, "
+                          f"{seconds.get('whole run', 0):.2f} s in all", flush=True)
     print(f"done {time.strftime('%H:%M:%S UTC', time.gmtime())}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for k, unit in ((0, "CPU seconds (user+sys)"), (1, "wall seconds")):
