@@ -7,7 +7,8 @@ task folder, and those of the benchmarks installed through the ``lm_eval_unlearn
 (:mod:`harness_ext.plugins`), prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name
 clashes). When lm-eval's ``hf`` backend is imported, CPU processes under ``accelerate launch`` are made to split its
 requests as GPU processes do (:func:`harness_ext.lm_eval_patches.patch_hf_data_parallel`).
-Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
+Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. :func:`when_imported` lets our tasks patch lm-eval modules when
+lm-eval imports them, whatever the switch says. All lm-eval-internal knowledge lives in this module and
 :mod:`harness_ext.lm_eval_patches`.
 """
 
