@@ -292,8 +292,8 @@ def main() -> None:
                 if repeat:  # the first round warms the disk caches
                     runs[name].append(marks)
                     seconds = phase_seconds(marks, 0, args.whole)
-                    print(f"  {name} #{repeat}: {seconds.get('to first request', 0):.2f} s CPU to the first request, "
-                          f"{seconds.get('whole run', 0):.2f} s in all", flush=True)
+                    print(f"  {name} #{repeat}: " + ", ".join(f"{part} {seconds[part]:.2f} s CPU" for part in
+                          ("to first request", "whole run") if part in seconds), flush=True)
     print(f"done {time.strftime('%H:%M:%S UTC', time.gmtime())}, load average "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     for k, unit in ((0, "CPU seconds (user+sys)"), (1, "wall seconds")):
