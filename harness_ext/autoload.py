@@ -7,7 +7,8 @@ task folder, and those of the benchmarks installed through the ``lm_eval_unlearn
 (:mod:`harness_ext.plugins`), prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name
 clashes). When lm-eval's ``hf`` backend is imported, CPU processes under ``accelerate launch`` are made to split its
 requests as GPU processes do (:func:`harness_ext.lm_eval_patches.patch_hf_data_parallel`).
-Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. All lm-eval-internal knowledge lives in this module and
+Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. :func:`when_imported` lets our tasks patch lm-eval modules when
+lm-eval imports them, whatever the switch says. All lm-eval-internal knowledge lives in this module and
 :mod:`harness_ext.lm_eval_patches`.
 """
 
@@ -17,6 +18,7 @@ import importlib.abc
 import importlib.machinery
 import os
 import sys
+from collections.abc import Callable
 from types import ModuleType
 
 ENV_SWITCH = "UNLEARN_LMEVAL_AUTOLOAD"
@@ -46,24 +48,28 @@ def patch_hf_backend(module: ModuleType) -> None:
     patch_hf_data_parallel(module.HFLM)
 
 
-_PATCHES = {_TARGET: patch_task_manager, _HF_TARGET: patch_hf_backend}
+#: The start-up hook's patches, by module (installed by :func:`install` unless switched off).
+_STARTUP: dict[str, Callable[[ModuleType], None]] = {_TARGET: patch_task_manager, _HF_TARGET: patch_hf_backend}
+#: module -> the patches to run when it is imported: the start-up hook's and those of :func:`when_imported`.
+_PATCHES: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 
 class _LoaderWithHook(importlib.abc.Loader):
-    def __init__(self, wrapped: importlib.abc.Loader, patch=patch_task_manager) -> None:
+    def __init__(self, wrapped: importlib.abc.Loader, patches: list[Callable[[ModuleType], None]]) -> None:
         self._wrapped = wrapped
-        self._patch = patch
+        self._patches = patches
 
     def create_module(self, spec):  # noqa: D401 - loader protocol
         return self._wrapped.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
         self._wrapped.exec_module(module)
-        self._patch(module)
+        for patch in list(self._patches):
+            patch(module)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the real loader of ``lm_eval.tasks.manager`` to run our patch after it."""
+    """Finds nothing itself; wraps the real loader of a module of :data:`_PATCHES` to run its patches after it."""
 
     def find_spec(self, fullname, path, target=None):
         if fullname not in _PATCHES:
@@ -75,17 +81,33 @@ class _PostImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
 
-def install() -> None:
-    """Install the hook (idempotent). Patches at once if lm-eval's task manager is already imported."""
-    if not _enabled():
-        return
-    for name, patch in _PATCHES.items():
-        if name in sys.modules:
-            patch(sys.modules[name])
-    if all(name in sys.modules for name in _PATCHES):
-        return
+def _install_finder() -> None:
     if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PostImportFinder())
+
+
+def when_imported(name: str, patch: Callable[[ModuleType], None]) -> None:
+    """Run ``patch(module)`` on the module ``name``: now if it is imported, else right after it is (whatever
+    ``UNLEARN_LMEVAL_AUTOLOAD`` says). Lets a task patch lm-eval's backends without importing them (and torch,
+    transformers) itself. ``patch`` must be idempotent; a patch already registered for ``name`` is not added twice."""
+    if name in sys.modules:
+        patch(sys.modules[name])
+        return
+    patches = _PATCHES.setdefault(name, [])
+    if patch not in patches:
+        patches.append(patch)
+    _install_finder()
+
+
+def install() -> None:
+    """Install the hook (idempotent). Patches at once the modules of lm-eval it patches that are already imported."""
+    if not _enabled():
+        return
+    for name, patch in _STARTUP.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+        else:
+            when_imported(name, patch)
 
 
 install()

@@ -12,6 +12,7 @@ implementations, one line in :data:`REQUEST_TYPES`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 from harness_ext.answer_gradnorm import ANSWER_GRADNORM, answer_gradnorm
@@ -29,13 +30,27 @@ REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
 def install_request_types() -> None:
     """Add our request types to lm-eval's ``LM`` base class (idempotent); let ``hf-multimodal`` generate for mixed
     batches; greedy ``hf`` generation with continuous batching, and ``--use_cache`` keys that tell
-    open-unlearning's attention mask apart (:mod:`harness_ext.generation`); quiet lm-eval's git lookup."""
-    from harness_ext.generation import patch_generation_cache, patch_hf_generation
+    open-unlearning's attention mask apart (:mod:`harness_ext.generation`); quiet lm-eval's git lookup.
+    The patches of lm-eval's ``hf`` backends and evaluator are made when lm-eval imports those modules (at once if
+    it has): building a task imports neither torch nor transformers."""
+    from harness_ext.autoload import when_imported
+    from harness_ext.generation import patch_generation_cache
 
     add_request_types(REQUEST_TYPES)
+    when_imported("lm_eval.models.huggingface", _patch_hf_backends)
+    patch_generation_cache()
+    when_imported("lm_eval.evaluator", _quiet_git_hash)
+
+
+def _patch_hf_backends(module: ModuleType) -> None:
+    """The patches of ``hf-multimodal`` (which imports ``hf``) and ``hf``, in this order."""
+    from harness_ext.generation import patch_hf_generation
+
     patch_multimodal_generation()
     patch_hf_generation()
-    patch_generation_cache()
+
+
+def _quiet_git_hash(module: ModuleType) -> None:
     quiet_git_hash()
 
 

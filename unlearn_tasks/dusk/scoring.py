@@ -16,9 +16,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from rouge_score import rouge_scorer
+
+if TYPE_CHECKING:  # imported where the scorer is built: rouge-score imports nltk (about a second)
+    from rouge_score import rouge_scorer
 
 from unlearn_tasks.muse.prompts import cut_at_stop
 
@@ -41,6 +44,8 @@ def metric_names(dusk_set: str) -> list[str]:
 
 @lru_cache(maxsize=1)
 def _scorer() -> rouge_scorer.RougeScorer:
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=False)
 
 

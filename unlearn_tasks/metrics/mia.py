@@ -11,7 +11,6 @@ import zlib
 from collections.abc import Sequence
 
 import numpy as np
-from sklearn.metrics import roc_auc_score
 
 
 def loss_score(token_logprobs: Sequence[float]) -> float:
@@ -59,6 +58,8 @@ def mia_auroc(forget_scores: Sequence[float], holdout_scores: Sequence[float]) -
     h = np.asarray(holdout_scores, dtype=np.float64)
     if f.size == 0 or h.size == 0 or np.isnan(f).any() or np.isnan(h).any():
         return float("nan")
+    from sklearn.metrics import roc_auc_score  # imported here: scikit-learn takes about a second to import
+
     labels = np.concatenate([np.zeros(f.size), np.ones(h.size)])
     return float(roc_auc_score(labels, np.concatenate([f, h])))
 

@@ -4,12 +4,16 @@ without it (MUSE's own code)."""
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from rouge_score import rouge_scorer
+if TYPE_CHECKING:  # imported where a scorer is built: rouge-score imports nltk (about a second)
+    from rouge_score import rouge_scorer
 
 
 @lru_cache(maxsize=1)
 def _scorer() -> rouge_scorer.RougeScorer:
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(["rouge1", "rougeL"], use_stemmer=True)
 
 
@@ -21,6 +25,8 @@ def rouge_l_recall(reference: str, generation: str, use_stemmer: bool = True) ->
 
 @lru_cache(maxsize=1)
 def _unstemmed_scorer() -> rouge_scorer.RougeScorer:
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(["rougeL"], use_stemmer=False)
 
 

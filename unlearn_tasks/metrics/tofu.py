@@ -10,7 +10,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy import stats
 
 TRUTH_RATIO_MEANS = ("geometric", "arithmetic")
 #: open-unlearning's aggregations of per-item truth ratios (its ``truth_ratio`` metric's ``aggregator``).
@@ -90,6 +89,8 @@ def forget_quality(ratios: Sequence[float], reference_ratios: Sequence[float]) -
     """Forget Quality: two-sided KS-test p-value between the model's and the retain model's forget-set truth ratios."""
     if len(ratios) == 0 or len(reference_ratios) == 0:
         return float("nan")
+    from scipy import stats  # imported where used: scipy.stats takes about half a second to import
+
     return float(stats.ks_2samp(np.asarray(ratios), np.asarray(reference_ratios)).pvalue)
 
 
@@ -103,4 +104,6 @@ def model_utility(values: Sequence[float]) -> float:
         return float("nan")
     if (v <= 0).any():
         return 0.0
+    from scipy import stats
+
     return float(stats.hmean(v))

@@ -13,9 +13,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
-from rouge_score import rouge_scorer
+
+if TYPE_CHECKING:  # imported where the scorer is built: rouge-score imports nltk (about a second)
+    from rouge_score import rouge_scorer
 
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 
@@ -34,6 +37,8 @@ def cloze_probability(token_logprobs: Sequence[float]) -> float:
 
 @lru_cache(maxsize=1)
 def _scorer() -> rouge_scorer.RougeScorer:
+    from rouge_score import rouge_scorer
+
     return rouge_scorer.RougeScorer(["rouge1", "rouge2", "rougeL"], use_stemmer=True)
 
 
