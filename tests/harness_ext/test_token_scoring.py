@@ -111,8 +111,12 @@ def _check_equal(lm):
     new = getattr(lm, ANSWER_LOGPROBS)(_requests())
     old = _previous_hf_answer_logprobs(lm, _requests())
     for n, o in zip(new, old):
-        for name in ("logprobs", "vocab_mean", "vocab_var", "margins"):
+        for name in ("logprobs", "vocab_mean", "margins"):
             assert n[name] == pytest.approx(o[name], abs=1e-5), name
+        # the variance E[lp^2] - E[lp]^2 cancels in float32: logits that differ in their last bits (ours come from
+        # the output layer run on the scored positions only, a matrix product of another shape) move it by ~1e-3
+        # of its value with a random 128k-vocabulary model on two threads
+        assert n["vocab_var"] == pytest.approx(o["vocab_var"], rel=2e-3, abs=1e-5), "vocab_var"
 
 
 def test_hf_request_equals_previous_implementation_tiny_model(tiny_model_dir):
