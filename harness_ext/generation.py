@@ -184,7 +184,7 @@ def generate_continuously(lm: Any, context: Any, attention_mask: Any, max_length
                 keep.append(j)
         if len(keep) < len(alive):
             bar.update(len(alive) - len(keep))
-            index = torch.tensor(keep, dtype=torch.long)
+            index = torch.tensor(keep, dtype=torch.long, device=last.device)
             cache.batch_select_indices(index)
             mask, last = mask[index], last[index]
             alive = [alive[j] for j in keep]
