@@ -225,10 +225,6 @@ def _continuous_candidate(lm: Any, requests: list) -> bool:
     """Whether every ``generate_until`` request asks for greedy decoding with the same keywords, EOS as its only
     stop, and the model is a plain causal ``transformers`` model: the cases :func:`generate_continuously` takes
     (the final check, on the keywords lm-eval derives, is :func:`_eligible` in ``_model_generate``)."""
-    from transformers import PreTrainedModel
-
-    if not enabled() or getattr(lm, "backend", None) != "causal" or not isinstance(lm.model, PreTrainedModel):
-        return False
     first = requests[0].args[1]
     if not isinstance(first, dict) or any(r.args[1] != first for r in requests):
         return False
@@ -262,15 +258,10 @@ def _in_batches(lm: Any, context: Any, max_length: int, stop: list[str], kwargs:
     return result
 
 
-def torch_no_grad() -> Any:
-    import torch
-
-    return torch.no_grad()
-
-
 def patch_hf_generation() -> None:
-    """Route ``HFLM._model_generate`` through :func:`generate_dropping_ended_rows` where it is exact, and generate
-    the requests marked by :func:`mark_ou_attention_mask` under open-unlearning's mask (idempotent)."""
+    """Route greedy ``HFLM.generate_until`` through :func:`generate_continuously` where it applies (every request
+    in one ``_model_generate`` call, ``--batch_size`` rows at a time), and generate the requests marked by
+    :func:`mark_ou_attention_mask` under open-unlearning's mask (idempotent)."""
     from lm_eval.models.huggingface import HFLM
 
     original = HFLM._model_generate
@@ -306,10 +297,12 @@ def patch_hf_generation() -> None:
         concurrency = continuous[0] if continuous else context.shape[0]
         eos = _eos_ids(self, kwargs)
         if type(self) is HFLM and context.shape[0] > 1 and _eligible(self, stop, kwargs, eos) and _plain_argmax(self):
+            import torch
+
             mask = kwargs.get("attention_mask")
             try:
-                with _autocast(self), torch_no_grad():
-                    return generate_continuously(self, context, mask if mask is not None else context * 0 + 1,
+                with _autocast(self), torch.no_grad():
+                    return generate_continuously(self, context, mask if mask is not None else torch.ones_like(context),
                                                  max_length, eos, concurrency,
                                                  progress=bool(continuous) and not continuous[1])
             except _NoRowSelection:
