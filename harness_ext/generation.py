@@ -91,6 +91,10 @@ def _plain_argmax(lm: Any) -> bool:
     processor from its generation config) with a cache whose rows this module can pad and join."""
     from transformers import GenerationConfig
 
+    try:
+        from transformers.cache_utils import DynamicLayer  # noqa: F401  (per-layer caches: transformers 4.56+)
+    except ImportError:
+        return False
     config, default = lm.model.generation_config, GenerationConfig()
     if any(getattr(config, f, None) != getattr(default, f, None) for f in _PROCESSOR_FIELDS):
         return False
@@ -99,11 +103,12 @@ def _plain_argmax(lm: Any) -> bool:
                 any(t != "full_attention" for t in text_config.layer_types))
 
 
-def _cache_argument() -> str:
-    """The name a model's ``forward`` takes the key/value cache under (``cache`` from transformers 5.2x)."""
-    import transformers.generation.utils as generation_utils
+def _cache_argument(model: Any) -> str:
+    """The name ``model.forward`` takes the key/value cache under: ``cache`` in recent transformers (5.2x),
+    ``past_key_values`` before (5.19 still, the version vLLM's CPU wheel pins)."""
+    import inspect
 
-    return "cache" if hasattr(generation_utils, "ALL_CACHE_NAMES") else "past_key_values"
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 
 def _left_pad(tensor: Any, width: int, value: Any = 0) -> Any:
@@ -133,7 +138,7 @@ def generate_continuously(lm: Any, context: Any, attention_mask: Any, max_length
     from transformers.cache_utils import DynamicLayer
 
     model, pad = lm.model, lm.tokenizer.pad_token_id
-    cache_name = _cache_argument()
+    cache_name = _cache_argument(model)
     n_ctx, max_new = context.shape[1], max_length - context.shape[1]
     # each prompt from its first attended token (positions it hides further on, e.g. under open-unlearning's mask,
     # stay in place and hidden)
@@ -155,8 +160,8 @@ def generate_continuously(lm: Any, context: Any, attention_mask: Any, max_length
             positions = (new_mask.cumsum(-1) - 1).masked_fill(new_mask == 0, 1)  # as ``generate`` counts them
             out = model(input_ids=ids, attention_mask=new_mask, position_ids=positions, use_cache=True,
                         logits_to_keep=1, **{cache_name: new_cache})
-            if any(type(layer) is not DynamicLayer for layer in new_cache.layers):
-                raise _NoRowSelection
+            if any(type(layer) is not DynamicLayer or layer.keys is None for layer in new_cache.layers):
+                raise _NoRowSelection  # another cache type, or the model did not fill the cache it was given
             new_last = out.logits[:, -1].argmax(-1)
             if cache is None:
                 cache, mask, last = new_cache, new_mask, new_last

@@ -129,6 +129,40 @@ def test_each_row_is_generate_on_its_own_prompt(tiny_model_ending_early):
     assert len(set(ends)) > 2  # rows ended at different steps, so rows joined mid-way
 
 
+class _PastKeyValuesNaming(torch.nn.Module):
+    """``model`` behind the ``forward`` of transformers before 5.2x (the cache as ``past_key_values``; vLLM's CPU
+    wheel pins 5.19); with ``fill=False`` it takes the cache but never fills it."""
+
+    def __init__(self, model, fill: bool = True):
+        super().__init__()
+        self.inner, self.config, self.fill = model, model.config, fill
+
+    def forward(self, input_ids, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None,
+                logits_to_keep=0):
+        cache = {generation._cache_argument(self.inner): past_key_values} if self.fill else {}
+        return self.inner(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=use_cache, logits_to_keep=logits_to_keep, **cache)
+
+
+def test_cache_passed_under_the_name_forward_takes(tiny_model_ending_early):
+    """A ``forward`` taking the cache as ``past_key_values`` gets it under that name (same rows as under ``cache``);
+    one that leaves the given cache empty is refused (lm-eval's batches then), never joined as empty."""
+    from types import SimpleNamespace
+
+    tok = AutoTokenizer.from_pretrained(tiny_model_ending_early)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_ending_early, dtype=torch.float32).eval()
+    ids, mask = _prompt_batch(tok, [p + " x" * k for k, p in zip((0, 9, 2, 5), _prompts(4), strict=True)])
+    eos = set(model.generation_config.eos_token_id)
+    with torch.no_grad():
+        expected = generate_continuously(SimpleNamespace(model=model, tokenizer=tok), ids, mask, ids.shape[1] + 30,
+                                         eos, concurrency=2)
+        older = SimpleNamespace(model=_PastKeyValuesNaming(model), tokenizer=tok)
+        assert torch.equal(generate_continuously(older, ids, mask, ids.shape[1] + 30, eos, concurrency=2), expected)
+        unfilled = SimpleNamespace(model=_PastKeyValuesNaming(model, fill=False), tokenizer=tok)
+        with pytest.raises(generation._NoRowSelection):
+            generate_continuously(unfilled, ids, mask, ids.shape[1] + 30, eos, concurrency=2)
+
+
 def test_lm_eval_batches_when_the_cache_cannot_be_joined(tiny_model_ending_early, demo_data_dir, tmp_path,
                                                          monkeypatch, lm_eval_texts):
     """A model whose cache rows cannot be joined (here: forced) falls back to lm-eval's own batches inside the one
