@@ -184,7 +184,7 @@ def run_open_unlearning(ou: tuple, work: Path) -> dict[str, list[float]]:
     script, python, checkout, model = ou
     out = work / "ou_out"
     start = time.perf_counter()
-    script._run_ou(python, checkout, work / "ou", model, out, "forget10", 16, [])
+    script.run_ou(python, checkout, work / "ou", model, out, "forget10", 16, [])
     return {"total": [0.0, time.perf_counter() - start]}
 
 
@@ -274,8 +274,8 @@ def main() -> None:
         if args.open_unlearning:
             script = _tofu_eval_script()
             checkout = Path(args.open_unlearning).resolve()
-            python = script._ou_venv(checkout, Path(args.venv).resolve())
-            script._ou_data(Path(data), work / "ou")
+            python = script.ou_venv(checkout, Path(args.venv).resolve())
+            script.ou_data(Path(data), work / "ou")
             table["open-unlearning"] = ("ou", (script, python, checkout, model), {})
         names = args.only.split(",") if args.only else list(table)
         unknown = [n for n in names if n not in table]

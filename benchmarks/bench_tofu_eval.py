@@ -289,7 +289,7 @@ def _ou_venv_command(ou_env: str, venv: Path, base_python: str) -> list[str]:
     return [sys.executable, "-m", "venv", "--system-site-packages", str(venv)]
 
 
-def _ou_venv(checkout: Path, venv: Path, ou_env: str = "ours", base_python: str = "python3.11") -> Path:
+def ou_venv(checkout: Path, venv: Path, ou_env: str = "ours", base_python: str = "python3.11") -> Path:
     """open-unlearning's venv of kind ``ou_env`` (:data:`OU_ENVS`), made once: a venv holding a marker that names
     its kind is reused; one of the other kind is an error (its packages differ)."""
     python = venv / "bin" / "python"
@@ -371,7 +371,7 @@ def _ou_model_view(folder: str, views: Path) -> str:
     return str(view)
 
 
-def _ou_data(data_dir: Path, cwd: Path) -> None:
+def ou_data(data_dir: Path, cwd: Path) -> None:
     """``locuslab/TOFU`` under ``cwd``: the local files, and a README whose ``configs:`` names each TOFU config, so
     ``load_dataset("locuslab/TOFU", name="forget10_perturbed")`` run in ``cwd`` reads them."""
     repo = cwd / "locuslab" / "TOFU"
@@ -393,7 +393,7 @@ def _ou_model(chat: bool, dtype: str) -> list[str]:
             f"model.model_args.torch_dtype={dtype}"]
 
 
-def _run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
+def run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
             overrides: list[str], chat: bool = False, dtype: str = "float32", threads: int = 1,
             isolated: bool = False) -> float:
     holdout = forget_split.replace("forget", "holdout")
@@ -773,12 +773,12 @@ def main() -> None:
             if not (checkout / "src" / "eval.py").is_file():
                 sys.exit(f"--open-unlearning {checkout}: no src/eval.py there; pass a checkout of "
                          "github.com/locuslab/open-unlearning.")
-            python = _ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv", args.ou_env,
+            python = ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv", args.ou_env,
                               args.ou_python)
             ou_env_line = f"{args.ou_env} ({OU_ENVS[args.ou_env]}): {_ou_versions(python, args.ou_env)}"
             print(f"open-unlearning environment: {ou_env_line}", flush=True)
             cwd = work / "ou"
-            _ou_data(data_dir, cwd)
+            ou_data(data_dir, cwd)
             if isolated:  # transformers 4.45 there: folders saved by transformers 5 in its keys
                 views = work / "ou_models"
                 ou_model, ou_retain, ou_classifier = (_ou_model_view(f, views) for f in (model, retain,
@@ -789,9 +789,9 @@ def main() -> None:
             ref_dir = work / "ou_retain"
             print(f"open-unlearning: evaluating the retain model for the reference (not timed; once, at batch "
                   f"{first[0]}, {first[1]} thread(s)) ...", flush=True)
-            _run_ou(python, checkout, cwd, ou_retain, ref_dir, forget_split, first[0],
-                    [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
-                    + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype, first[1], isolated)
+            run_ou(python, checkout, cwd, ou_retain, ref_dir, forget_split, first[0],
+                   [f"+eval/tofu_metrics=[mia_loss,{OU_MIA[-1]}]"]  # mia_loss: our reference MIA's losses
+                   + [f"~eval.tofu.metrics.{m}" for m in OU_NOT_REFERENCE], args.chat, args.dtype, first[1], isolated)
             reference = str(ref_dir / "TOFU_EVAL.json")
         else:
             print("open-unlearning side skipped: give --open-unlearning DIR (a checkout of "
@@ -801,14 +801,14 @@ def main() -> None:
             _run_ours(args, retain, str(data_dir), None, f"{args.task}_likelihood", work / "ref.json", first,
                       Path(reference))
 
-        def run_ours(setting: tuple[int, int]) -> dict:
+        def ours_side(setting: tuple[int, int]) -> dict:
             print(f"  ours: evaluating {task} ({_uptime()}) ...", flush=True)
             wall, ours = _run_ours(args, model, str(data_dir), reference, task, work / "ours.json", setting)
             ours["parts"] = _our_parts(wall, ours["timings"])
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             return ours
 
-        def run_ou(setting: tuple[int, int]) -> dict:
+        def ou_side(setting: tuple[int, int]) -> dict:
             out = work / "ou_target"
             shutil.rmtree(out, ignore_errors=True)  # its eval.log is appended to: each pair's parts from its own run
             print(f"  open-unlearning: evaluating {args.task} ({_uptime()}) ...", flush=True)
@@ -821,8 +821,8 @@ def main() -> None:
                 overrides += [*(f"eval.tofu.metrics.forget_Q_A_gibberish.{k}.pretrained_model_name_or_path="
                                 f"{ou_classifier}" for k in ("classifier_model_args", "classifier_tokenization_args")),
                               "eval.tofu.metrics.forget_Q_A_gibberish.device=cpu"]
-            wall = _run_ou(python, checkout, cwd, ou_model, out, forget_split, setting[0], overrides, args.chat,
-                           args.dtype, setting[1], isolated)
+            wall = run_ou(python, checkout, cwd, ou_model, out, forget_split, setting[0], overrides, args.chat,
+                          args.dtype, setting[1], isolated)
             print(f"    {wall:.1f} s ({_uptime()})", flush=True)
             parts = _ou_parts(out / "eval.log")
             parts = {"start-up": wall - sum(parts.values()), **parts, "total": wall}
@@ -839,7 +839,7 @@ def main() -> None:
             for i in range(args.pairs):
                 print(f"pair {i + 1} of {args.pairs} ({_uptime()}):", flush=True)
                 sides = ["ours", "ou"] if i % 2 == 0 or not python else ["ou", "ours"]
-                done = {side: (run_ours(setting) if side == "ours" else run_ou(setting))
+                done = {side: (ours_side(setting) if side == "ours" else ou_side(setting))
                         for side in sides if side == "ours" or python}
                 done["generation"] = _generation_report(model, done["ours"]["generations"],
                                                         done.get("ou", {}).get("generations", []))

@@ -198,9 +198,9 @@ def test_ou_env_arguments(bench, tmp_path) -> None:
     venv = tmp_path / "venv"
     venv.mkdir()
     (venv / bench.VENV_MARKER).write_text("ok\n")  # a venv kept before --ou-env existed: ours
-    assert bench._ou_venv(checkout, venv, "ours") == venv / "bin" / "python"
+    assert bench.ou_venv(checkout, venv, "ours") == venv / "bin" / "python"
     with pytest.raises(SystemExit, match="holds open-unlearning's 'ours' environment, not 'own'"):
-        bench._ou_venv(checkout, venv, "own")
+        bench.ou_venv(checkout, venv, "own")
     check("--ou-env", "own", "--open-unlearning", ou, "--venv", str(venv))  # refused before anything runs
     bench._check_args(parser, parser.parse_args(["--venv", str(venv)]))
     env = bench._env(2, isolated=True)
