@@ -62,18 +62,25 @@ def _label_fields(lm: Any, req: Any, cont_enc: list[int]) -> dict[str, Any]:
     return {"decoded_tail": lm.tokenizer.decode(cont_enc[1:], skip_special_tokens=True)}
 
 
-def _scored_logits(lm: Any, batch: Any, mask: Any, first: int) -> tuple[Any, int]:
-    """The logits of ``batch`` (``mask``: an attention mask, or None) from position ``first`` on, and that first
-    position: the model's output layer runs on the positions that are scored only (``logits_to_keep``), where the
-    model takes it and the backend's own ``_model_call`` is lm-eval's; otherwise every position's logits and 0."""
+def _keeps_tail(lm: Any) -> bool:
+    """Whether the output layer can run on the scored positions only: the model takes ``logits_to_keep`` and the
+    backend's own ``_model_call`` is lm-eval's."""
     import inspect
 
-    import torch
     from lm_eval.models.huggingface import HFLM
 
+    return (type(lm)._model_call is HFLM._model_call
+            and "logits_to_keep" in inspect.signature(type(lm.model).forward).parameters)
+
+
+def _scored_logits(lm: Any, batch: Any, mask: Any, first: int, keeps_tail: bool) -> tuple[Any, int]:
+    """The logits of ``batch`` (``mask``: an attention mask, or None) from position ``first`` on, and that first
+    position: the model's output layer runs on the positions that are scored only (``logits_to_keep``) where
+    ``keeps_tail`` (:func:`_keeps_tail`); otherwise every position's logits and 0."""
+    import torch
+
     model = lm.model
-    if (type(lm)._model_call is not HFLM._model_call
-            or "logits_to_keep" not in inspect.signature(type(model).forward).parameters):
+    if not keeps_tail:
         if mask is None:
             return lm._model_call(batch), 0
         with torch.no_grad():
@@ -96,6 +103,7 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
     encoded = [encode_request(lm, req) for req in requests]
     order = sorted(range(len(encoded)), key=lambda i: -(len(encoded[i][0]) + len(encoded[i][1])))
     batch_size = hf_batch_size(lm)
+    keeps_tail = _keeps_tail(lm)
     results: list[dict | None] = [None] * len(encoded)
     for start in tqdm(range(0, len(order), batch_size), desc="Scoring answer tokens", disable=lm.rank != 0):
         idx = order[start : start + batch_size]
@@ -119,7 +127,7 @@ def hf_answer_logprobs(lm: Any, requests: list) -> list[dict]:
             mask = torch.zeros_like(batch)
             for r, (row, ou) in enumerate(zip(rows, ou_rows, strict=True)):
                 mask[r, : len(row)] = torch.tensor(ou_attention_mask(lm.tokenizer, row) if ou else [1] * len(row))
-        logits, first = _scored_logits(lm, batch, mask, min(start for start, _ in spans))
+        logits, first = _scored_logits(lm, batch, mask, min(start for start, _ in spans), keeps_tail)
         spans = [(start - first, end - first) for start, end in spans]
         for i, scores in zip(idx, score_sequences(logits, spans, targets), strict=True):
             results[i] = {**scores, **_label_fields(lm, requests[i], encoded[i][1])}
