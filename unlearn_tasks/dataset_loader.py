@@ -304,9 +304,7 @@ def read_local_rows(files: Sequence[Path], repo_id: str, config: str) -> list[di
     for f in files:
         note_data_source("local", repo_id, config, path=f)
         if f.suffix == ".parquet":
-            import datasets  # imported here: `unlearn --help` and option checks stay fast
-
-            rows += datasets.Dataset.from_parquet(str(f)).to_list()
+            rows += read_parquet([f]).to_list()
         else:
             rows += read_json_records(f, text_array=False)
     return rows

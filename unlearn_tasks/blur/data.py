@@ -21,6 +21,7 @@ from unlearn_tasks.dataset_loader import (
     DataError,
     check_rows,
     read_json_records,
+    read_parquet,
     readme_data_files,
     resolve_local_folder,
 )
@@ -61,9 +62,7 @@ def _read(files: list[Path]) -> list[dict]:
     rows: list[dict] = []
     for f in files:
         if f.suffix == ".parquet":
-            import datasets  # imported here: `unlearn --help` and option checks stay fast
-
-            rows += datasets.Dataset.from_parquet(str(f)).to_list()
+            rows += read_parquet([f]).to_list()
         else:
             rows += read_json_records(f)
     return rows

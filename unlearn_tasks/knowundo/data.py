@@ -18,7 +18,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness_ext.provenance import note_data_source
-from unlearn_tasks.dataset_loader import DataError, check_rows, load_from_hub, readme_data_files, resolve_local_folder
+from unlearn_tasks.dataset_loader import (
+    DataError,
+    check_rows,
+    load_from_hub,
+    read_parquet,
+    readme_data_files,
+    resolve_local_folder,
+)
 from unlearn_tasks.knowundo.options import SCOPES
 
 if TYPE_CHECKING:
@@ -67,9 +74,7 @@ def _local_record(folder: Path, domain: str, scope: str, repo_id: str) -> tuple[
                         f"(or the file its README configs name, or {folder / domain / scope}/*.parquet).")
     note_data_source("local", repo_id, f"{domain}/{scope}", path=files[0])
     if files[0].suffix == ".parquet":
-        import datasets  # imported here: `unlearn --help` and option checks stay fast
-
-        rows = datasets.Dataset.from_parquet([str(f) for f in files]).to_list()
+        rows = read_parquet(files).to_list()
         if len(rows) != 1:
             raise DataError(f"{files[0]}: expected the scope's one record, got {len(rows)} rows.")
         return rows[0], str(files[0])

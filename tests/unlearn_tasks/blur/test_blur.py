@@ -209,3 +209,25 @@ def test_blur_references_names_a_missing_data_folder_before_loading_the_model(tm
     err = capsys.readouterr().err.strip()
     assert code == 2 and err.count("\n") == 0 and f"--data-dir {tmp_path / 'nowhere'} is not a folder" in err
     assert not (tmp_path / "r").exists()
+
+
+def test_parquet_layout_gives_the_json_texts_and_a_broken_shard_one_line(tmp_path):
+    """The Hub's parquet layout (``<stem>/train/*.parquet``) reads the same texts as the JSON file; a shard that is
+    not parquet is a one-line data error naming it, not a traceback."""
+    import datasets
+
+    from unlearn_tasks.blur.data import load_texts
+
+    folder = write_blur_corpus(tmp_path / "blur")
+    stem = f"{next(iter(SETS))}_D_hi"
+    texts, _ = load_texts(stem, data_dir=str(folder))
+    json_file = folder / f"{stem}.json"
+    shard = folder / stem / "train" / "0000.parquet"
+    shard.parent.mkdir(parents=True)
+    datasets.Dataset.from_list(json.loads(json_file.read_text())).to_parquet(str(shard))
+    json_file.unlink()
+    assert load_texts(stem, data_dir=str(folder)) == (texts, str(shard))
+    shard.write_bytes(b"not parquet")
+    with pytest.raises(DataError, match="is not a readable parquet file") as err:
+        load_texts(stem, data_dir=str(folder))
+    assert str(shard) in str(err.value) and "\n" not in str(err.value)

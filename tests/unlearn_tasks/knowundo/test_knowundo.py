@@ -31,6 +31,15 @@ def test_tasks_and_group_are_indexed():
     assert {"knowundo_copyright", "knowundo_privacy"} <= set(tm.all_tasks) and "knowundo" in tm.all_groups
 
 
+def test_a_broken_parquet_shard_is_a_one_line_error(tmp_path):
+    folder = write_knowundo_corpus(tmp_path / "pq", "parquet")
+    shard = folder / "copyright" / "unlearn" / "0000.parquet"
+    shard.write_bytes(b"not parquet")
+    with pytest.raises(DataError, match="is not a readable parquet file") as err:
+        build_docs(KnowundoOptions(knowundo_domain="copyright", data_dir=str(folder)))
+    assert str(shard) in str(err.value) and "\n" not in str(err.value)
+
+
 def test_hub_and_parquet_layouts_give_the_same_documents_in_the_release_format(tmp_path, knowundo_dir):
     docs = build_docs(KnowundoOptions(knowundo_domain="copyright", data_dir=str(knowundo_dir)))
     parquet = build_docs(KnowundoOptions(knowundo_domain="copyright",
