@@ -35,6 +35,22 @@ def test_help_imports_no_heavy_package(tmp_path):
     assert _python(code, tmp_path) == []
 
 
+def test_run_with_a_bad_config_file_fails_before_importing_the_training_stack(tmp_path):
+    """A wrong --config path or a bad option in the file is a one-line error within a second: torch, transformers
+    and the Trainer are imported only once the config has been read and checked."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("lr: 1e-5\nepochz: 3\n")
+    for config in (tmp_path / "missing.yaml", bad):
+        code = ("import contextlib, io, json, sys\nfrom unlearn_app.cli import main\nerr = io.StringIO()\n"
+                f"with contextlib.redirect_stderr(err):\n    rc = main(['run', '--config', {str(config)!r}, '--out', "
+                f"{str(tmp_path / 'out')!r}])\n"
+                "print(json.dumps([rc, err.getvalue().strip(), sorted({m.split('.')[0] for m in sys.modules} & "
+                f"set({HEAVY!r}))]))")
+        rc, message, loaded = _python(code, tmp_path)
+        assert rc == 2 and str(config.name) in message and "\n" not in message
+        assert "torch" not in loaded and "transformers" not in loaded
+
+
 def test_verify_with_the_default_tokenizer_imports_no_torch(tmp_path):
     pytest.importorskip("llama_models")
     pytest.importorskip("tiktoken")

@@ -21,16 +21,20 @@ ORDER = 20
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_app.checkpoint.hub import HubUploadError
-    from unlearn_app.pipeline import run_unlearning
     from unlearn_methods.config import load_run_config
-    from unlearn_methods.training import UnlearningFailed, main_process
 
     overrides = option_values(args)
     params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
     if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
         _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
-    try:
+    try:  # the config is checked before the training stack (torch, transformers) is imported: errors come at once
         cfg = load_run_config(args.config, params=params, **overrides)
+    except ValueError as e:
+        return error(str(e))
+    from unlearn_app.pipeline import run_unlearning
+    from unlearn_methods.training import UnlearningFailed, main_process
+
+    try:
         out = run_unlearning(cfg)
     except (UnlearningFailed, HubUploadError, ValueError) as e:
         return error(str(e))
