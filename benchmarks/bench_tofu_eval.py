@@ -394,8 +394,8 @@ def _ou_model(chat: bool, dtype: str) -> list[str]:
 
 
 def run_ou(python: Path, checkout: Path, cwd: Path, model: str, out: Path, forget_split: str, batch_size: int,
-            overrides: list[str], chat: bool = False, dtype: str = "float32", threads: int = 1,
-            isolated: bool = False) -> float:
+           overrides: list[str], chat: bool = False, dtype: str = "float32", threads: int = 1,
+           isolated: bool = False) -> float:
     holdout = forget_split.replace("forget", "holdout")
     launcher = cwd / "ou_launcher.py"
     launcher.write_text(OU_LAUNCHER)
@@ -774,7 +774,7 @@ def main() -> None:
                 sys.exit(f"--open-unlearning {checkout}: no src/eval.py there; pass a checkout of "
                          "github.com/locuslab/open-unlearning.")
             python = ou_venv(checkout, Path(args.venv).resolve() if args.venv else work / "venv", args.ou_env,
-                              args.ou_python)
+                             args.ou_python)
             ou_env_line = f"{args.ou_env} ({OU_ENVS[args.ou_env]}): {_ou_versions(python, args.ou_env)}"
             print(f"open-unlearning environment: {ou_env_line}", flush=True)
             cwd = work / "ou"
