@@ -7,17 +7,22 @@ Autoescaping is on for every template, so a value a user or a submission wrote i
 No template marks a value ``|safe``; a section rendered by :func:`fragment` (itself autoescaped) is
 :class:`~markupsafe.Markup` and is placed as it is, while a plain string in its place is escaped. A link built from
 data goes through the ``href`` filter (:func:`relative_href`): percent-encoded, so it can only be a relative path
-(no ``javascript:`` or other scheme, no other host).
+(no ``javascript:`` or other scheme, no other host); an image embedded in a page goes through the ``png`` filter
+(:func:`embedded_png`), which lets nothing but a base64 PNG data URI through.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 from urllib.parse import quote
 
 import jinja2
 from markupsafe import Markup
+
+#: How every embedded image starts (the report's figures, a sweep's picture): nothing fetched from elsewhere.
+PNG_URI = "data:image/png;base64,"
 
 
 def relative_href(path: object) -> str:
@@ -27,12 +32,20 @@ def relative_href(path: object) -> str:
     return "./" + url.lstrip("/") if url.startswith("/") else url
 
 
+def embedded_png(uri: str) -> str:
+    """``uri`` if it is a base64 PNG data URI (:data:`PNG_URI` and base64 characters only); else a ValueError."""
+    if not (isinstance(uri, str) and uri.startswith(PNG_URI) and re.fullmatch(r"[A-Za-z0-9+/]*={0,2}", uri[len(PNG_URI):])):
+        raise ValueError(f"an image embedded in a page must be a base64 PNG data URI, not {str(uri)[:40]!r}")
+    return uri
+
+
 @functools.cache
 def environment() -> jinja2.Environment:
     """The one jinja2 environment: templates from the package, autoescaping on, a missing value an error."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("unlearn_app", "templates"), autoescape=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
     env.filters["href"] = relative_href
+    env.filters["png"] = embedded_png
     return env
 
 

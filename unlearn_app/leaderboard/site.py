@@ -11,9 +11,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from unlearn_app import pages
 from unlearn_app.leaderboard.importers import Row
 from unlearn_app.leaderboard.validate import Check
-from unlearn_app.pages import render
 
 #: Per benchmark: (utility metric, its better direction, forget metric, its better direction) of the picture.
 AXES = {"tofu": ("model_utility", "max", "forget_quality", "max"),
@@ -133,7 +133,7 @@ def submission_results(check: Check) -> list[dict[str, Any]]:
 
 
 def _submission_page(check: Check, files: list[str]) -> str:
-    return render("leaderboard_submission.html", title=check.id, id=check.id, facts=submission_facts(check),
+    return pages.render("leaderboard_submission.html", title=check.id, id=check.id, facts=submission_facts(check),
                   errors=check.errors, results=submission_results(check), files=files)
 
 
@@ -156,8 +156,8 @@ def build_site(checks: list[Check], imported: list[Row], out: str | Path, title:
         png = pareto_picture(task, task_rows, out / f"pareto_{task}.png")
         tasks.append({"table": board_table(task, task_rows), "picture": png.name if png else None})
     index = out / "index.html"
-    write_text(index, render("leaderboard_index.html", title=title, submissions=len(checks),
-                             validated=sum(c.ok for c in checks), imported=len(imported),
-                             families=sorted({r.family for r in rows}), methods=sorted({r.method for r in rows}),
-                             tasks=tasks))
+    write_text(index, pages.render("leaderboard_index.html", title=title, submissions=len(checks),
+                                   validated=sum(c.ok for c in checks), imported=len(imported),
+                                   families=sorted({r.family for r in rows}), methods=sorted({r.method for r in rows}),
+                                   tasks=tasks))
     return index

@@ -15,14 +15,12 @@ from typing import Any
 
 from markupsafe import Markup
 
-from unlearn_app.pages import render
+from unlearn_app import pages
+from unlearn_app.pages import PNG_URI
 from unlearn_app.reports import plots
 from unlearn_app.reports.evaluated_run import Run, provenance_differences, provenance_rows
 from unlearn_app.reports.numbers import format_number
 from unlearn_app.reports.tables import task_tables
-
-#: How every figure's image starts: a PNG embedded in the page (nothing fetched from elsewhere).
-PNG_URI = "data:image/png;base64,"
 
 
 def _png(draw: Callable[[Path], object]) -> str:
@@ -34,8 +32,6 @@ def _png(draw: Callable[[Path], object]) -> str:
 
 
 def _figure(title: str, uri: str) -> dict[str, str]:
-    if not uri.startswith(PNG_URI):
-        raise ValueError(f"a figure of the report is an embedded PNG, not {uri[:40]!r}")
     return {"title": title, "uri": uri}
 
 
@@ -108,10 +104,10 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
     """The whole page as one string. ``sections`` come first: parts rendered by :func:`unlearn_app.pages.fragment`
     (a sweep's leaderboard, say); a plain string among them is shown as text, not markup."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return render("report.html", title=title, runs=[r.name for r in runs], stamp=stamp,
-                  warnings=provenance_differences(runs), notes=[n for r in runs for n in r.notes],
-                  sections=list(sections), checks=checks_tables(runs), figures=plot_sections(runs),
-                  tables=metric_tables(runs), provenance=provenance_tables(runs))
+    return pages.render("report.html", title=title, runs=[r.name for r in runs], stamp=stamp,
+                        warnings=provenance_differences(runs), notes=[n for r in runs for n in r.notes],
+                        sections=list(sections), checks=checks_tables(runs), figures=plot_sections(runs),
+                        tables=metric_tables(runs), provenance=provenance_tables(runs))
 
 
 def write_html(runs: list[Run], path: str | Path) -> Path:

@@ -314,7 +314,7 @@ def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[Markup]:
                   for r in board["trials"]]
     return [fragment("sweep_board.html", select=board["select"] or "none",
                      head=["method", "setting", *place, "seeds", "score", *axes, "checks"], rows=rows,
-                     picture=png_uri, trial_head=["trial", "method", "setting", *place, "seed", "status", "error",
+                     picture_uri=png_uri, trial_head=["trial", "method", "setting", *place, "seed", "status", "error",
                                                   "results file", "wall s"], trial_rows=trial_rows)]
 
 
