@@ -236,3 +236,11 @@ document.body.setAttribute('data-probe', [String(window.__pwned), document.query
     proc = browser("--dump-dom", probe.as_uri())
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert re.search(r'data-probe="([^"]*)"', proc.stdout).group(1) == "undefined,0,3,1"
+
+
+def test_a_status_gives_its_first_word_as_its_class():
+    from unlearn_app.leaderboard.site import status_class
+
+    assert [status_class(s) for s in ("validated", "failed", "unverifiable", "partly verified (3 of 19)",
+                                      '"onmouseover=x', "Validated", "")] == [
+        "validated", "failed", "unverifiable", "partly", "", "", ""]

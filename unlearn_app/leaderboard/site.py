@@ -1,7 +1,10 @@
 """The leaderboard's static site: ``index.html`` (one sortable table per task, filters by model family and method,
 the forget-vs-utility picture with its Pareto front), ``submissions/<id>.html`` (provenance, what was recomputed,
 downloads) and ``data/<id>/`` (the submission's files). No server, nothing fetched from elsewhere: it can be served
-by GitHub Pages or a static Hub Space as it is."""
+by GitHub Pages or a static Hub Space as it is.
+
+The pages are the templates ``leaderboard_index.html`` and ``leaderboard_submission.html`` (:mod:`unlearn_app.pages`);
+the functions here prepare their data: rows, cells with their marks, status classes, facts, as plain text."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """``unlearn report RUNS... --html report.html``: one self-contained HTML file (no external resources; plots are
 embedded as base64 PNG) with the metric tables, the checks of ``unlearn ci`` runs, the plots of the benchmarks
 present (TOFU Forget Quality vs Model Utility, per-format gaps, WaterDrum strengths, deep-unlearning recall vs
-accuracy) and each run's provenance, with a warning where compared runs differ."""
+accuracy) and each run's provenance, with a warning where compared runs differ.
+
+The page is the template ``report.html`` (:mod:`unlearn_app.pages`); the functions here prepare its data as plain
+text: tables, checks, provenance, figures (PNG data URIs)."""
 
 from __future__ import annotations
 
