@@ -1,16 +1,20 @@
 """The leaderboard's static site: ``index.html`` (one sortable table per task, filters by model family and method,
 the forget-vs-utility picture with its Pareto front), ``submissions/<id>.html`` (provenance, what was recomputed,
 downloads) and ``data/<id>/`` (the submission's files). No server, nothing fetched from elsewhere: it can be served
-by GitHub Pages or a static Hub Space as it is."""
+by GitHub Pages or a static Hub Space as it is.
+
+The pages are the templates ``leaderboard_index.html`` and ``leaderboard_submission.html`` (:mod:`unlearn_app.pages`);
+the functions here prepare their data: rows, cells with their marks, status classes, facts, as plain text."""
 
 from __future__ import annotations
 
-import html
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
+from unlearn_app import pages
 from unlearn_app.leaderboard.importers import Row
 from unlearn_app.leaderboard.validate import Check
 
@@ -19,29 +23,6 @@ AXES = {"tofu": ("model_utility", "max", "forget_quality", "max"),
         "muse": ("retain_knowmem", "max", "forget_verbmem", "min")}
 #: Metrics shown first in a table, when present.
 FIRST = ("forget_quality", "model_utility", "forget_verbmem", "forget_knowmem", "retain_knowmem", "privleak")
-
-STYLE = """body{font-family:sans-serif;margin:2em;max-width:1200px}table{border-collapse:collapse;margin:1em 0}
-td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}td:first-child,th:first-child{text-align:left}
-th{cursor:pointer;background:#f3f3f3}.recomputed{background:#e8f6e8}.failed{background:#fbe3e3}
-.unverifiable{color:#777}.status{text-align:left}img{max-width:600px}"""
-SCRIPT = """
-function sortTable(th){const table=th.closest('table');const i=Array.from(th.parentNode.children).indexOf(th);
-const asc=th.dataset.order!=='asc';table.querySelectorAll('th').forEach(h=>delete h.dataset.order);
-th.dataset.order=asc?'asc':'desc';const body=table.tBodies[0];const rows=Array.from(body.rows);
-const key=r=>{const t=r.cells[i].dataset.value??r.cells[i].textContent;const n=parseFloat(t);return isNaN(n)?t:n;};
-rows.sort((a,b)=>{const x=key(a),y=key(b);const c=(typeof x==='number'&&typeof y==='number')?x-y:String(x).localeCompare(String(y));
-return asc?c:-c;});rows.forEach(r=>body.appendChild(r));}
-function applyFilters(){const f=document.getElementById('family').value,m=document.getElementById('method').value;
-document.querySelectorAll('tr[data-family]').forEach(r=>{r.hidden=(f&&r.dataset.family!==f)||(m&&r.dataset.method!==m);});}
-document.querySelectorAll('th').forEach(th=>th.addEventListener('click',()=>sortTable(th)));
-document.getElementById('family').addEventListener('change',applyFilters);
-document.getElementById('method').addEventListener('change',applyFilters);
-"""
-
-
-def _e(x: Any) -> str:
-    return html.escape(str(x), quote=True)
-
 
 def _fmt(v: float | None) -> str:
     if v is None or not math.isfinite(v):
@@ -64,29 +45,42 @@ def rows_of(check: Check) -> list[Row]:
     return out
 
 
-def _page(title: str, body: str, script: str = "") -> str:
-    return (f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{_e(title)}</title>'
-            f"<style>{STYLE}</style></head><body>{body}{f'<script>{script}</script>' if script else ''}</body></html>\n")
+def status_class(status: str) -> str:
+    """The CSS class of a status text: its first word (``validated``, ``failed``, ``recomputed``, ``unverifiable``,
+    ``partly`` of ``partly verified (N of M)``), or none for anything else."""
+    word = status.split(" ", 1)[0]
+    return word if re.fullmatch(r"[a-z]+", word) else ""
 
 
-def _table(task: str, rows: list[Row], prefix: str = "") -> str:
-    metrics = sorted({m for r in rows for m in r.metrics}, key=lambda m: (m not in FIRST, FIRST.index(m) if m in FIRST else 0, m))
-    head = "".join(f"<th>{_e(h)}</th>" for h in ["model", "family", "method", "status", *metrics, "source"])
-    body = []
+def metric_mark(row: Row, metric: str) -> tuple[str, str]:
+    """A metric cell's CSS class and tooltip: what the check of ``row`` found for ``metric`` ("" when nothing)."""
+    if metric in row.mismatched:
+        return "failed", "the per-item values give another number"
+    if metric in row.recomputed:
+        return "recomputed", "recomputed from the per-item values"
+    return "", ""
+
+
+def metric_columns(rows: list[Row]) -> list[str]:
+    """The metric columns of a table: :data:`FIRST` in its order, then the others alphabetically."""
+    return sorted({m for r in rows for m in r.metrics}, key=lambda m: (m not in FIRST, FIRST.index(m) if m in FIRST else 0, m))
+
+
+def board_table(task: str, rows: list[Row], prefix: str = "") -> dict[str, Any]:
+    """One task's sortable table as the index template draws it: its metric columns and, per row, the texts,
+    the link to the submission's page, the status and each metric cell (text, sort value, mark)."""
+    metrics = metric_columns(rows)
+    out = []
     for r in rows:
-        name = f'<a href="{_e(prefix + r.page)}">{_e(r.model)}</a>' if r.page else _e(r.model)
-        cells = [f"<td>{name}</td><td>{_e(r.family)}</td><td>{_e(r.method)}</td>",
-                 f'<td class="status {r.status}">{_e(r.status)}</td>']
+        cells = []
         for m in metrics:
             v = r.metrics.get(m)
-            cls = ' class="recomputed" title="recomputed from the per-item values"' if m in r.recomputed else ""
-            if m in r.mismatched:
-                cls = ' class="failed" title="the per-item values give another number"'
-            cells.append(f'<td{cls} data-value="{"" if v is None else v}">{_fmt(v)}</td>')
-        cells.append(f'<td class="status">{_e(r.source)}</td>')
-        body.append(f'<tr data-family="{_e(r.family)}" data-method="{_e(r.method)}">{"".join(cells)}</tr>')
-    return (f'<table class="board" id="table-{_e(task)}"><thead><tr>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+            mark, title = metric_mark(r, m)
+            cells.append({"text": _fmt(v), "value": "" if v is None else str(v), "mark": mark, "title": title})
+        out.append({"model": r.model, "href": prefix + r.page if r.page else None, "family": r.family,
+                    "method": r.method, "status": r.status, "status_class": status_class(r.status),
+                    "source": r.source, "cells": cells})
+    return {"task": task, "metrics": metrics, "rows": out}
 
 
 def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
@@ -106,7 +100,8 @@ def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
     return pareto_scatter(points, front, path, ux, fy, (umode, fmode), f"{task}: forget vs utility")
 
 
-def _submission_page(check: Check, files: list[str]) -> str:
+def submission_facts(check: Check) -> list[tuple[str, str]]:
+    """The provenance table of a submission's page: (field, text) pairs."""
     r = check.record or {}
     model, method = r.get("model") or {}, r.get("method") or {}
     facts = [("status", "validated: every number checked" if check.ok else "FAILED validation"),
@@ -120,27 +115,29 @@ def _submission_page(check: Check, files: list[str]) -> str:
              ("date", r.get("date")), ("submitted by", (r.get("submitter") or {}).get("name") or "n/a"),
              ("notes", (r.get("submitter") or {}).get("notes") or ""),
              ("packages", ", ".join(f"{k} {v}" for k, v in (r.get("packages") or {}).items() if v))]
-    parts = [f"<h1>{_e(check.id)}</h1>", '<p><a href="../index.html">back to the leaderboard</a></p>',
-             "<h2>Provenance</h2><table>" + "".join(f"<tr><th>{_e(k)}</th><td class=\"status\">{_e(v)}</td></tr>"
-                                                   for k, v in facts) + "</table>"]
-    if check.errors:
-        parts.append("<h2>Problems</h2><ul>" + "".join(f"<li>{_e(e)}</li>" for e in check.errors) + "</ul>")
-    for task, entry in sorted((r.get("results") or {}).items()):
-        parts.append(f"<h2>{_e(task)}</h2><p>run {_e(entry.get('run'))} ({_e(entry.get('kind'))}), task version "
-                     f"{_e(entry.get('version'))}</p>")
-        rows = []
+    return [(k, str(v)) for k, v in facts]
+
+
+def submission_results(check: Check) -> list[dict[str, Any]]:
+    """Per task of a submission: its run, kind, version and, per metric, the submitted number, the recomputed one
+    and the mark (``recomputed``, ``failed`` or ``unverifiable``)."""
+    out = []
+    for task, entry in sorted(((check.record or {}).get("results") or {}).items()):
+        metrics = []
         for metric, value in sorted((entry.get("aggregates") or {}).items()):
             again = check.recomputed.get(task, {}).get(metric)
             mark = "recomputed" if again is not None else "unverifiable"
             if metric in check.mismatched.get(task, []):
                 mark = "failed"
-            rows.append(f'<tr><td>{_e(metric)}</td><td>{_fmt(value)}</td><td class="{mark}">{_fmt(again)}</td>'
-                        f'<td class="status">{mark}</td></tr>')
-        parts.append("<table><thead><tr><th>metric</th><th>submitted</th><th>recomputed</th><th>check</th></tr></thead>"
-                     f"<tbody>{''.join(rows)}</tbody></table>")
-    links = "".join(f'<li><a href="../data/{_e(check.id)}/{_e(f)}">{_e(f)}</a></li>' for f in files)
-    parts.append(f"<h2>Downloads</h2><ul>{links}</ul>")
-    return _page(check.id, "".join(parts))
+            metrics.append({"metric": metric, "submitted": _fmt(value), "recomputed": _fmt(again), "mark": mark})
+        out.append({"task": task, "run": str(entry.get("run")), "kind": str(entry.get("kind")),
+                    "version": str(entry.get("version")), "metrics": metrics})
+    return out
+
+
+def _submission_page(check: Check, files: list[str]) -> str:
+    return pages.render("leaderboard_submission.html", title=check.id, id=check.id, facts=submission_facts(check),
+                  errors=check.errors, results=submission_results(check), files=files)
 
 
 def build_site(checks: list[Check], imported: list[Row], out: str | Path, title: str = "Unlearning leaderboard") -> Path:
@@ -156,21 +153,14 @@ def build_site(checks: list[Check], imported: list[Row], out: str | Path, title:
         shutil.copytree(c.folder, data)
         files = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
         write_text(out / "submissions" / f"{c.id}.html", _submission_page(c, files))
-    families = sorted({r.family for r in rows})
-    methods = sorted({r.method for r in rows})
-    select = lambda name, values: (f'<label>{name} <select id="{name}"><option value="">all</option>'  # noqa: E731
-                                   + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values) + "</select></label> ")
-    parts = [f"<h1>{_e(title)}</h1>",
-             f"<p>{len(checks)} submission(s), {sum(c.ok for c in checks)} validated by recomputing every number from "
-             f"its per-item values; {len(imported)} imported row(s). Green cells were recomputed; rows marked "
-             "<em>unverifiable</em> carry no per-item values. Click a column to sort.</p>",
-             "<p>" + select("family", families) + select("method", methods) + "</p>"]
+    tasks = []
     for task in sorted({r.task for r in rows}):
         task_rows = [r for r in rows if r.task == task]
-        parts.append(f'<h2 id="{_e(task)}">{_e(task)}</h2>' + _table(task, task_rows))
         png = pareto_picture(task, task_rows, out / f"pareto_{task}.png")
-        if png is not None:
-            parts.append(f'<p><img src="{_e(png.name)}" alt="{_e(task)}: forget vs utility with the Pareto front"></p>')
+        tasks.append({"table": board_table(task, task_rows), "picture": png.name if png else None})
     index = out / "index.html"
-    write_text(index, _page(title, "".join(parts), SCRIPT))
+    write_text(index, pages.render("leaderboard_index.html", title=title, submissions=len(checks),
+                                   validated=sum(c.ok for c in checks), imported=len(imported),
+                                   families=sorted({r.family for r in rows}), methods=sorted({r.method for r in rows}),
+                                   tasks=tasks))
     return index

@@ -1,49 +1,29 @@
 """``unlearn report RUNS... --html report.html``: one self-contained HTML file (no external resources; plots are
 embedded as base64 PNG) with the metric tables, the checks of ``unlearn ci`` runs, the plots of the benchmarks
 present (TOFU Forget Quality vs Model Utility, per-format gaps, WaterDrum strengths, deep-unlearning recall vs
-accuracy) and each run's provenance, with a warning where compared runs differ."""
+accuracy) and each run's provenance, with a warning where compared runs differ.
+
+The page is the template ``report.html`` (:mod:`unlearn_app.pages`); the functions here prepare its data as plain
+text: tables, checks, provenance, figures (PNG data URIs)."""
 
 from __future__ import annotations
 
 import base64
 import datetime
-import html
 import math
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
+from markupsafe import Markup
+
+from unlearn_app import pages
+from unlearn_app.pages import PNG_URI
 from unlearn_app.reports import plots
 from unlearn_app.reports.evaluated_run import Run, provenance_differences, provenance_rows
 from unlearn_app.reports.numbers import format_number
 from unlearn_app.reports.tables import task_tables
-
-STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
-td.num { text-align: right; font-variant-numeric: tabular-nums; }
-tr.pass td.verdict { color: #116611; font-weight: bold; }
-tr.fail td.verdict { color: #b00020; font-weight: bold; }
-.warnings { background: #fff4e5; border-left: 4px solid #f0a020; padding: 0.5em 1em; }
-figure { display: inline-block; margin: 0.5em; } figcaption { font-size: 0.85em; color: #555; }
-code { font-size: 0.9em; }
-"""
-
-
-def _escape(x: object) -> str:
-    """``x`` as text safe inside HTML."""
-    return html.escape(str(x))
-
-
-def table(head: Iterable[object], rows: Iterable[str], attrs: str = "") -> str:
-    """``<table ATTRS>`` with a header row of ``head`` (escaped) and the ``<tr>`` rows given."""
-    return f"<table{attrs}><tr>{''.join(f'<th>{_escape(h)}</th>' for h in head)}</tr>{''.join(rows)}</table>"
-
-
-def row(cells: Iterable[object]) -> str:
-    """A ``<tr>`` of plain cells (escaped)."""
-    return "<tr>" + "".join(f"<td>{_escape(c)}</td>" for c in cells) + "</tr>"
 
 
 def _png(draw: Callable[[Path], object]) -> str:
@@ -51,19 +31,19 @@ def _png(draw: Callable[[Path], object]) -> str:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "plot.png"
         draw(path)
-        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+        return PNG_URI + base64.b64encode(path.read_bytes()).decode("ascii")
 
 
-def _figure(title: str, uri: str) -> str:
-    return f'<figure><img alt="{_escape(title)}" src="{uri}"><figcaption>{_escape(title)}</figcaption></figure>'
+def _figure(title: str, uri: str) -> dict[str, str]:
+    return {"title": title, "uri": uri}
 
 
 def _nan(x: float | None) -> float:
     return math.nan if x is None else x
 
 
-def plot_sections(runs: list[Run]) -> list[str]:
-    """The figures for the benchmarks present in the runs."""
+def plot_sections(runs: list[Run]) -> list[dict[str, str]]:
+    """The figures for the benchmarks present in the runs: title and PNG data URI each."""
     figures = []
     tasks = sorted({t for r in runs for t in r.metrics})
     for task in tasks:
@@ -94,75 +74,43 @@ def plot_sections(runs: list[Run]) -> list[str]:
     return figures
 
 
-def metric_tables(runs: list[Run]) -> list[str]:
-    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.reports.tables.task_tables`)."""
-    parts = []
-    for task, models, table_rows in task_tables({r.name: r.metrics for r in runs}):
-        rows = []
-        for key, label in table_rows:
-            cells = "".join(f'<td class="num">{_escape(format_number(m.get(key)))}</td>' for m in models.values())
-            rows.append(f"<tr><td>{_escape(label)}</td>{cells}</tr>")
-        parts.append(f'<h3 id="task-{_escape(task)}">{_escape(task)}</h3>'
-                     + table(["metric", *models], rows, f' class="metrics" data-task="{_escape(task)}"'))
-    return parts
+def metric_tables(runs: list[Run]) -> list[dict[str, Any]]:
+    """One table per task, rows in the order of the Markdown report (:func:`unlearn_app.reports.tables.task_tables`):
+    its task, run names and (label, formatted values) rows."""
+    return [{"task": task, "runs": list(models),
+             "rows": [(label, [format_number(m.get(key)) for m in models.values()]) for key, label in table_rows]}
+            for task, models, table_rows in task_tables({r.name: r.metrics for r in runs})]
 
 
-def checks_tables(runs: list[Run]) -> list[str]:
+def checks_tables(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per ``unlearn ci`` run: its name, a summary line and its checks (passed, expression, value, bound)."""
     parts = []
     for run in runs:
         if not run.checks:
             continue
-        rows = []
-        for c in run.checks:
-            verdict = "pass" if c.get("passed") else "FAIL"
-            value, bound = format_number(c.get("value")), format_number(c.get("bound"))
-            rows.append(f'<tr class="{"pass" if c.get("passed") else "fail"}"><td class="verdict">{verdict}</td>'
-                        f'<td><code>{_escape(c.get("check"))}</code></td><td class="num">{_escape(value)}</td>'
-                        f'<td class="num">{_escape(bound)}</td></tr>')
         failed = sum(not c.get("passed") for c in run.checks)
-        summary = f"{failed} of {len(run.checks)} checks failed" if failed else f"all {len(run.checks)} checks passed"
-        parts.append(f"<h3>{_escape(run.name)}: {summary}</h3>"
-                     + table(["result", "check", "value", "bound"], rows, ' class="checks"'))
+        parts.append({"run": run.name,
+                      "summary": f"{failed} of {len(run.checks)} checks failed" if failed
+                      else f"all {len(run.checks)} checks passed",
+                      "checks": [{"passed": bool(c.get("passed")), "check": str(c.get("check")),
+                                  "value": format_number(c.get("value")), "bound": format_number(c.get("bound"))}
+                                 for c in run.checks]})
     return parts
 
 
-def provenance_tables(runs: list[Run]) -> list[str]:
-    parts = []
-    for run in runs:
-        rows = [row(r) for r in provenance_rows(run)]
-        body = (table(["task", "field", "value"], rows, ' class="provenance"') if rows
-                else "<p>No provenance recorded in this results file.</p>")
-        parts.append(f"<h3>{_escape(run.name)}</h3><p><code>{_escape(run.results_file)}</code></p>{body}")
-    return parts
+def provenance_tables(runs: list[Run]) -> list[dict[str, Any]]:
+    """Per run: its name, results file and (task, field, value) provenance rows."""
+    return [{"run": run.name, "results_file": run.results_file, "rows": provenance_rows(run)} for run in runs]
 
 
-def render_html(runs: list[Run], title: str = "Unlearning evaluation report", sections: list[str] = ()) -> str:
-    """The whole page as one string; ``sections`` (HTML, e.g. a sweep's leaderboard) come first."""
-    warnings = provenance_differences(runs)
+def render_html(runs: list[Run], title: str = "Unlearning evaluation report", sections: Sequence[Markup] = ()) -> str:
+    """The whole page as one string. ``sections`` come first: parts rendered by :func:`unlearn_app.pages.fragment`
+    (a sweep's leaderboard, say); a plain string among them is shown as text, not markup."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_escape(title)}</title>"
-           f"<style>{STYLE}</style></head><body>",
-           f"<h1>{_escape(title)}</h1><p>{len(runs)} run(s): {', '.join(_escape(r.name) for r in runs)}. Generated {stamp} "
-           "by lm-eval-unlearning.</p>"]
-    if warnings:
-        items = "".join(f"<li>{_escape(w)}</li>" for w in warnings)
-        out.append(f'<div class="warnings" id="warnings"><strong>The runs are not strictly comparable:</strong>'
-                   f"<ul>{items}</ul></div>")
-    notes = [n for r in runs for n in r.notes]
-    if notes:
-        items = "".join(f"<li>{_escape(n)}</li>" for n in notes)
-        out.append(f'<div class="warnings" id="notes"><strong>open-unlearning values that disagree with their '
-                   f"recomputation (the tables show the recomputed values), or were not recomputed:</strong><ul>{items}</ul></div>")
-    out += list(sections)
-    checks = checks_tables(runs)
-    if checks:
-        out += ['<h2 id="checks">Checks</h2>', *checks]
-    figures = plot_sections(runs)
-    if figures:
-        out += ['<h2 id="plots">Plots</h2>', *figures]
-    out += ['<h2 id="metrics">Metrics</h2>', *metric_tables(runs)]
-    out += ['<h2 id="provenance">Provenance</h2>', *provenance_tables(runs), "</body></html>"]
-    return "\n".join(out)
+    return pages.render("report.html", title=title, runs=[r.name for r in runs], stamp=stamp,
+                        warnings=provenance_differences(runs), notes=[n for r in runs for n in r.notes],
+                        sections=list(sections), checks=checks_tables(runs), figures=plot_sections(runs),
+                        tables=metric_tables(runs), provenance=provenance_tables(runs))
 
 
 def write_html(runs: list[Run], path: str | Path) -> Path:

@@ -13,7 +13,7 @@ import math
 import os
 import statistics
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from harness_ext import provenance
 from harness_ext.results import json_safe
@@ -22,6 +22,9 @@ from unlearn_app.reports.numbers import MISSING, format_number
 from unlearn_app.selection import Selection
 from unlearn_app.sweep.engine import TRIALS_FILE, SweepError, check_folder, hold, read_records
 from unlearn_app.sweep.spec import Spec
+
+if TYPE_CHECKING:
+    from markupsafe import Markup
 
 RECOVERY = "relearn recovery"  # held-out forget probability after relearning minus before
 KLOM = "KLoM p95"  # of the split klom.split, the setting's seeds against the oracles
@@ -296,28 +299,23 @@ def markdown(board: dict[str, Any], png: str | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[str]:
-    from unlearn_app.reports.html_page import _escape, row, table
+def _html_sections(board: dict[str, Any], png_uri: str | None) -> list[Markup]:
+    """The leaderboard section of leaderboard.html (template ``sweep_board.html``): the board, the picture (a PNG
+    data URI), every trial."""
+    from unlearn_app.pages import fragment
 
     axes = list(board["pareto"]) + attack_columns(board)
     place = place_columns(board)
-    rows = [row([r["method"], _values(r["values"]), *_place(place, r), len(r["seeds"]), _spread_text(r.get("score")),
-                 *(_spread_text(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"])
+    rows = [[r["method"], _values(r["values"]), *_place(place, r), len(r["seeds"]), _spread_text(r.get("score")),
+             *(_spread_text(r.get(a)) for a in axes), "pass" if r["checks_passed"] else "FAIL"]
             for r in board["leaderboard"]]
-    parts = ['<h2 id="leaderboard">Leaderboard</h2>',
-             f"<p>Selection: <code>{_escape(board['select'] or 'none')}</code>; mean ± sd over seeds.</p>",
-             table(["method", "setting", *place, "seeds", "score", *axes, "checks"], rows, ' class="leaderboard"')]
-    if png_uri:
-        parts.append(f'<figure><img alt="forget vs utility" src="{png_uri}"><figcaption>Every trial; the Pareto '
-                     "front joined</figcaption></figure>")
-    trial_rows = [row([r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r), r["seed"], r["status"],
-                       r.get("error") or _stop_text(r.get("stopped")), r.get("results_file", ""), r.get("wall_s", "")])
+    trial_rows = [[r["id"], r["method"], _values(r.get("values") or {}), *_place(place, r), r["seed"], r["status"],
+                   r.get("error") or _stop_text(r.get("stopped")), r.get("results_file", ""), r.get("wall_s", "")]
                   for r in board["trials"]]
-    parts.append(f'<details id="trials"><summary>All {len(board["trials"])} trials</summary>'
-                 + table(["trial", "method", "setting", *place, "seed", "status", "error", "results file", "wall s"],
-                         trial_rows)
-                 + "</details>")
-    return parts
+    return [fragment("sweep_board.html", select=board["select"] or "none",
+                     head=["method", "setting", *place, "seeds", "score", *axes, "checks"], rows=rows,
+                     picture_uri=png_uri, trial_head=["trial", "method", "setting", *place, "seed", "status", "error",
+                                                  "results file", "wall s"], trial_rows=trial_rows)]
 
 
 def _stop_text(stopped: dict[str, Any] | None) -> str:
