@@ -5,13 +5,16 @@ by GitHub Pages or a static Hub Space as it is."""
 
 from __future__ import annotations
 
+import hashlib
 import html
 import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any
 
 from unlearn_app.leaderboard.importers import Row
+from unlearn_app.leaderboard.publish import publish
 from unlearn_app.leaderboard.validate import Check
 
 #: Per benchmark: (utility metric, its better direction, forget metric, its better direction) of the picture.
@@ -49,18 +52,27 @@ def _fmt(v: float | None) -> str:
     return f"{v:.2e}" if v != 0 and abs(v) < 1e-3 else f"{v:.4f}"
 
 
+def status_text(check: Check) -> str:
+    """The submission page's status line."""
+    if check.validated:
+        return "validated: every number recomputed from its per-item values"
+    if check.ok:
+        return f"{check.status}: the numbers marked unverifiable were not recomputed"
+    return "FAILED validation"
+
+
 def rows_of(check: Check) -> list[Row]:
-    """The site's rows of one validated (or failed) submission: one per task."""
+    """The site's rows of one submission (none when it was refused): one per task."""
     r = check.record or {}
     model = r.get("model") or {}
     out = []
     for task, entry in sorted((r.get("results") or {}).items()):
         out.append(Row(task, model.get("name", check.id), model.get("family", "?"), (r.get("method") or {}).get("name", "?"),
-                       dict(entry.get("aggregates") or {}), "validated" if check.ok else "failed",
+                       dict(entry.get("aggregates") or {}), check.status,
                        f"submission {check.id}", (r.get("submitter") or {}).get("name", ""),
                        f"submissions/{check.id}.html",
                        sorted(set(check.recomputed.get(task, {})) - set(check.mismatched.get(task, []))),
-                       sorted(check.mismatched.get(task, []))))
+                       sorted(check.mismatched.get(task, [])), sorted(check.unverified.get(task, []))))
     return out
 
 
@@ -80,6 +92,8 @@ def _table(task: str, rows: list[Row], prefix: str = "") -> str:
         for m in metrics:
             v = r.metrics.get(m)
             cls = ' class="recomputed" title="recomputed from the per-item values"' if m in r.recomputed else ""
+            if m in r.unverified:
+                cls = ' class="unverifiable" title="not recomputed: no per-item values for it"'
             if m in r.mismatched:
                 cls = ' class="failed" title="the per-item values give another number"'
             cells.append(f'<td{cls} data-value="{"" if v is None else v}">{_fmt(v)}</td>')
@@ -87,6 +101,20 @@ def _table(task: str, rows: list[Row], prefix: str = "") -> str:
         body.append(f'<tr data-family="{_e(r.family)}" data-method="{_e(r.method)}">{"".join(cells)}</tr>')
     return (f'<table class="board" id="table-{_e(task)}"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
+
+
+def drawn(row: Row, *metrics: str) -> bool:
+    """Whether ``row`` is drawn in a picture of ``metrics``: a submission's (a row with a page) only when both were
+    recomputed; a failed row never; an imported row as its status says."""
+    if row.status in ("failed", "refused"):
+        return False
+    return row.page is None or all(m in row.recomputed for m in metrics)
+
+
+def picture_name(task: str) -> str:
+    """``pareto_<task>.png``, with a task name that is not a plain name made safe (and told apart by a hash)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", task).strip("-") or "task"
+    return f"pareto_{safe}.png" if safe == task else f"pareto_{safe}-{hashlib.sha256(task.encode()).hexdigest()[:8]}.png"
 
 
 def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
@@ -99,7 +127,7 @@ def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
         return None
     ux, umode, fy, fmode = axes
     points = {f"{r.model} / {r.method} ({r.status})": (r.metrics[ux], r.metrics[fy], r.method) for r in rows
-              if ux in r.metrics and fy in r.metrics and r.status != "failed"}  # a failed submission is not drawn
+              if ux in r.metrics and fy in r.metrics and drawn(r, ux, fy)}
     if not points:
         return None
     front = pareto_front({k: (x, y) for k, (x, y, _) in points.items()}, (umode, fmode))
@@ -109,7 +137,7 @@ def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
 def _submission_page(check: Check, files: list[str]) -> str:
     r = check.record or {}
     model, method = r.get("model") or {}, r.get("method") or {}
-    facts = [("status", "validated: every number checked" if check.ok else "FAILED validation"),
+    facts = [("status", status_text(check)),
              ("model", model.get("name")), ("family", model.get("family")),
              ("Hub id", f"{model.get('hub_id')} @ {model.get('revision')}" if model.get("hub_id") else "n/a"),
              ("local folder sha256", model.get("local_sha256") or "n/a"),
@@ -149,26 +177,26 @@ def build_site(checks: list[Check], imported: list[Row], out: str | Path, title:
 
     out = Path(out)
     (out / "submissions").mkdir(parents=True, exist_ok=True)
+    checks = [c for c in checks if not c.refused]  # a refused submission is not shown, nothing of it published
     rows = [row for c in checks for row in rows_of(c)] + list(imported)
     for c in checks:
         data = out / "data" / c.id
         shutil.rmtree(data, ignore_errors=True)
-        shutil.copytree(c.folder, data)
-        files = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
+        files = publish(c, data)
         write_text(out / "submissions" / f"{c.id}.html", _submission_page(c, files))
     families = sorted({r.family for r in rows})
     methods = sorted({r.method for r in rows})
     select = lambda name, values: (f'<label>{name} <select id="{name}"><option value="">all</option>'  # noqa: E731
                                    + "".join(f'<option value="{_e(v)}">{_e(v)}</option>' for v in values) + "</select></label> ")
     parts = [f"<h1>{_e(title)}</h1>",
-             f"<p>{len(checks)} submission(s), {sum(c.ok for c in checks)} validated by recomputing every number from "
+             f"<p>{len(checks)} submission(s), {sum(c.validated for c in checks)} validated by recomputing every number from "
              f"its per-item values; {len(imported)} imported row(s). Green cells were recomputed; rows marked "
              "<em>unverifiable</em> carry no per-item values. Click a column to sort.</p>",
              "<p>" + select("family", families) + select("method", methods) + "</p>"]
     for task in sorted({r.task for r in rows}):
         task_rows = [r for r in rows if r.task == task]
         parts.append(f'<h2 id="{_e(task)}">{_e(task)}</h2>' + _table(task, task_rows))
-        png = pareto_picture(task, task_rows, out / f"pareto_{task}.png")
+        png = pareto_picture(task, task_rows, out / picture_name(task))
         if png is not None:
             parts.append(f'<p><img src="{_e(png.name)}" alt="{_e(task)}: forget vs utility with the Pareto front"></p>')
     index = out / "index.html"
