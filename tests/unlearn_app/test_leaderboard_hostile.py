@@ -390,3 +390,64 @@ def test_a_rebuild_removes_what_it_wrote_for_a_submission_no_longer_there_and_no
     # --out may not be a submission folder (or hold one)
     assert main(["leaderboard", "build", "--from", str(tmp_path / "ref"), "--out", str(one), "--overwrite"]) == 2
     assert "is a submission folder" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- the site in a browser
+PWN = "document.body.setAttribute('data-pwned', '1')"
+HOSTILE = f"\"'><img src=x onerror=\"{PWN}\"><script>{PWN}</script>"
+
+
+def test_a_hostile_board_gives_a_site_that_runs_no_injected_script_and_holds_nothing_from_outside(tmp_path, capsys):
+    """Hostile names in every free-text field, an extra HTML file, links to a secret file and to /etc, a listed
+    HTML file, a linked submission folder and an imported table with a hostile task: headless Chromium loads every
+    page and no injected script runs; every file of the site is one the builder wrote or a listed, hash-checked file."""
+    from test_html_report import browser
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text("SECRET-OF-THE-BUILDER")
+    write_tofu_run(tmp_path / "ref", REF)
+    run = tmp_path / "<img src=x onerror=document.body.dataset.pwned=1>"
+    write_tofu_run(run, tofu_records(2, 0.3), REF)
+    folder = save_local(build([run], reference=tmp_path / "ref", model_dir=run, method=HOSTILE, family=HOSTILE,
+                              hyperparameters={HOSTILE: HOSTILE}, submitter=HOSTILE, notes=HOSTILE), tmp_path / "board")
+    (folder / "evil.html").write_text(f"<script>{PWN}</script>")
+    (folder / "leak.json").symlink_to(secret)
+    (folder / "etc").symlink_to("/etc")
+    listed = submit(tmp_path, "ga", 3)
+    (listed / "evil.html").write_text(f"<script>{PWN}</script>")
+    reseal(listed, lambda r: r["files"].update({"evil.html": ""}))  # listed, with its hash
+    outside = tmp_path / "outside" / "npo-npo-fedcba987654"
+    shutil.copytree(folder, outside, symlinks=True)
+    (tmp_path / "board" / "submissions" / outside.name).symlink_to(outside)
+    board = tmp_path / "leaderboard.json"
+    board.write_text(json.dumps({"leaderboard": [{"method": HOSTILE, "model": HOSTILE, "values": {HOSTILE: HOSTILE},
+                                                  "metrics": {f"tofu_{HOSTILE}": {"forget_quality": 0.2,
+                                                                                   "model_utility": 0.4}}}]}))
+    site = tmp_path / "site"
+    assert main(["leaderboard", "build", "--from", str(tmp_path / "board"), "--out", str(site),
+                 "--import", str(board)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("skipped ") == 2 and "symbolic link" in err and "evil.html" in err
+
+    checks = {c.id: c for c in (check_folder(p) for p in (tmp_path / "board" / "submissions").iterdir())}
+    shown = [c for c in checks.values() if not c.refused]
+    allowed = {"index.html", MANIFEST, *(p.name for p in site.glob("pareto_*.png"))}
+    for c in shown:
+        allowed.add(f"submissions/{c.id}.html")
+        for rel in ["submission.json", *c.record["files"]]:
+            allowed.add(f"data/{c.id}/{rel}")
+            assert (site / "data" / c.id / rel).read_bytes() == (Path(c.folder) / rel).read_bytes()
+    files = {p.relative_to(site).as_posix() for p in site.rglob("*") if p.is_file() or p.is_symlink()}
+    assert files == allowed and not any(p.is_symlink() for p in site.rglob("*"))
+    assert not any(b"SECRET-OF-THE-BUILDER" in (site / f).read_bytes() for f in files)
+    assert not any(f.endswith(".html") and f.startswith("data/") for f in files)
+    assert len(shown) == 1 and len(list(site.glob("pareto_*.png"))) == 2
+
+    pages = [site / "index.html", *(site / "submissions").glob("*.html")]
+    assert len(pages) == 2
+    for page in pages:
+        proc = browser("--dump-dom", page.as_uri())
+        assert proc.returncode == 0 and "</body>" in proc.stdout, proc.stderr[-2000:]
+        assert not re.search(r"<body[^>]*data-pwned", proc.stdout), page.name  # no injected script ran
+        assert "<script>document.body" not in proc.stdout  # the hostile text is text, not markup
+        assert "onerror=" in proc.stdout.replace("&quot;", '"')  # ... and shown as such
