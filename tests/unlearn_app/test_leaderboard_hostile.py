@@ -72,10 +72,7 @@ def test_only_the_listed_files_are_published(tmp_path, capsys):
     folder = submit(tmp_path)
     (folder / "evil.html").write_text("<script>alert(1)</script>")
     (folder / "items" / "notes.json").write_text("{}")
-    secret = tmp_path / "secret.txt"
-    secret.write_text("the builder's secret")
-    (folder / "leak.json").symlink_to(secret)  # unlisted: neither read nor published
-    (folder / "etc").symlink_to("/etc")
+    (folder / "page.html").mkdir()
     assert check_folder(folder).validated
     site = tmp_path / "site"
     assert main(["leaderboard", "build", "--from", str(tmp_path / "board"), "--out", str(site)]) == 0
@@ -83,11 +80,10 @@ def test_only_the_listed_files_are_published(tmp_path, capsys):
     assert sorted(p.relative_to(data).as_posix() for p in data.rglob("*")) == [
         "items", f"items/{TASK}", ITEMS, "reference", f"reference/{TASK}", REFERENCE, "submission.json"]
     assert (data / ITEMS).read_bytes() == (folder / ITEMS).read_bytes()
-    assert not any(p.is_symlink() for p in site.rglob("*"))
     assert "evil.html" not in (site / "submissions" / f"{folder.name}.html").read_text()
 
 
-@pytest.mark.parametrize("where", ["file", "folder", "submission.json", "submission folder"])
+@pytest.mark.parametrize("where", ["file", "folder", "submission.json", "submission folder", "unlisted", "to /etc"])
 def test_a_symbolic_link_in_a_submission_is_refused_not_followed(tmp_path, capsys, where):
     folder = submit(tmp_path)
     secret = tmp_path / "outside"
@@ -102,9 +98,14 @@ def test_a_symbolic_link_in_a_submission_is_refused_not_followed(tmp_path, capsy
     elif where == "submission.json":
         shutil.move(folder / "submission.json", secret / "submission.json")
         (folder / "submission.json").symlink_to(secret / "submission.json")
-    else:
+    elif where == "submission folder":
         shutil.move(folder, secret / folder.name)
         folder.symlink_to(secret / folder.name)
+    elif where == "unlisted":  # a link no file of the record names: refused all the same, never read
+        (secret / "key.json").write_text('{"secret": 1}')
+        (folder / "items" / "key.json").symlink_to(secret / "key.json")
+    else:
+        (folder / "etc").symlink_to("/etc")
     refused(capsys, tmp_path / "board", "symbolic link")
     site = tmp_path / "site"
     assert main(["leaderboard", "build", "--from", str(tmp_path / "board"), "--out", str(site)]) == 0
@@ -279,6 +280,29 @@ def test_the_reference_digest_is_checked_and_no_local_path_is_recorded(tmp_path,
                                            f"files it holds ({REFERENCE})"]
 
 
+def test_a_submission_names_no_local_folder(tmp_path):
+    import yaml
+
+    from fixtures.leaderboard import unlearn_run_folder
+
+    write_tofu_run(tmp_path / "ref", REF)
+    run = unlearn_run_folder(tmp_path / "npo", "npo", {"beta": 0.1}, tofu_records(2, 0.3), REF)
+    config = yaml.safe_load((run / "unlearn_config.yaml").read_text())
+    config.update(model=f"{tmp_path}/models/llama-7b", data_dir=f"{tmp_path}/data/")
+    (run / "unlearn_config.yaml").write_text(yaml.safe_dump(config))
+    results = next(run.glob("eval/**/results_*.json"))
+    raw = json.loads(results.read_text())
+    raw["configs"][TASK]["provenance"]["data"] = [{"kind": "local", "source": "tofu", "sha256": "b" * 64,
+                                                    "path": f"{tmp_path}/data/forget01.json"}]
+    results.write_text(json.dumps(raw))
+    record = build([run], reference=tmp_path / "ref", submitter="me", notes=f"trained from {tmp_path}").record
+    text = json.dumps({k: v for k, v in record.items() if k != "submitter"})
+    assert str(tmp_path) not in text
+    assert record["model"]["family"] == "llama-7b" and record["method"]["config"]["data_dir"] == "data"
+    assert record["results"][TASK]["provenance"]["data"][0] == {"kind": "local", "source": "tofu", "sha256": "b" * 64,
+                                                                "path": "forget01.json"}
+
+
 # --------------------------------------------------------------------------- 10: bad input, one line, exit 2
 def _raw(folder: Path, text: str | bytes) -> Path:
     (folder / "submission.json").write_bytes(text.encode() if isinstance(text, str) else text)
@@ -411,13 +435,14 @@ def test_a_hostile_board_gives_a_site_that_runs_no_injected_script_and_holds_not
     folder = save_local(build([run], reference=tmp_path / "ref", model_dir=run, method=HOSTILE, family=HOSTILE,
                               hyperparameters={HOSTILE: HOSTILE}, submitter=HOSTILE, notes=HOSTILE), tmp_path / "board")
     (folder / "evil.html").write_text(f"<script>{PWN}</script>")
-    (folder / "leak.json").symlink_to(secret)
-    (folder / "etc").symlink_to("/etc")
+    linked = submit(tmp_path, "rmu", 4)
+    (linked / "leak.json").symlink_to(secret)
+    (linked / "etc").symlink_to("/etc")
     listed = submit(tmp_path, "ga", 3)
     (listed / "evil.html").write_text(f"<script>{PWN}</script>")
     reseal(listed, lambda r: r["files"].update({"evil.html": ""}))  # listed, with its hash
     outside = tmp_path / "outside" / "npo-npo-fedcba987654"
-    shutil.copytree(folder, outside, symlinks=True)
+    shutil.copytree(folder, outside)
     (tmp_path / "board" / "submissions" / outside.name).symlink_to(outside)
     board = tmp_path / "leaderboard.json"
     board.write_text(json.dumps({"leaderboard": [{"method": HOSTILE, "model": HOSTILE, "values": {HOSTILE: HOSTILE},
@@ -427,7 +452,7 @@ def test_a_hostile_board_gives_a_site_that_runs_no_injected_script_and_holds_not
     assert main(["leaderboard", "build", "--from", str(tmp_path / "board"), "--out", str(site),
                  "--import", str(board)]) == 0
     err = capsys.readouterr().err
-    assert err.count("skipped ") == 2 and "symbolic link" in err and "evil.html" in err
+    assert err.count("skipped ") == 3 and err.count("symbolic link") == 2 and "evil.html" in err
 
     checks = {c.id: c for c in (check_folder(p) for p in (tmp_path / "board" / "submissions").iterdir())}
     shown = [c for c in checks.values() if not c.refused]

@@ -85,6 +85,19 @@ def package_versions() -> dict[str, str | None]:
     return out
 
 
+def without_local_paths(value: Any) -> Any:
+    """``value`` with every string that is an absolute local path (``/...``, ``~...``, ``C:\\...``) replaced by its
+    last part, recursively: a shared submission names no folder of the submitter's machine (hashes identify the
+    files)."""
+    if isinstance(value, dict):
+        return {k: without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(v) for v in value]
+    if isinstance(value, str) and "\n" not in value and re.match(r"(/|~|[A-Za-z]:[\\/])", value):
+        return re.split(r"[\\/]", value.rstrip("/\\"))[-1] or value
+    return value
+
+
 def _dumps(data: Any) -> bytes:
     return (json.dumps(json_safe(data), indent=2, sort_keys=True) + "\n").encode()
 
@@ -259,6 +272,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
         "files": {p: sha256(b) for p, b in sorted(files.items())},
     }
     record = json_safe(record)
+    for key in ("model", "method", "results"):  # the submitter's text is theirs to write
+        record[key] = without_local_paths(record[key])
     record["id"] = f"{slug(name)}-{slug(str(method_name))}-{digest(record)[:12]}"
     return Built(record, files)
 

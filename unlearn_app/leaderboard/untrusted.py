@@ -2,8 +2,9 @@
 folder, never through a symbolic link, and JSON parsed so that any bad content is one :class:`Unreadable` line.
 
 A name is checked (:func:`name_problem`) before anything is read, so nothing outside the folder is opened or probed
-(an absolute path or a ``..`` is refused as text). Every part of a path is looked at with ``lstat``: a symbolic link
-anywhere (the submission folder itself, a folder inside it, the file) is refused, not followed.
+(an absolute path or a ``..`` is refused as text). A symbolic link anywhere in the folder (the folder
+itself, a folder or file inside it, listed or not) is refused, never followed (:func:`first_link`); every part of a
+listed path is looked at again with ``lstat`` when it is read.
 """
 
 from __future__ import annotations
@@ -52,6 +53,19 @@ def name_problem(rel: Any) -> str | None:
         return f"{rel!r} is not a plain relative path (letters, digits, . _ - and /)"
     if not rel.endswith(SUFFIXES):
         return f"{rel!r} is not a {' or '.join(SUFFIXES)} file; a submission holds only its per-item values"
+    return None
+
+
+def first_link(folder: Path) -> str | None:
+    """The first symbolic link in ``folder`` (``folder`` itself included), relative to it, without following any;
+    None when there is none."""
+    if folder.is_symlink():
+        return "the submission folder"
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in sorted(dirs + files):
+            if (Path(root) / name).is_symlink():
+                rel = (Path(root) / name).relative_to(folder).as_posix()
+                return rel if is_plain(rel) else repr(rel[:200])
     return None
 
 

@@ -137,6 +137,9 @@ def read_record(folder: Path) -> dict[str, Any]:
     :class:`Refused` otherwise."""
     if not ID.fullmatch(folder.name):
         raise Refused(f"the folder name {folder.name[:80]!r} is no submission id (<model>-<method>-<12 hex>)")
+    link = untrusted.first_link(folder)
+    if link is not None:
+        raise Refused(f"{link} is a symbolic link; a submission holds regular files only")
     try:
         record = untrusted.read_json(folder, SUBMISSION_FILE)
         bad = schema_errors(record)
@@ -250,7 +253,7 @@ def check_folder(folder: str | Path) -> Check:
     except Refused as e:
         check.refused, check.record = True, None
         check.recomputed, check.unverified, check.mismatched = {}, {}, {}
-        check.errors = [f"{folder.name[:80]}: refused: {e}"]
+        check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
 
 
