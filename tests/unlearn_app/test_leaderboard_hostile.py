@@ -275,6 +275,9 @@ def test_the_reference_digest_is_checked_and_no_local_path_is_recorded(tmp_path,
     assert record["reference"] == {"source": "ref", "model": "retain-7b", "revision": "c" * 40,
                                    "sha256": files_digest({REFERENCE: record["files"][REFERENCE]})}
     assert check_folder(folder).validated
+    assert main(["leaderboard", "build", "--from", str(tmp_path / "board"), "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "submissions" / f"{folder.name}.html").read_text()
+    assert f"ref, model retain-7b @ {'c' * 40} (sha256 {record['reference']['sha256'][:12]})" in page
     folder = reseal(folder, lambda r: r["reference"].update(sha256="0" * 64), reference_digest=False)
     assert check_folder(folder).errors == [f"{folder.name}: reference.sha256 is not the digest of the reference "
                                            f"files it holds ({REFERENCE})"]

@@ -61,6 +61,14 @@ def status_text(check: Check) -> str:
     return "FAILED validation"
 
 
+def reference_text(ref: dict[str, Any] | None) -> str:
+    """The reference run as the submission page names it: folder name, model and revision, digest."""
+    if not ref:
+        return "none"
+    model = f", model {ref['model']}" + (f" @ {ref['revision']}" if ref.get("revision") else "") if ref.get("model") else ""
+    return f"{ref.get('source')}{model} (sha256 {str(ref.get('sha256', ''))[:12]})"
+
+
 def rows_of(check: Check) -> list[Row]:
     """The site's rows of one submission (none when it was refused): one per task."""
     r = check.record or {}
@@ -143,8 +151,7 @@ def _submission_page(check: Check, files: list[str]) -> str:
              ("local folder sha256", model.get("local_sha256") or "n/a"),
              ("method", method.get("name")),
              ("hyperparameters", ", ".join(f"{k}={v}" for k, v in (method.get("hyperparameters") or {}).items()) or "none"),
-             ("reference", f"{(r.get('reference') or {}).get('source')} (sha256 {(r.get('reference') or {}).get('sha256', '')[:12]})"
-              if r.get("reference") else "none"),
+             ("reference", reference_text(r.get("reference"))),
              ("date", r.get("date")), ("submitted by", (r.get("submitter") or {}).get("name") or "n/a"),
              ("notes", (r.get("submitter") or {}).get("notes") or ""),
              ("packages", ", ".join(f"{k} {v}" for k, v in (r.get("packages") or {}).items() if v))]
