@@ -79,8 +79,9 @@ def _cmd_build(args: argparse.Namespace) -> int:
     from unlearn_app.leaderboard.store import StoreError
 
     out = Path(args.out)
-    if _out_problem(out):
-        return error(_out_problem(out))
+    problem = _out_problem(out)
+    if problem:
+        return error(problem)
     try:
         imported = [row for path in args.imports or [] for row in import_table(path)]
     except (ImportError_, FileNotFoundError) as e:

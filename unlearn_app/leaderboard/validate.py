@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app.leaderboard import untrusted
-from unlearn_app.leaderboard.submission import SUBMISSION_FILE, digest, schema_errors, sha256
+from unlearn_app.leaderboard.submission import SCHEMA_FILE, SUBMISSION_FILE, digest, schema_errors, sha256
 
-#: A submission id (and so the name of its folder), as the schema has it.
-ID = re.compile(r"[a-z0-9][a-z0-9._-]*-[0-9a-f]{12}")
+#: A submission id (and so the name of its folder): the schema's pattern.
+ID = re.compile(json.loads(SCHEMA_FILE.read_text())["properties"]["id"]["pattern"])
 
 
 class Refused(ValueError):
