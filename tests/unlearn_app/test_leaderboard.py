@@ -132,7 +132,7 @@ def test_three_submissions_through_the_hub_standin_validate_and_build(runs, onli
     capsys.readouterr()
     assert main(["leaderboard", "validate", "board/unlearning"]) == 1
     out = capsys.readouterr().out
-    assert len(re.findall(r"^ok   ", out, re.M)) == 2 and len(re.findall(r"^FAIL ga-ga-", out, re.M)) == 1
+    assert len(re.findall(r"^validated ", out, re.M)) == 2 and len(re.findall(r"^FAIL ga-ga-", out, re.M)) == 1
     assert f"{TASK}/forget_prob = 0.5 submitted" in out
 
     tofu_csv, muse_csv = _leaderboard_csvs(tmp_path)
@@ -243,7 +243,7 @@ document.body.setAttribute('data-probe', JSON.stringify({asc, desc, shown, error
     assert probe_data["shown"] == 1 and len(probe_data["images"]) == 2 and all(w > 300 for w in probe_data["images"])
     page = next(p for p in pages if p.name.startswith("npo-npo-"))
     proc = browser("--dump-dom", page.as_uri())
-    assert "validated: every number checked" in proc.stdout and "beta=0.1" in proc.stdout
+    assert "validated: every number recomputed" in proc.stdout and "beta=0.1" in proc.stdout
     assert "recomputed" in proc.stdout and "TOFU_EVAL.json" in proc.stdout
 
 

@@ -3,6 +3,7 @@ rendered with hostile strings in every field (the contexts the real builders pas
 same elements and attributes as with harmless text; no template marks anything safe; links from data are relative
 paths; a site built from a hostile submission shows it as text, also in Chromium."""
 
+import hashlib
 import re
 import shutil
 from html.parser import HTMLParser
@@ -45,6 +46,7 @@ def _check(root: Path, text: str = "x", task: str = TASK) -> Check:
               "model": {"name": text, "family": text, "hub_id": text, "revision": text, "local_sha256": text},
               "method": {"name": text, "hyperparameters": {text: text}}, "reference": {"source": text, "sha256": text},
               "date": text, "submitter": {"name": text, "notes": text}, "packages": {text: text},
+              "files": {"items/TOFU_EVAL.json": hashlib.sha256(b"{}").hexdigest()},
               "results": {task: {"run": text, "kind": text, "version": text,
                                  "aggregates": {"forget_quality": 0.5, "model_utility": 0.4, "privleak": 3.0}}}}
     return Check(folder.name, str(folder), errors=[text], record=record,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from unlearn_app import output_guard
 from unlearn_app.commands import error
@@ -21,6 +22,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return error("give one destination: --repo OWNER/DATASET (a Hub dataset) or --to DIR (a local folder)")
     if args.repo is not None and not store.HUB_ID.fullmatch(args.repo):
         return error(f"--repo {args.repo!r} is not a Hub dataset id OWNER/NAME")
+    if args.to is not None and Path(args.to).exists() and not Path(args.to).is_dir():
+        return error(f"--to {args.to} is a file; --to takes a leaderboard folder (submissions/<id>/ are written in it)")
     params = {}
     for item in args.param or []:
         if "=" not in item:
@@ -37,6 +40,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
 
     with tempfile.TemporaryDirectory() as tmp:  # validated exactly as `unlearn leaderboard validate` will
         check = check_folder(store.save_local(built, tmp))
+    if check.refused:  # a submission this package built, refused: a name the board cannot take (a task's, say)
+        return error(check.errors[0])
     for line in check.errors:
         print(line, file=sys.stderr)
     if check.errors and not args.allow_mismatch:
@@ -45,7 +50,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return 1
     recomputed = sum(len(v) for v in check.recomputed.values())
     unverified = sum(len(v) for v in check.unverified.values())
-    print(f"submission {built.id}: {recomputed} aggregate(s) recomputed from per-item values, {unverified} unverified")
+    print(f"submission {built.id}: {check.status}; {recomputed} aggregate(s) recomputed from per-item values, "
+          f"{unverified} unverified")
     try:
         if args.to is not None:
             print(f"written: {store.save_local(built, args.to)}")

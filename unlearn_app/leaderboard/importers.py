@@ -9,7 +9,6 @@ sweep leaderboards), ``recomputed`` (an open-unlearning folder: its numbers reco
 from __future__ import annotations
 
 import csv
-import json
 import math
 import re
 from dataclasses import dataclass, field
@@ -30,12 +29,13 @@ class Row:
     family: str
     method: str
     metrics: dict[str, float]
-    status: str  # validated | failed | recomputed | unverifiable
+    status: str  # validated | partly verified (N of M) | failed | recomputed | unverifiable
     source: str
     submitter: str = ""
     page: str | None = None  # the submission's page in the site
     recomputed: list[str] = field(default_factory=list)  # metrics recomputed from per-item values, in agreement
     mismatched: list[str] = field(default_factory=list)  # metrics whose recomputation gives another number
+    unverified: list[str] = field(default_factory=list)  # metrics of a submission with nothing to recompute them from
 
 
 #: Column of the TOFU leaderboard CSV (normalised: lower case, spaces to _) -> our metric.
@@ -125,28 +125,53 @@ def ou_folder(path: Path) -> list[Row]:
 
 def sweep_board(path: Path) -> list[Row]:
     """The rows of an ``unlearn sweep`` ``leaderboard.json`` (mean metrics over seeds; no per-item values)."""
-    board = json.loads(path.read_text())
+    from harness_ext.results import read_json_file
+
+    board = read_json_file(path, ImportError_, "`unlearn sweep` leaderboard.json", "unlearn sweep")
     rows = board.get("leaderboard") if isinstance(board, dict) else None
-    if not isinstance(rows, list):
-        raise ImportError_(f"{path} is no `unlearn sweep` leaderboard.json (no 'leaderboard' rows)")
+    shape = ImportError_(f"{path} is no `unlearn sweep` leaderboard.json (a 'leaderboard' list of rows with "
+                         "'method', 'values' and per-task 'metrics' objects)")
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise shape
     out = []
     for r in rows:
+        values, metrics = r.get("values") or {}, r.get("metrics") or {}
+        if not isinstance(values, dict) or not isinstance(metrics, dict) or not all(
+                isinstance(m, dict) for m in metrics.values()):
+            raise shape
         model = str(r.get("model") or "?")
-        values = ", ".join(f"{k}={v}" for k, v in (r.get("values") or {}).items())
-        for task, metrics in (r.get("metrics") or {}).items():
-            out.append(Row(task, model, model, f"{r.get('method')}" + (f" ({values})" if values else ""),
-                           {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)},
-                           "unverifiable", f"sweep leaderboard {path}"))
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        for task, task_metrics in metrics.items():
+            out.append(Row(task, model, model, f"{r.get('method')}" + (f" ({shown})" if shown else ""),
+                           {k: v for k, v in task_metrics.items()
+                            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)},
+                           "unverifiable", f"sweep leaderboard {path.name}"))
     return out
 
 
 def import_table(path: str | Path) -> list[Row]:
-    """The rows of ``path``, whichever of the four kinds it is."""
-    from unlearn_app.open_unlearning.reader import ou_folders_under
+    """The rows of ``path``, whichever of the four kinds it is; :class:`ImportError_` (one line) for a file that
+    cannot be read as one."""
+    from harness_ext.results import ResultsFileError
 
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"--import {path} does not exist")
+    try:
+        return _import(path)
+    except UnicodeDecodeError:
+        raise ImportError_(f"--import {path} is not UTF-8 text; save the table as UTF-8") from None
+    except csv.Error as e:
+        raise ImportError_(f"--import {path} cannot be read as a CSV table ({e})") from None
+    except ResultsFileError as e:  # an open-unlearning folder whose files cannot be read
+        raise ImportError_(f"--import {path}: {e}") from None
+    except (OSError, RecursionError) as e:
+        raise ImportError_(f"--import {path} cannot be read ({type(e).__name__})") from None
+
+
+def _import(path: Path) -> list[Row]:
+    from unlearn_app.open_unlearning.reader import ou_folders_under
+
     if path.is_dir() or path.name.endswith(("_EVAL.json", "_SUMMARY.json")):
         if not ou_folders_under(path):
             raise ImportError_(f"{path} holds no open-unlearning TOFU_EVAL.json / MUSE_EVAL.json")

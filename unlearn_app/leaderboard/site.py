@@ -8,6 +8,7 @@ the functions here prepare their data: rows, cells with their marks, status clas
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 import shutil
@@ -16,6 +17,7 @@ from typing import Any
 
 from unlearn_app import pages
 from unlearn_app.leaderboard.importers import Row
+from unlearn_app.leaderboard.publish import publish
 from unlearn_app.leaderboard.validate import Check
 
 #: Per benchmark: (utility metric, its better direction, forget metric, its better direction) of the picture.
@@ -24,24 +26,42 @@ AXES = {"tofu": ("model_utility", "max", "forget_quality", "max"),
 #: Metrics shown first in a table, when present.
 FIRST = ("forget_quality", "model_utility", "forget_verbmem", "forget_knowmem", "retain_knowmem", "privleak")
 
+
 def _fmt(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "n/a"
     return f"{v:.2e}" if v != 0 and abs(v) < 1e-3 else f"{v:.4f}"
 
 
+def status_text(check: Check) -> str:
+    """The submission page's status line."""
+    if check.validated:
+        return "validated: every number recomputed from its per-item values"
+    if check.ok:
+        return f"{check.status}: the numbers marked unverifiable were not recomputed"
+    return "FAILED validation"
+
+
+def reference_text(ref: dict[str, Any] | None) -> str:
+    """The reference run as the submission page names it: folder name, model and revision, digest."""
+    if not ref:
+        return "none"
+    model = f", model {ref['model']}" + (f" @ {ref['revision']}" if ref.get("revision") else "") if ref.get("model") else ""
+    return f"{ref.get('source')}{model} (sha256 {str(ref.get('sha256', ''))[:12]})"
+
+
 def rows_of(check: Check) -> list[Row]:
-    """The site's rows of one validated (or failed) submission: one per task."""
+    """The site's rows of one submission (none when it was refused): one per task."""
     r = check.record or {}
     model = r.get("model") or {}
     out = []
     for task, entry in sorted((r.get("results") or {}).items()):
         out.append(Row(task, model.get("name", check.id), model.get("family", "?"), (r.get("method") or {}).get("name", "?"),
-                       dict(entry.get("aggregates") or {}), "validated" if check.ok else "failed",
+                       dict(entry.get("aggregates") or {}), check.status,
                        f"submission {check.id}", (r.get("submitter") or {}).get("name", ""),
                        f"submissions/{check.id}.html",
                        sorted(set(check.recomputed.get(task, {})) - set(check.mismatched.get(task, []))),
-                       sorted(check.mismatched.get(task, []))))
+                       sorted(check.mismatched.get(task, [])), sorted(check.unverified.get(task, []))))
     return out
 
 
@@ -58,6 +78,8 @@ def metric_mark(row: Row, metric: str) -> tuple[str, str]:
         return "failed", "the per-item values give another number"
     if metric in row.recomputed:
         return "recomputed", "recomputed from the per-item values"
+    if metric in row.unverified:
+        return "unverifiable", "not recomputed: no per-item values for it"
     return "", ""
 
 
@@ -83,6 +105,20 @@ def board_table(task: str, rows: list[Row], prefix: str = "") -> dict[str, Any]:
     return {"task": task, "metrics": metrics, "rows": out}
 
 
+def drawn(row: Row, *metrics: str) -> bool:
+    """Whether ``row`` is drawn in a picture of ``metrics``: a submission's (a row with a page) only when both were
+    recomputed; a failed row never; an imported row as its status says."""
+    if row.status in ("failed", "refused"):
+        return False
+    return row.page is None or all(m in row.recomputed for m in metrics)
+
+
+def picture_name(task: str) -> str:
+    """``pareto_<task>.png``, with a task name that is not a plain name made safe (and told apart by a hash)."""
+    safe = re.sub(r"[^A-Za-z0-9_-]+", "-", task).strip("-") or "task"
+    return f"pareto_{safe}.png" if safe == task else f"pareto_{safe}-{hashlib.sha256(task.encode()).hexdigest()[:8]}.png"
+
+
 def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
     """Forget vs utility of ``rows`` with the Pareto front (PNG); None when fewer than one row has both numbers."""
     from unlearn_app.reports.plots import pareto_scatter
@@ -93,7 +129,7 @@ def pareto_picture(task: str, rows: list[Row], path: Path) -> Path | None:
         return None
     ux, umode, fy, fmode = axes
     points = {f"{r.model} / {r.method} ({r.status})": (r.metrics[ux], r.metrics[fy], r.method) for r in rows
-              if ux in r.metrics and fy in r.metrics and r.status != "failed"}  # a failed submission is not drawn
+              if ux in r.metrics and fy in r.metrics and drawn(r, ux, fy)}
     if not points:
         return None
     front = pareto_front({k: (x, y) for k, (x, y, _) in points.items()}, (umode, fmode))
@@ -104,14 +140,13 @@ def submission_facts(check: Check) -> list[tuple[str, str]]:
     """The provenance table of a submission's page: (field, text) pairs."""
     r = check.record or {}
     model, method = r.get("model") or {}, r.get("method") or {}
-    facts = [("status", "validated: every number checked" if check.ok else "FAILED validation"),
+    facts = [("status", status_text(check)),
              ("model", model.get("name")), ("family", model.get("family")),
              ("Hub id", f"{model.get('hub_id')} @ {model.get('revision')}" if model.get("hub_id") else "n/a"),
              ("local folder sha256", model.get("local_sha256") or "n/a"),
              ("method", method.get("name")),
              ("hyperparameters", ", ".join(f"{k}={v}" for k, v in (method.get("hyperparameters") or {}).items()) or "none"),
-             ("reference", f"{(r.get('reference') or {}).get('source')} (sha256 {(r.get('reference') or {}).get('sha256', '')[:12]})"
-              if r.get("reference") else "none"),
+             ("reference", reference_text(r.get("reference"))),
              ("date", r.get("date")), ("submitted by", (r.get("submitter") or {}).get("name") or "n/a"),
              ("notes", (r.get("submitter") or {}).get("notes") or ""),
              ("packages", ", ".join(f"{k} {v}" for k, v in (r.get("packages") or {}).items() if v))]
@@ -137,7 +172,7 @@ def submission_results(check: Check) -> list[dict[str, Any]]:
 
 def _submission_page(check: Check, files: list[str]) -> str:
     return pages.render("leaderboard_submission.html", title=check.id, id=check.id, facts=submission_facts(check),
-                  errors=check.errors, results=submission_results(check), files=files)
+                        errors=check.errors, results=submission_results(check), files=files)
 
 
 def build_site(checks: list[Check], imported: list[Row], out: str | Path, title: str = "Unlearning leaderboard") -> Path:
@@ -146,21 +181,21 @@ def build_site(checks: list[Check], imported: list[Row], out: str | Path, title:
 
     out = Path(out)
     (out / "submissions").mkdir(parents=True, exist_ok=True)
+    checks = [c for c in checks if not c.refused]  # a refused submission is not shown, nothing of it published
     rows = [row for c in checks for row in rows_of(c)] + list(imported)
     for c in checks:
         data = out / "data" / c.id
         shutil.rmtree(data, ignore_errors=True)
-        shutil.copytree(c.folder, data)
-        files = sorted(p.relative_to(data).as_posix() for p in data.rglob("*") if p.is_file())
+        files = publish(c, data)
         write_text(out / "submissions" / f"{c.id}.html", _submission_page(c, files))
     tasks = []
     for task in sorted({r.task for r in rows}):
         task_rows = [r for r in rows if r.task == task]
-        png = pareto_picture(task, task_rows, out / f"pareto_{task}.png")
+        png = pareto_picture(task, task_rows, out / picture_name(task))
         tasks.append({"table": board_table(task, task_rows), "picture": png.name if png else None})
     index = out / "index.html"
     write_text(index, pages.render("leaderboard_index.html", title=title, submissions=len(checks),
-                                   validated=sum(c.ok for c in checks), imported=len(imported),
+                                   validated=sum(c.validated for c in checks), imported=len(imported),
                                    families=sorted({r.family for r in rows}), methods=sorted({r.method for r in rows}),
                                    tasks=tasks))
     return index

@@ -38,38 +38,52 @@ def _api():
 
 def hub_ids(repo: str) -> set[str]:
     """The submission ids in the dataset ``repo`` (empty for a repo not created yet)."""
-    from huggingface_hub.errors import RepositoryNotFoundError
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled, RepositoryNotFoundError
 
     try:
         files = _api().list_repo_files(repo, repo_type="dataset")
     except RepositoryNotFoundError:
         return set()
+    except (OfflineModeIsEnabled, HfHubHTTPError, OSError) as e:
+        raise StoreError(f"cannot list the dataset {repo} on the Hub ({type(e).__name__}): offline, or "
+                         "HF_HUB_OFFLINE is set? Run where the Hub is reachable, or use --to DIR") from None
     return {f.split("/")[1] for f in files if f.startswith(f"{FOLDER}/") and f.count("/") >= 2}
 
 
 def download(repo: str, into: str | Path) -> Path:
     """A local copy of the dataset ``repo`` (its ``submissions/`` folder) in ``into``."""
     from huggingface_hub import snapshot_download
-    from huggingface_hub.errors import HfHubHTTPError, RepositoryNotFoundError
+    from huggingface_hub.errors import (
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        OfflineModeIsEnabled,
+        RepositoryNotFoundError,
+    )
 
     try:
         path = snapshot_download(repo, repo_type="dataset", local_dir=str(into), allow_patterns=[f"{FOLDER}/**"],
                                  endpoint=os.environ.get("HF_ENDPOINT") or None)
     except RepositoryNotFoundError:
         raise StoreError(f"the Hub has no dataset {repo} (or it is private and no token with read access is set)") from None
-    except HfHubHTTPError as e:
-        raise StoreError(f"cannot download the dataset {repo}: {e}") from None
+    except (LocalEntryNotFoundError, OfflineModeIsEnabled):
+        raise StoreError(f"cannot download the dataset {repo}: the Hub cannot be reached (offline, or HF_HUB_OFFLINE "
+                         "is set); pass a local leaderboard folder, or run where the Hub is reachable") from None
+    except (HfHubHTTPError, OSError) as e:
+        raise StoreError(f"cannot download the dataset {repo}: {' '.join(str(e).split())[:300]}") from None
     return Path(path)
 
 
 def save_local(built: Built, root: str | Path) -> Path:
     """Write the submission into ``root/submissions/<id>/``; a duplicate is refused."""
     base = Path(root) / FOLDER
-    base.mkdir(parents=True, exist_ok=True)
     try:
+        base.mkdir(parents=True, exist_ok=True)
         return write(built, base)
     except SubmissionError as e:
         raise StoreError(str(e)) from None
+    except OSError as e:  # --to names a file, or a folder that cannot be written
+        raise StoreError(f"cannot write the submission into {root}: {e.strerror or type(e).__name__}; --to takes a "
+                         "folder") from None
 
 
 def upload(built: Built, repo: str, private: bool = False, retries: int = 3, backoff_s: float = 2.0) -> str:

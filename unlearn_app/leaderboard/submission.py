@@ -3,7 +3,8 @@
 A submission is a folder ``<id>/`` holding ``submission.json`` (see ``submission.schema.json`` beside this module,
 :data:`SCHEMA_VERSION`) and, per TOFU / MUSE task, the per-item values as an open-unlearning ``<BENCH>_EVAL.json``
 (``items/<task>/``; written from our samples files by :mod:`unlearn_app.open_unlearning.writer`, or copied from an
-open-unlearning folder) and the reference (retain) run's (``reference/<task>/``). Its id ends with the first 12 hex
+open-unlearning folder) and the reference (retain) run's (``reference/<task>/``; the record names the reference by
+its folder name, the digest of these files and its model, see :mod:`.reference`). Its id ends with the first 12 hex
 digits of a digest of its content (model, method, results, reference, file hashes; not the date or the submitter's
 text), so the same results submitted twice get the same id.
 """
@@ -82,6 +83,19 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             out[name] = None
     return out
+
+
+def without_local_paths(value: Any) -> Any:
+    """``value`` with every string that is an absolute local path (``/...``, ``~...``, ``C:\\...``) replaced by its
+    last part, recursively: a shared submission names no folder of the submitter's machine (hashes identify the
+    files)."""
+    if isinstance(value, dict):
+        return {k: without_local_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_local_paths(v) for v in value]
+    if isinstance(value, str) and "\n" not in value and re.match(r"(/|~|[A-Za-z]:[\\/])", value):
+        return re.split(r"[\\/]", value.rstrip("/\\"))[-1] or value
+    return value
 
 
 def _dumps(data: Any) -> bytes:
@@ -193,6 +207,7 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
     """The submission of ``runs`` (see :func:`read_run`); the model is ``model_id`` at ``revision``, or the content
     hash of ``model_dir`` (by default the ``unlearn run`` folder among the runs)."""
     from harness_ext.provenance import path_fingerprint
+    from unlearn_app.leaderboard.reference import files_digest, model_of, near_copy
 
     tasks: dict[str, TaskResult] = {}
     config: dict[str, Any] | None = None
@@ -225,9 +240,6 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
     name = model_id.split("/")[-1] if model_id else Path(model_dir).resolve().name
     files: dict[str, bytes] = {}
     results: dict[str, Any] = {}
-    ref_record = None
-    if reference is not None:
-        ref_record = {"source": str(reference), "sha256": path_fingerprint(reference)}
     for task, t in sorted(tasks.items()):
         entry: dict[str, Any] = {"run": t.run, "kind": t.kind, "benchmark": t.benchmark, "version": t.version,
                                  "aggregates": t.aggregates, "items": None, "reference": None,
@@ -237,9 +249,17 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
             files[entry["items"]] = _dumps(t.items)
             ref_items = _reference_items(Path(reference), t) if reference is not None else None
             if ref_items:
+                shared = near_copy(t.benchmark, t.items, ref_items)
+                if shared:
+                    raise SubmissionError(f"--reference {reference} holds {shared} of {task} itself: it is no "
+                                          "distinct evaluation; pass the retain model's evaluation")
                 entry["reference"] = f"reference/{task}/{t.benchmark}_EVAL.json"
                 files[entry["reference"]] = _dumps(ref_items)
         results[task] = entry
+    ref_record = None
+    if reference is not None:  # by name, content hash and model: no local path goes into a shared submission
+        held = {rel: sha256(files[rel]) for e in results.values() if (rel := e["reference"])}
+        ref_record = {"source": Path(reference).resolve().name, "sha256": files_digest(held), **model_of(reference)}
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION, "id": "",
         "model": {"name": name, "family": family or str(config.get("model") or name),
@@ -252,6 +272,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
         "files": {p: sha256(b) for p, b in sorted(files.items())},
     }
     record = json_safe(record)
+    for key in ("model", "method", "results"):  # the submitter's text is theirs to write
+        record[key] = without_local_paths(record[key])
     record["id"] = f"{slug(name)}-{slug(str(method_name))}-{digest(record)[:12]}"
     return Built(record, files)
 

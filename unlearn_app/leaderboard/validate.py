@@ -1,24 +1,39 @@
 """Validation by recomputation: every aggregate of a submission recomputed from its per-item values.
 
+First the submission is read as untrusted (:mod:`.untrusted`): a folder named by a submission id, no symbolic link,
+``submission.json`` following the schema, every file it names a plain relative name, every task name a plain name.
+A submission that fails any of these is *refused* (one line; :attr:`Check.refused`): not shown, nothing of it
+published. Then the hashes: every listed file's sha256, the id's digest, the reference's digest.
+
 For each task with per-item values, the values (an open-unlearning ``<BENCH>_EVAL.json``, with every stored
 aggregate taken out) are read by :func:`unlearn_app.open_unlearning.reader.read_benchmark`, the reader ``unlearn
 report`` and ``unlearn ci --from-results`` use: means, truth-ratio aggregates and MIA AUROCs from the items, Model
-Utility from its nine parts, Forget Quality and PrivLeak against the submission's reference. A recomputed number
-that differs from the submitted one (relative tolerance :data:`~unlearn_app.open_unlearning.reader.TOLERANCE`) is a
-mismatch; a submitted number with nothing to recompute it from is *unverified* (shown as such, not refused).
-The schema, the file hashes and the id's digest are checked too.
+Utility from its nine parts, Forget Quality and PrivLeak against the submission's reference. The benchmark comes from
+the task name (``tofu_*`` is TOFU, ``muse_*`` MUSE), never from the record. A recomputed number that differs from the
+submitted one (relative tolerance :data:`~unlearn_app.open_unlearning.reader.TOLERANCE`) is a mismatch; a submitted
+number with nothing to recompute it from is *unverified*. A submission is ``validated`` only when every number it
+shows was recomputed and agrees; with unverified numbers it is ``partly verified (N of M)``.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unlearn_app.leaderboard.submission import SUBMISSION_FILE, digest, schema_errors, sha256
+from unlearn_app.leaderboard import untrusted
+from unlearn_app.leaderboard.submission import SCHEMA_FILE, SUBMISSION_FILE, digest, schema_errors, sha256
+
+#: A submission id (and so the name of its folder): the schema's pattern.
+ID = re.compile(json.loads(SCHEMA_FILE.read_text())["properties"]["id"]["pattern"])
+
+
+class Refused(ValueError):
+    """A submission that cannot be read safely or is not one; the message is one line."""
 
 
 @dataclass
@@ -31,11 +46,41 @@ class Check:
     recomputed: dict[str, dict[str, float]] = field(default_factory=dict)  # task -> metric -> recomputed value
     unverified: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics with no per-item values
     mismatched: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics the recomputation contradicts
-    record: dict[str, Any] | None = None
+    record: dict[str, Any] | None = None  # submission.json, once it reads and follows the schema
+    refused: bool = False  # not a readable, safe submission: not shown, nothing published
 
     @property
     def ok(self) -> bool:
+        """No problem found (the numbers that were recomputed agree); see :attr:`status` for how much was."""
         return not self.errors
+
+    @property
+    def shown(self) -> int:
+        """How many numbers the submission shows (its aggregates)."""
+        return sum(len(e.get("aggregates") or {}) for e in ((self.record or {}).get("results") or {}).values())
+
+    @property
+    def verified(self) -> int:
+        """How many of them were recomputed and agree."""
+        return sum(len(set(v) - set(self.mismatched.get(t, []))) for t, v in self.recomputed.items())
+
+    @property
+    def validated(self) -> bool:
+        return self.ok and self.shown > 0 and self.verified == self.shown
+
+    @property
+    def kind(self) -> str:
+        """:attr:`status` without its counts: ``refused``, ``failed``, ``validated`` or ``partly verified``."""
+        return self.status.split(" (")[0]
+
+    @property
+    def status(self) -> str:
+        """``refused``, ``failed``, ``validated`` or ``partly verified (N of M)``."""
+        if self.refused:
+            return "refused"
+        if not self.ok:
+            return "failed"
+        return "validated" if self.validated else f"partly verified ({self.verified} of {self.shown})"
 
 
 def _stripped(logs: dict[str, Any]) -> dict[str, Any]:
@@ -49,9 +94,9 @@ def _stripped(logs: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def recompute(bench: str, task: str, items: dict[str, Any], reference: Path | None) -> dict[str, float]:
+def recompute(bench: str, task: str, items: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, float]:
     """Every metric of ``items`` recomputed from its per-item values alone (NaN where there are none)."""
-    from unlearn_app.open_unlearning.reader import read_benchmark
+    from unlearn_app.open_unlearning.reader import OuFolderError, read_benchmark
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / task  # the reader tells the TOFU split / MUSE corpus from the folder name
@@ -62,8 +107,18 @@ def recompute(bench: str, task: str, items: dict[str, Any], reference: Path | No
         if reference is not None:
             ref = Path(tmp) / "reference" / task
             ref.mkdir(parents=True)
-            (ref / f"{bench}_EVAL.json").write_bytes(reference.read_bytes())
-        return read_benchmark(bench, folder, eval_file, None, str(ref) if ref else None).metrics
+            (ref / f"{bench}_EVAL.json").write_text(json.dumps(reference))
+        try:
+            return read_benchmark(bench, folder, eval_file, None, str(ref) if ref else None).metrics
+        except OuFolderError as e:  # named without the temporary folder
+            raise OuFolderError(str(e).replace(f"{tmp}/", "")) from None
+
+
+def benchmark_of(task: str) -> str | None:
+    """TOFU / MUSE from the task name; the record's ``benchmark`` is not trusted."""
+    from unlearn_app.open_unlearning.writer import benchmark_of as of_task
+
+    return of_task(task)
 
 
 def _agree(a: float, b: float) -> bool:
@@ -72,71 +127,159 @@ def _agree(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=1e-12)
 
 
-def check_folder(folder: str | Path) -> Check:
-    """Validate the submission in ``folder`` (see the module docstring)."""
+# --------------------------------------------------------------------------- reading it
+def _named_files(record: dict[str, Any]) -> set[str]:
+    return {e.get(k) for e in record["results"].values() for k in ("items", "reference")} - {None}
+
+
+def read_record(folder: Path) -> dict[str, Any]:
+    """``submission.json`` of ``folder``, checked before any other file is read (see the module docstring);
+    :class:`Refused` otherwise."""
+    if not ID.fullmatch(folder.name):
+        raise Refused(f"the folder name {folder.name[:80]!r} is no submission id (<model>-<method>-<12 hex>)")
+    link = untrusted.first_link(folder)
+    if link is not None:
+        raise Refused(f"{link} is a symbolic link; a submission holds regular files only")
+    try:
+        record = untrusted.read_json(folder, SUBMISSION_FILE)
+        bad = schema_errors(record)
+    except untrusted.Unreadable as e:
+        raise Refused(str(e)) from None
+    except RecursionError:
+        raise Refused(f"{SUBMISSION_FILE} is nested too deeply to be read") from None
+    if bad:
+        raise Refused(f"{SUBMISSION_FILE} does not follow the schema: {bad[0]}"
+                      + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""))
+    if record["id"] != folder.name:
+        raise Refused(f"its {SUBMISSION_FILE} says id {record['id']}; a submission's folder is named by its id")
+    for task, entry in record["results"].items():
+        if not untrusted.TASK.fullmatch(task):
+            raise Refused(f"the task name {task[:80]!r} is not a plain name (letters, digits, . _ -)")
+        said, derived = entry.get("benchmark"), benchmark_of(task)
+        if said is not None and said != derived:
+            raise Refused(f"{task} says benchmark {said}, but the task is {derived or 'neither TOFU nor MUSE'}")
+    for rel in sorted(set(record["files"]) | _named_files(record), key=str):
+        problem = untrusted.name_problem(rel)
+        if problem:
+            raise Refused(problem)
+    return record
+
+
+def _integrity(folder: Path, record: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
+    """Problems with the id's digest, the listed files' hashes and the reference's digest; the files that match."""
+    from unlearn_app.leaderboard.reference import files_digest
+
+    errors = []
+    if not record["id"].endswith(digest(record)[:12]):
+        errors.append(f"the id's digest is not that of the content ({digest(record)[:12]}): submission.json was "
+                      "edited after it was built")
+    good: dict[str, bytes] = {}
+    for rel, expected in sorted(record["files"].items()):
+        try:
+            data = untrusted.read_bytes(folder, rel)
+        except untrusted.Unsafe as e:
+            raise Refused(str(e)) from None
+        except untrusted.Unreadable as e:
+            errors.append(str(e))
+            continue
+        if sha256(data) != expected:
+            errors.append(f"{rel} has sha256 {sha256(data)[:12]}, the submission records {expected[:12]}")
+        else:
+            good[rel] = data
+    for rel in sorted(_named_files(record) - set(record["files"])):
+        errors.append(f"{rel} is named by a result but not listed (with its hash) in files")
+    refs = {e["reference"] for e in record["results"].values() if e.get("reference")}
+    if refs:
+        said = (record.get("reference") or {}).get("sha256")
+        if said != files_digest({rel: record["files"].get(rel, "") for rel in refs}):
+            errors.append("reference.sha256 is not the digest of the reference files it holds "
+                          f"({', '.join(sorted(refs))})")
+    return errors, good
+
+
+# --------------------------------------------------------------------------- recomputing it
+def _check_task(check: Check, task: str, entry: dict[str, Any], files: dict[str, bytes]) -> None:
+    """Recompute one task's aggregates from its per-item values (and the reference), into ``check``."""
+    from unlearn_app.leaderboard.reference import near_copy
     from unlearn_app.open_unlearning.reader import OuFolderError
 
+    claimed = entry["aggregates"]
+    bench = benchmark_of(task)
+    if not entry.get("items") or bench is None:
+        check.unverified[task] = sorted(claimed)
+        return
+    try:
+        items = untrusted.parse_json(files[entry["items"]], entry["items"])
+        reference = untrusted.parse_json(files[entry["reference"]], entry["reference"]) if entry.get("reference") else None
+    except untrusted.Unreadable as e:
+        raise Refused(str(e)) from None
+    shared = near_copy(bench, items, reference) if reference is not None else None
+    if shared:
+        check.errors.append(f"{check.id}: {task}: the reference holds {shared} of the run itself (to a relative "
+                            "1e-6): it is no distinct evaluation, so Forget Quality and PrivLeak against it mean "
+                            "nothing; submit with the retain model's evaluation")
+        return
+    try:
+        values = recompute(bench, task, items, reference)
+    except OuFolderError as e:
+        check.errors.append(f"{check.id}: {task}: cannot recompute ({e})")
+        return
+    for metric, value in sorted(claimed.items()):
+        again = values.get(metric, math.nan)
+        if math.isnan(again):
+            check.unverified.setdefault(task, []).append(metric)
+            continue
+        check.recomputed.setdefault(task, {})[metric] = again
+        if not _agree(float(value), again):
+            check.mismatched.setdefault(task, []).append(metric)
+            check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {again:.6g} "
+                                "recomputed from its per-item values"
+                                + (" and the reference" if metric in ("forget_quality", "privleak") else ""))
+
+
+def check_folder(folder: str | Path) -> Check:
+    """Validate the submission in ``folder`` (see the module docstring)."""
     folder = Path(folder)
     check = Check(folder.name, str(folder))
     try:
-        record = json.loads((folder / SUBMISSION_FILE).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        check.errors.append(f"{folder.name}: {SUBMISSION_FILE} cannot be read ({type(e).__name__}: {e})")
-        return check
-    check.record = record
-    bad = schema_errors(record)
-    if bad:
-        check.errors += [f"{folder.name}: schema: {line}" for line in bad]
-        return check
-    check.id = record["id"]
-    if record["id"] != folder.name:
-        check.errors.append(f"{folder.name}: its submission.json says id {record['id']}; the folder must be named by it")
-    if not record["id"].endswith(digest(record)[:12]):
-        check.errors.append(f"{check.id}: the id's digest is not that of the content ({digest(record)[:12]}): "
-                            "submission.json was edited after it was built")
-    for rel, expected in record["files"].items():
-        path = folder / rel
-        if not path.is_file():
-            check.errors.append(f"{check.id}: {rel} is missing")
-        elif sha256(path.read_bytes()) != expected:
-            check.errors.append(f"{check.id}: {rel} has sha256 {sha256(path.read_bytes())[:12]}, the submission "
-                                f"records {expected[:12]}")
-    named = {e.get(k) for e in record["results"].values() for k in ("items", "reference")} - {None}
-    for rel in sorted(named - set(record["files"])):
-        check.errors.append(f"{check.id}: {rel} is named by a result but not listed (with its hash) in files")
-    if check.errors:
-        return check
-    for task, entry in sorted(record["results"].items()):
-        claimed = entry["aggregates"]
-        if not entry.get("items"):
-            check.unverified[task] = sorted(claimed)
-            continue
-        items = json.loads((folder / entry["items"]).read_text())
-        reference = folder / entry["reference"] if entry.get("reference") else None
-        try:
-            values = recompute(entry["benchmark"], task, items, reference)
-        except OuFolderError as e:
-            check.errors.append(f"{check.id}: {task}: cannot recompute ({e})")
-            continue
-        for metric, value in sorted(claimed.items()):
-            again = values.get(metric, math.nan)
-            if math.isnan(again):
-                check.unverified.setdefault(task, []).append(metric)
-                continue
-            check.recomputed.setdefault(task, {})[metric] = again
-            if not _agree(float(value), again):
-                check.mismatched.setdefault(task, []).append(metric)
-                check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {again:.6g} "
-                                    "recomputed from its per-item values"
-                                    + (" and the reference" if metric in ("forget_quality", "privleak") else ""))
+        record = read_record(folder)
+        check.record = record
+        errors, files = _integrity(folder, record)
+        check.errors += [f"{check.id}: {line}" for line in errors]
+        if check.errors:
+            return check
+        for task, entry in sorted(record["results"].items()):
+            _check_task(check, task, entry, files)
+    except Refused as e:
+        check.refused, check.record = True, None
+        check.recomputed, check.unverified, check.mismatched = {}, {}, {}
+        check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
 
 
 def submission_folders(root: str | Path) -> list[Path]:
-    """The submission folders of a leaderboard folder (``root/submissions/*/``), or ``root`` if it is one."""
+    """The submission folders of a leaderboard folder (``root/submissions/*/``), or ``root`` if it is one. Symbolic
+    links are listed too, so that validation refuses them by name."""
     root = Path(root)
     if (root / SUBMISSION_FILE).is_file():
         return [root]
     base = root / "submissions" if (root / "submissions").is_dir() else root
-    return sorted(p for p in base.iterdir() if p.is_dir() and not p.name.endswith(".partial")
-                  and (p / SUBMISSION_FILE).exists())
+    return sorted(p for p in base.iterdir() if p.is_symlink() or (
+        p.is_dir() and not p.name.endswith(".partial") and not p.name.startswith(".") and (p / SUBMISSION_FILE).exists()))
+
+
+def unique(checks: list[Check]) -> list[Check]:
+    """``checks`` with one per id: when several folders carry one id, the one that validates without a problem is
+    kept if it is the only one; otherwise every one of them is refused (none can be told to be the genuine one)."""
+    by_id: dict[str, list[Check]] = {}
+    for c in checks:
+        by_id.setdefault(c.id, []).append(c)
+    out = []
+    for same in by_id.values():
+        good = [c for c in same if c.ok]
+        if len(same) == 1 or len(good) == 1:
+            out.append(same[0] if len(same) == 1 else good[0])
+            continue
+        for c in same:
+            out.append(Check(c.id, c.folder, [f"{c.id}: refused: {len(same)} folders carry this id"], refused=True))
+    return out
