@@ -73,7 +73,12 @@ CASES = [
      "is neither a local folder nor a Hub id"),
     ("attack report: missing run", "attack report --unlearned {tmp}/missing --attacked q={tmp}/missing --metrics a/b",
      "No lm-eval results_*.json under"),
+    # last: until it passes, it imports the training stack (for later cases too)
+    ("submit: missing run", "submit {tmp}/missing --to {tmp}/sub", "{tmp}/missing does not exist"),
 ]
+#: Cases still refused after the heavy imports, and why.
+NOT_YET = {"submit: missing run": "leaderboard/submission.py's read_run imports CONFIG_FILE from unlearn_methods.training "
+           "(torch); unlearn_methods.checkpoint_folder holds it without torch"}
 
 RUNNER = """
 import contextlib, io, json, sys
@@ -120,7 +125,9 @@ def refusals(tmp_path_factory):
     return tmp, dict(zip((c[0] for c in CASES), results)), after
 
 
-@pytest.mark.parametrize(("case", "expected"), [(c[0], c[2]) for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(("case", "expected"), [
+    pytest.param(c[0], c[2], marks=[pytest.mark.xfail(reason=NOT_YET[c[0]], strict=True)] if c[0] in NOT_YET else [])
+    for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_before_the_heavy_imports(refusals, case, expected):
     tmp, results, _ = refusals
     rc, err, loaded = results[case]
