@@ -6,19 +6,31 @@ from typing import Any
 
 
 def all_methods() -> dict[str, type]:
-    """Every registered method class by name (the built-in ones are registered on first call)."""
-    from unlearn_methods import methods  # noqa: F401  (registers the built-in methods)
-    from unlearn_methods.registry import METHODS
+    """Every registered method class by name (the built-in ones are registered on first call: this imports torch
+    and transformers; :mod:`unlearn_methods.registry` knows the names without them)."""
+    import importlib
 
+    from unlearn_methods.registry import BUILT_IN, METHODS
+
+    for module in sorted(set(BUILT_IN.values())):
+        importlib.import_module(module)  # registers its methods
     return METHODS
+
+
+def check_method(name: str) -> str:
+    """The registry key of the method ``name``; ValueError naming the methods when there is none (imports no method
+    class, so a mistyped name is refused before torch is imported)."""
+    from unlearn_methods.registry import is_method, method_key, method_names
+
+    if not is_method(name):
+        raise ValueError(f"Unknown method {name!r}; available: {', '.join(method_names())}.")
+    return method_key(name)
 
 
 def get_method(name: str, params: dict[str, Any] | None = None):
     """An instance of the method ``name`` with ``params`` over its defaults."""
+    key = check_method(name)
     METHODS = all_methods()
-    key = name.lower().replace("-", "_")
-    if key not in METHODS:
-        raise ValueError(f"Unknown method {name!r}; available: {', '.join(sorted(METHODS))}.")
     if params is not None and not isinstance(params, dict):
         raise ValueError(f"method_params must be a mapping of parameter names to values, got {params!r}.")
     return METHODS[key](params=dict(params or {}))

@@ -9,6 +9,7 @@ retain queries. The release's own experiments unlearn on the source benchmark's 
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,7 +66,10 @@ class Blur(DataSource):
     eval_args = "--tasks blur_{blur_source} --metadata '{blur_metadata}'"
 
     def template_fields(self, cfg) -> dict[str, Any]:
-        return {**super().template_fields(cfg), "blur_metadata": json.dumps(self.eval_metadata(cfg))}
+        metadata = self.eval_metadata(cfg)
+        if os.path.isabs(metadata["blur_references"]):  # shared in the model card: by name (its hash is listed there)
+            metadata["blur_references"] = os.path.basename(os.path.normpath(metadata["blur_references"]))
+        return {**super().template_fields(cfg), "blur_metadata": json.dumps(metadata)}
 
     def eval_metadata(self, cfg) -> dict[str, Any]:
         return {"blur_references": str(cfg.blur_references)}

@@ -23,6 +23,9 @@ from pathlib import Path
 
 #: What a folder being written is called: ``NAME`` + this (``unlearn run``), or + this + ``-XXXX`` (the others).
 PARTIAL = ".partial"
+#: The resolved run configuration ``unlearn run`` saves in its checkpoint folder (named here, in a module without
+#: torch, so that a command reading a checkpoint folder can tell one without importing the training stack).
+CONFIG_FILE = "unlearn_config.yaml"
 
 
 def _absolute(out: str | os.PathLike) -> Path:

@@ -369,12 +369,10 @@ def coerce(value: Any, annotation: Any, name: str) -> Any:
 def coerce_method_params(method: str, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` parsed and checked by the method's declared hyperparameters (its ``Params`` dataclass, see
     :mod:`unlearn_methods.params`), defaults filled in; raises ValueError naming the parameter."""
-    from unlearn_methods import all_methods
+    from unlearn_methods import all_methods, check_method
 
-    methods = all_methods()
-    cls = methods.get(method.lower().replace("-", "_"))
-    if cls is None:
-        raise ValueError(f"Unknown method {method!r}; available: {', '.join(sorted(methods))}.")
+    key = check_method(method)  # the name is checked before the classes (torch) are imported
+    cls = all_methods()[key]
     return cls.Params.from_dict(params, cls.name).to_dict()
 
 

@@ -44,7 +44,7 @@ from unlearn_methods.prompt_format import prompt_format_of, resolve_prompt_forma
 from unlearn_tasks.settings import read_settings
 
 log = logging.getLogger(__name__)
-CONFIG_FILE = "unlearn_config.yaml"
+CONFIG_FILE = checkpoint_folder.CONFIG_FILE
 METRICS_FILE = "train_metrics.json"
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -11,7 +12,7 @@ from importlib import metadata
 from typing import Any
 
 from unlearn_app.reports.numbers import format_number
-from unlearn_methods.config import RunConfig
+from unlearn_methods.config import RunConfig, option_name, run_fields
 from unlearn_methods.prompt_format import PLAIN, PromptFormat, prompt_format_of
 
 LIBRARIES = ("lm-eval-unlearning", "torch", "transformers", "peft", "lm-eval", "datasets")
@@ -33,6 +34,32 @@ def model_label(model: str) -> tuple[str | None, str]:
     if os.path.exists(os.path.expanduser(model)):
         return None, os.path.basename(os.path.normpath(model)) or model
     return model, model
+
+
+def local_inputs(cfg: RunConfig) -> list[tuple[str, str, str]]:
+    """(option, name, sha256) of every local file or folder the run names (model, data folder, refusal answers,
+    BLUR references, RWKU files): the card names them so, never by this machine's paths. A folder's hash is over its
+    files' relative names and contents; a model folder's leaves out what does not change its weights, as `unlearn
+    ci` keys a model (``unlearn_app.ci.cache.model_key``)."""
+    out = []
+    for f in run_fields():
+        value = getattr(cfg, f.name, None)
+        if not f.metadata["path"] or f.name == "out" or not isinstance(value, str) or not value:
+            continue
+        path = os.path.expanduser(value)
+        if os.path.exists(path):
+            out.append((option_name(f), os.path.basename(os.path.normpath(path)) or value,
+                        _fingerprint(os.path.realpath(path), f.name == "model")))
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _fingerprint(path: str, model: bool) -> str:
+    """sha256 of a local input (once per process: the card is written twice in a run)."""
+    from harness_ext.provenance import path_fingerprint
+    from unlearn_app.ci.cache import SKIP_IN_MODEL_HASH
+
+    return path_fingerprint(path, skip=SKIP_IN_MODEL_HASH if model else ())
 
 
 def run_prompt_format(cfg: RunConfig) -> PromptFormat:
@@ -98,6 +125,12 @@ def render(cfg: RunConfig, method_params: dict[str, Any], summary: str, train_me
         *[f"| {k} | {format_number(v)} |" for k, v in train_metrics.items() if isinstance(v, (int, float))],
         "",
     ]
+    inputs = local_inputs(cfg)
+    if inputs:
+        body += ["## Local inputs", "",
+                 "Files of the machine the run was made on, by name and sha256 of their contents (of a folder: of its "
+                 "files' relative names and contents):", "", "| option | name | sha256 |", "|---|---|---|"]
+        body += [f"| {option} | `{name}` | `{digest}` |" for option, name, digest in inputs] + [""]
     if eval_during_training:
         body += _selection_section(eval_during_training)
     if eval_results:

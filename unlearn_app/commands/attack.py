@@ -8,7 +8,7 @@ import json
 
 from unlearn_app import output_guard
 from unlearn_app.argtypes import float_range, positive_float, positive_int, seed_int
-from unlearn_app.commands import DefaultsHelpFormatter, error
+from unlearn_app.commands import DefaultsHelpFormatter, error, model_problem
 
 ORDER = 100
 #: What lm-eval output folders are read for.
@@ -18,6 +18,8 @@ REPORT_NAME = "attack_report"
 
 
 def _cmd_quantize(args: argparse.Namespace) -> int:
+    if model_problem(args.model):
+        return error(model_problem(args.model))
     from unlearn_methods.attacks.quantize import quantize_checkpoint
 
     try:
@@ -30,6 +32,8 @@ def _cmd_quantize(args: argparse.Namespace) -> int:
 
 
 def _cmd_relearn(args: argparse.Namespace) -> int:
+    if model_problem(args.model):
+        return error(model_problem(args.model))
     from unlearn_methods.attacks.relearn import relearn
 
     try:

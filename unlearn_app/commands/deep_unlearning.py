@@ -31,7 +31,7 @@ def _read_json(path: str | Path) -> Any:
 def _load_kb(kb: str | None, recorded: str | None = None):
     """The knowledge base from ``--kb``, else the path recorded in a results file, else $UNLEARN_DATA_DIR."""
     from unlearn_tasks.deep_unlearning import load_evaldu
-    from unlearn_tasks.deep_unlearning.task import resolve_data_dir
+    from unlearn_tasks.deep_unlearning.options import resolve_data_dir
 
     path = Path(kb) if kb else (Path(recorded) if recorded else resolve_data_dir(None))
     if path is None:

@@ -7,26 +7,42 @@ from pathlib import Path
 
 from unlearn_app import output_guard
 from unlearn_app.argtypes import positive_float, seed_int
+from unlearn_app.commands import error
 
 ORDER = 10
 
 
+def _workdir_error(workdir: Path) -> str | None:
+    """Why ``workdir`` cannot be the demo's folder (it, or the nearest existing folder above it, is a file), or
+    None; checked before the demo imports torch."""
+    existing = next((p for p in (workdir, *workdir.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        return f"--workdir {workdir}: {existing} is a file; give a folder (it is created if missing)"
+    return None
+
+
 def _cmd_demo(args: argparse.Namespace) -> int:
+    default = "unlearn_demo_clear" if args.benchmark == "clear" else (
+        "unlearn_demo_smollm2" if args.model == "smollm2" else "unlearn_demo")
+    workdir = Path(args.workdir or default)
+    problem = _workdir_error(workdir)
+    if problem:
+        return error(problem)
     if args.benchmark == "clear":
         from unlearn_app.demo.clear import run_clear_demo
 
-        run_clear_demo(Path(args.workdir or "unlearn_demo_clear"), seed=args.seed, quiet=args.quiet)
+        run_clear_demo(workdir, seed=args.seed, quiet=args.quiet)
         return 0
     if args.model == "smollm2":
         from unlearn_app.demo.pretrained import PretrainedDemoConfig, run_pretrained_demo
 
         given = {k: v for k, v in (("epochs", args.epochs), ("lr", args.lr)) if v is not None}
-        run_pretrained_demo(PretrainedDemoConfig(workdir=Path(args.workdir or "unlearn_demo_smollm2"), seed=args.seed,
-                                                 backend=args.backend, quiet=args.quiet, **given))
+        run_pretrained_demo(PretrainedDemoConfig(workdir=workdir, seed=args.seed, backend=args.backend,
+                                                 quiet=args.quiet, **given))
         return 0
     from unlearn_app.demo.tofu import DemoConfig, run_demo
 
-    run_demo(DemoConfig(workdir=Path(args.workdir or "unlearn_demo"), forget_split=args.forget,
+    run_demo(DemoConfig(workdir=workdir, forget_split=args.forget,
                         epochs=40 if args.epochs is None else args.epochs, lr=3e-3 if args.lr is None else args.lr,
                         seed=args.seed, backend=args.backend, quiet=args.quiet))
     return 0

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 import numpy as np
@@ -12,12 +11,11 @@ import numpy as np
 from unlearn_app import output_guard
 from unlearn_app.argtypes import positive_int
 from unlearn_app.checkpoint.adapter import find_adapter
-from unlearn_app.commands import DefaultsHelpFormatter, error
+from unlearn_app.commands import DefaultsHelpFormatter, error, model_problem
 from unlearn_app.commands._ensemble_inputs import write_json
 
 ORDER = 82
 #: What a Hugging Face Hub model id looks like (``NAME`` or ``ORG/NAME``).
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
 
 
 def _cmd_margins_gather(args: argparse.Namespace) -> int:
@@ -61,9 +59,9 @@ def _cmd_margins(args: argparse.Namespace) -> int:
                          "or 'tofu')")
         task = "margins"
         metadata["data_file"] = str(Path(args.data).resolve())
-    missing = [m for m in args.model if not Path(m).expanduser().exists() and not HUB_ID.fullmatch(m)]
+    missing = [problem for problem in map(model_problem, args.model) if problem]
     if missing:
-        return error(f"--model {missing[0]} is neither a local folder nor a Hub id (ORG/NAME)")
+        return error(missing[0])
     main = is_main_process()  # under a launcher every process scores its share, the main one reads and writes
     rows, records = [], []
     models = args.model

@@ -12,12 +12,13 @@ ORDER = 50
 
 def _cmd_push(args: argparse.Namespace) -> int:
     from unlearn_app.checkpoint.hub import HubUploadError, check_pushable, push_folder
-    from unlearn_app.pipeline import write_model_index
 
     try:
-        check_pushable(args.folder)  # before the model card is written into it
+        check_pushable(args.folder)  # before the model card is written into it, and before torch is imported
     except HubUploadError as e:
         return error(str(e))
+    from unlearn_app.pipeline import write_model_index
+
     if Path(args.folder, "eval").is_dir() and write_model_index(Path(args.folder), args.repo.split("/")[-1]):
         print(f"model card: evaluation results of {Path(args.folder, 'eval')} written as model-index")
     try:

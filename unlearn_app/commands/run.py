@@ -14,20 +14,23 @@ import typing
 from typing import Any
 
 from unlearn_app import output_guard
-from unlearn_app.commands import error
+from unlearn_app.commands import error, model_problem
 
 ORDER = 20
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_app.checkpoint.hub import HubUploadError
-    from unlearn_methods.config import load_run_config
+    from unlearn_methods.config import load_run_config, read_config_file
 
     overrides = option_values(args)
     params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
     if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
         _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
     try:  # the config is checked before the training stack (torch, transformers) is imported: errors come at once
+        model = overrides.get("model") or (read_config_file(args.config).get("model") if args.config else None)
+        if isinstance(model, str) and model_problem(model):  # before the method's class (torch) is imported
+            return error(model_problem(model))
         cfg = load_run_config(args.config, params=params, **overrides)
     except ValueError as e:
         return error(str(e))

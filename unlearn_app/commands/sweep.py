@@ -13,12 +13,23 @@ ORDER = 25
 
 def _cmd_sweep(args: argparse.Namespace) -> int:
     from unlearn_app.sweep import validate
-    from unlearn_app.sweep.engine import SweepError, check_folder, hold, read_records, run_sweep
+    from unlearn_app.sweep.engine import (
+        SweepError,
+        check_folder,
+        check_free,
+        check_layout,
+        hold,
+        read_records,
+        run_sweep,
+    )
     from unlearn_app.sweep.spec import SpecError, load_spec
 
     if args.address and args.engine != "ray":
         return error("--address is the address of a Ray cluster; give it with --engine ray")
     try:
+        # the folder's checks that need no spec first: the spec imports the methods (torch) to expand its trials
+        check_free(args.out)  # a folder another sweep holds
+        check_layout(args.spec, args.out, args.resume, existing=args.leaderboard_only)
         spec = load_spec(args.spec)
         output_guard.check(args, inputs=spec_inputs(spec))  # --out inside a model or data folder the spec names
         check_folder(spec, args.out, args.resume, existing=args.leaderboard_only)

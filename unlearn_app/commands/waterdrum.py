@@ -11,7 +11,7 @@ from typing import Any
 
 from unlearn_app import output_guard
 from unlearn_app.argtypes import float_range, int_range, positive_float, positive_int, seed_int
-from unlearn_app.commands import InputError, error
+from unlearn_app.commands import InputError, error, model_problem
 from unlearn_app.reports.numbers import MISSING, format_number
 
 ORDER = 60
@@ -87,15 +87,9 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 # --------------------------------------------------------------------------- unlearn watermark
 def _cmd_watermark(args: argparse.Namespace) -> int:
-    import torch
-    from tqdm import tqdm
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from unlearn_tasks.waterdrum.owners import check_owner_id
-    from unlearn_tasks.waterdrum.verify import perturbation_key, verify_texts
-    from unlearn_tasks.waterdrum.watermark import watermark_texts
 
-    try:
+    try:  # the id and the input file are checked before torch and transformers are imported
         owner = check_owner_id(args.id)
         records, texts = read_jsonl(args.input, args.field)
         questions = None
@@ -104,8 +98,17 @@ def _cmd_watermark(args: argparse.Namespace) -> int:
             if missing:
                 raise InputError(f"{args.input}: record {missing[0]} has no {args.question_field!r} string")
             questions = [r[args.question_field] for r in records]
+        if model_problem(args.model):
+            raise InputError(model_problem(args.model))
     except (InputError, ValueError, TypeError) as e:
         return error(str(e))
+    import torch
+    from tqdm import tqdm
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from unlearn_tasks.waterdrum.verify import perturbation_key, verify_texts
+    from unlearn_tasks.waterdrum.watermark import watermark_texts
+
     if args.seed is not None:
         torch.manual_seed(args.seed)
     try:

@@ -227,7 +227,7 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
     if (model_id is None) != (revision is None):
         raise SubmissionError("--model-id needs --revision (the 40-hex Hub commit sha), and --revision needs --model-id")
     if revision is not None and not re.fullmatch(r"[0-9a-f]{40}", revision):
-        raise SubmissionError(f"--revision {revision!r} is not a 40-hex commit sha; `huggingface-cli` or the Hub page "
+        raise SubmissionError(f"--revision {revision!r} is not a 40-hex commit sha; `hf models info` or the Hub page "
                               "of the model shows it")
     if model_id is None and model_dir is None:
         raise SubmissionError("name the model: --model-id OWNER/NAME --revision SHA (a Hub model) or --model-dir DIR "

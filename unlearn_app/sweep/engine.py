@@ -136,14 +136,7 @@ def hold(out: str | Path) -> Iterator[None]:
         return
     out.mkdir(parents=True, exist_ok=True)
     f = open(out / LOCK_FILE, "a+")
-    try:
-        _lock(f)
-    except OSError:
-        f.seek(0)
-        owner = f.read().strip()
-        f.close()
-        raise SweepError(f"--out {out} is in use by another unlearn sweep{f' ({owner})' if owner else ''}; wait for "
-                         "it to end (then continue with --resume), or choose another --out") from None
+    _take(f, out)
     f.seek(0)
     f.truncate()
     f.write(f"pid {os.getpid()} on {socket.gethostname()}")
@@ -154,6 +147,31 @@ def hold(out: str | Path) -> Iterator[None]:
     finally:
         del _held[out]
         f.close()  # closing the file releases the lock
+
+
+def check_free(out: str | Path) -> None:
+    """Refuse a folder another sweep holds (its lock taken), creating nothing: called before the spec is read and
+    anything heavy is imported, so a second sweep on a busy folder is refused in about a second. :func:`hold`
+    takes the lock for good."""
+    out = Path(out).resolve()
+    held = _held.get(out)
+    if (held and held[0] == os.getpid()) or not (out / LOCK_FILE).is_file():
+        return
+    with open(out / LOCK_FILE, "a+") as f:
+        _take(f, out)  # released when the file closes
+
+
+def _take(f: Any, out: Path) -> None:
+    """Take the lock on the open lock file ``f`` of ``out``, or close it and raise :class:`SweepError` naming its
+    holder."""
+    try:
+        _lock(f)
+    except OSError:
+        f.seek(0)
+        owner = f.read().strip()
+        f.close()
+        raise SweepError(f"--out {out} is in use by another unlearn sweep{f' ({owner})' if owner else ''}; wait for "
+                         "it to end (then continue with --resume), or choose another --out") from None
 
 
 def _lock(f: Any) -> None:
@@ -181,14 +199,28 @@ def check_folder(spec: Spec, out: str | Path, resume: bool, existing: bool = Fal
     a non-empty folder; with it a folder that is not a sweep (a model, data) or holds another sweep (no trial of
     ``spec`` in it). ``existing``: the sweep must already be there (``--leaderboard-only``)."""
     out = Path(out)
+    if not check_layout(spec.path, out, resume, existing):
+        return
+    ids = {t.id for t in spec.trials}
+    ran = set(read_records(out)) | ({p.name for p in (out / "trials").iterdir()} if (out / "trials").is_dir() else set())
+    if ran and not ran & ids:
+        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path} "
+                         "(a spec whose every trial changed is a new sweep); give that sweep's spec, or another --out")
+
+
+def check_layout(spec_path: str | Path, out: str | Path, resume: bool, existing: bool = False) -> bool:
+    """The part of :func:`check_folder` that needs no spec read (so it comes before the methods, and torch, are
+    imported): ``out`` is not a file, is empty unless ``resume``, and then holds a sweep. Returns whether it holds
+    one (whose trials :func:`check_folder` then compares with the spec's)."""
+    out = Path(out)
     if out.is_file():
         raise SweepError(f"--out {out} is a file; give a folder")
     names = sorted(p.name for p in out.iterdir() if p.name != LOCK_FILE) if out.is_dir() else []
     if not names:
         if existing:
             raise SweepError(f"--out {out}: no sweep there ({'an empty folder' if out.is_dir() else 'no such folder'}); "
-                             f"run it first with unlearn sweep {spec.path} --out {out}")
-        return
+                             f"run it first with unlearn sweep {spec_path} --out {out}")
+        return False
     if not resume and not existing:
         held = "a sweep (trials.jsonl); pass --resume to continue it" if TRIALS_FILE in names else "files"
         raise SweepError(f"--out {out} is not empty: it holds {held}, or choose an empty --out")
@@ -200,11 +232,7 @@ def check_folder(spec: Spec, out: str | Path, resume: bool, existing: bool = Fal
         shown = ", ".join(foreign[:4]) + (" ..." if len(foreign) > 4 else "") if foreign else "no spec.yaml, no trials.jsonl"
         raise SweepError(f"--out {out}: no sweep there: it is not a sweep folder (it holds {shown}); give the folder "
                          "of this sweep, or an empty --out")
-    ids = {t.id for t in spec.trials}
-    ran = set(read_records(out)) | ({p.name for p in (out / "trials").iterdir()} if (out / "trials").is_dir() else set())
-    if ran and not ran & ids:
-        raise SweepError(f"--out {out} holds another sweep: none of its {len(ran)} trials is a trial of {spec.path} "
-                         "(a spec whose every trial changed is a new sweep); give that sweep's spec, or another --out")
+    return True
 
 
 def prepare(spec: Spec, out: str | Path, resume: bool = False, retry_failed: bool = False) -> list[Trial]:

@@ -311,6 +311,8 @@ def _expand(doc: Settings) -> Spec:
         raise Invalid("methods", "give a mapping of method names, e.g. methods: {graddiff: {}, npo: {grid: {beta: "
                       "[0.1, 0.5]}}}")
     _distinct_methods(doc, methods)
+    for method in methods:  # every name before any method class (and torch) is imported
+        _known_method(str(method))
     resources = _resources(read_section(Resources, top.resources, "resources"))
 
     settings = {method: _settings(str(method), read_section(MethodSearch, body, f"methods.{method}"), run_fields)
@@ -537,14 +539,20 @@ def _refs(rule: Selection):
 
 
 # --------------------------------------------------------------------------- the settings of a method
+def _known_method(method: str) -> str:
+    """The registry key of ``method``, checked by name (no method class, no torch imported)."""
+    from unlearn_methods.registry import is_method, method_key, method_names
+
+    if not is_method(method):
+        raise Invalid(f"methods.{method}", f"unknown method; available: {', '.join(method_names())}")
+    return method_key(method)
+
+
 def _declared(method: str) -> type:
     from unlearn_methods import all_methods
 
-    methods = all_methods()
-    cls = methods.get(method.lower().replace("-", "_"))
-    if cls is None:
-        raise Invalid(f"methods.{method}", f"unknown method; available: {', '.join(sorted(methods))}")
-    return cls
+    key = _known_method(method)
+    return all_methods()[key]
 
 
 def _settings(method: str, body: MethodSearch, run_fields: set[str]) -> list[dict[str, Any]]:

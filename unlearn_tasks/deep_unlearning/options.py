@@ -3,12 +3,27 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from unlearn_tasks.metadata import MetadataOptions
 from unlearn_tasks.settings import param
 
 BENCHMARKS = ("evaldu", "mquake")
+#: Where the upstream release lies under ``$UNLEARN_DATA_DIR``.
+RELEASE_HUB_PATH = Path("wrh14") / "deep_unlearning"
+
+
+def resolve_data_dir(data_dir: str | None) -> Path | None:
+    """The Eval-DU folder to load: ``data_dir`` if given, else ``$UNLEARN_DATA_DIR/wrh14/deep_unlearning`` (here, in
+    a module without lm-eval or datasets, so that ``unlearn deep-unlearning`` finds it in a second)."""
+    if data_dir:
+        return Path(data_dir).expanduser()
+    root = os.environ.get("UNLEARN_DATA_DIR")
+    if root and (Path(root) / RELEASE_HUB_PATH).is_dir():
+        return Path(root) / RELEASE_HUB_PATH
+    return None
 
 
 @dataclass

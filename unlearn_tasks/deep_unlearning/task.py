@@ -15,7 +15,6 @@ import functools
 import json
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ import datasets
 
 from harness_ext.provenance import note_data_source
 from harness_ext.task_base import UnlearningTask
-from unlearn_tasks.deep_unlearning.options import DeepUnlearningOptions
+from unlearn_tasks.deep_unlearning.options import DeepUnlearningOptions, resolve_data_dir
 
 from .knowledge_base import KnowledgeBase, evaluation_questions, load_evaldu
 from .metrics import answer_is_correct, score_targets
@@ -32,22 +31,11 @@ from .mquake import load_mquake
 log = logging.getLogger(__name__)
 
 METRICS = ("success_du", "recall", "acc_relationships", "acc_biographies", "acc_all")
-RELEASE_HUB_PATH = Path("wrh14") / "deep_unlearning"
 MISSING_DATA = (
     "{task}: no Eval-DU knowledge base given. Pass the JSON folder (or a clone of the upstream release, "
     "https://github.com/wrh14/deep_unlearning, whose synthetic_data/*.pt files are read without executing "
     "pickled code) with --metadata '{{\"data_dir\": \"DIR\"}}', or put it at $UNLEARN_DATA_DIR/wrh14/deep_unlearning."
 )
-
-
-def resolve_data_dir(data_dir: str | None) -> Path | None:
-    """The Eval-DU folder to load: ``data_dir`` if given, else ``$UNLEARN_DATA_DIR/wrh14/deep_unlearning``."""
-    if data_dir:
-        return Path(data_dir).expanduser()
-    root = os.environ.get("UNLEARN_DATA_DIR")
-    if root and (Path(root) / RELEASE_HUB_PATH).is_dir():
-        return Path(root) / RELEASE_HUB_PATH
-    return None
 
 
 @functools.lru_cache(maxsize=4)
