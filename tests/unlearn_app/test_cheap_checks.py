@@ -77,8 +77,7 @@ CASES = [
     ("submit: missing run", "submit {tmp}/missing --to {tmp}/sub", "{tmp}/missing does not exist"),
 ]
 #: Cases still refused after the heavy imports, and why.
-NOT_YET = {"submit: missing run": "leaderboard/submission.py's read_run imports CONFIG_FILE from unlearn_methods.training "
-           "(torch); unlearn_methods.checkpoint_folder holds it without torch"}
+NOT_YET: dict[str, str] = {}  # case -> why its refusal still comes after a heavy import (strict xfail)
 
 RUNNER = """
 import contextlib, io, json, sys

@@ -175,7 +175,7 @@ def read_run(path: str | Path) -> tuple[list[TaskResult], dict[str, Any] | None,
     import yaml
 
     from unlearn_app.open_unlearning.reader import is_ou_folder
-    from unlearn_methods.training import CONFIG_FILE
+    from unlearn_methods.checkpoint_folder import CONFIG_FILE
 
     path = Path(path)
     if not path.exists():
