@@ -6,6 +6,8 @@ report`` and ``unlearn ci --from-results`` use: means, truth-ratio aggregates an
 Utility from its nine parts, Forget Quality and PrivLeak against the submission's reference. A recomputed number
 that differs from the submitted one (relative tolerance :data:`~unlearn_app.open_unlearning.reader.TOLERANCE`) is a
 mismatch; a submitted number with nothing to recompute it from is *unverified* (shown as such, not refused).
+Every other number of a task that carries lm-eval's samples file is recomputed from it with the task's own
+aggregation (:func:`recompute_samples`, :mod:`unlearn_app.leaderboard.recompute`): every benchmark, groups included.
 The schema, the file hashes and the id's digest are checked too.
 """
 
@@ -19,6 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app.leaderboard.submission import SUBMISSION_FILE, digest, schema_errors, sha256
+
+#: The result fields that name lm-eval samples files (recomputed by :func:`recompute_samples`).
+SAMPLE_KEYS = ("samples", "reference_samples")
 
 
 @dataclass
@@ -101,7 +106,7 @@ def check_folder(folder: str | Path) -> Check:
         elif sha256(path.read_bytes()) != expected:
             check.errors.append(f"{check.id}: {rel} has sha256 {sha256(path.read_bytes())[:12]}, the submission "
                                 f"records {expected[:12]}")
-    named = {e.get(k) for e in record["results"].values() for k in ("items", "reference")} - {None}
+    named = {e.get(k) for e in record["results"].values() for k in ("items", "reference", *SAMPLE_KEYS)} - {None}
     for rel in sorted(named - set(record["files"])):
         check.errors.append(f"{check.id}: {rel} is named by a result but not listed (with its hash) in files")
     if check.errors:
@@ -129,7 +134,48 @@ def check_folder(folder: str | Path) -> Check:
                 check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {again:.6g} "
                                     "recomputed from its per-item values"
                                     + (" and the reference" if metric in ("forget_quality", "privleak") else ""))
+    recompute_samples(check, folder, record)
     return check
+
+
+def recompute_samples(check: Check, folder: Path, record: dict[str, Any]) -> None:
+    """Recompute the still unverified numbers of the tasks that carry lm-eval's samples
+    (:mod:`unlearn_app.leaderboard.recompute`); only files listed in ``files`` (hashes already checked) are read."""
+    from unlearn_app.leaderboard.recompute import SamplesError, parse_samples, recompute_run
+
+    results = record["results"]
+
+    def read(rel: Any) -> list[dict[str, Any]] | None:
+        if not isinstance(rel, str) or rel not in record["files"]:
+            return None
+        return parse_samples((folder / rel).read_bytes(), rel)
+
+    try:
+        samples = {t: rows for t, e in results.items() if (rows := read(e.get("samples"))) is not None}
+        reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
+        if not samples:
+            return
+        run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])}
+                           for t, e in results.items()},
+               "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
+        again = recompute_run(run, samples, reference)
+    except SamplesError as e:
+        check.errors.append(f"{check.id}: {e}")
+        return
+    for task, metrics in sorted(check.unverified.items()):
+        for metric in list(metrics):
+            value = again[task].values.get(metric) if task in again else None
+            if value is None:
+                continue
+            metrics.remove(metric)
+            check.recomputed.setdefault(task, {})[metric] = value
+            claimed = float(results[task]["aggregates"][metric])
+            if not _agree(claimed, value):
+                check.mismatched.setdefault(task, []).append(metric)
+                check.errors.append(f"{check.id}: {task}/{metric} = {claimed:.6g} submitted, but {value:.6g} "
+                                    "recomputed from its lm-eval samples")
+        if not metrics:
+            del check.unverified[task]
 
 
 def submission_folders(root: str | Path) -> list[Path]:
