@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -189,9 +190,10 @@ def test_waterdrum_is_recomputed_with_the_validators_tokenizer(tmp_path, monkeyp
     from unlearn_tasks.waterdrum import aggregate
 
     table = {"a": ([0.8, 0.2], 2), "b": ([0.4, 0.6], 2), "c": ([0.1, 0.9], 1)}
+    encoder = SimpleNamespace(vocab_size=64)  # the validator's; the run's vocabulary size (50) is an option
 
     def verify_texts(gens, ids, k_p, tokenizer=None, vocab_size=None, workers=None, return_lengths=False):
-        assert tokenizer == "validator-encoder" and vocab_size == 50
+        assert tokenizer is encoder and vocab_size == 50
         return (np.array([table[g][0] for g in gens])[:, :, None], np.array([table[g][1] for g in gens]))
 
     monkeypatch.setattr(aggregate, "verify_texts", verify_texts)
@@ -208,7 +210,7 @@ def test_waterdrum_is_recomputed_with_the_validators_tokenizer(tmp_path, monkeyp
     without = recompute_task("waterdrum_ax", rows, claimed, {"verify_tokenizer": "/etc/attacker"})
     assert not without.values and "verification tokenizer" in without.unverifiable["forget_strength"]
     again = recompute_task("waterdrum_ax", rows, claimed, {"verify_tokenizer": "/etc/attacker", "verify_vocab_size": 50},
-                           trusted={"verify_tokenizer": "validator-encoder", "ids": "1,2"})
+                           trusted={"verify_tokenizer": encoder, "ids": "1,2"})
     assert again.values == pytest.approx(claimed)
 
 
@@ -261,3 +263,65 @@ def test_a_run_without_samples_says_to_rerun_with_log_samples(tmp_path):
     assert built.notes == [f"no samples file for {task}: rerun lm_eval with --log_samples to have their numbers "
                            "recomputed (without it they are shown unverified)"]
     assert check.ok and check.unverified == {task: sorted(expected)} and not check.recomputed
+
+
+def _dusk_privacy(scores: dict[str, list[float]]) -> list:
+    return [({"set": f"privacy_{s}", "index": i}, {"set": f"privacy_{s}", "index": i, "min_k_plus_plus": v})
+            for s, values in scores.items() for i, v in enumerate(values)]
+
+
+def test_dusk_privleak_is_recomputed_against_the_reference_runs_samples(tmp_path):
+    """AUROCs by hand (label 1 ranked above label 0): the model's forget [1, 4] vs holdout [2, 3] is 2/4, holdout vs
+    retain [2.5, 5] 3/4; the reference's 1 and 1/4. PrivLeak (0.5 - 1) / 1 * 100, retain deviation |0.75 - 0.25| /
+    0.25 * 100."""
+    model = _dusk_privacy({"forget": [1.0, 4.0], "holdout": [2.0, 3.0], "retain": [2.5, 5.0]})
+    ref = _dusk_privacy({"forget": [1.0, 2.0], "holdout": [3.0, 4.0], "retain": [3.5, 1.0]})
+    expected = {"auc_forget_holdout": 0.5, "auc_holdout_retain": 0.75, "privleak": -50.0, "retain_deviation": 200.0}
+    write_run(tmp_path / "ref", {"dusk_privacy": (ref, {"auc_forget_holdout": 1.0, "auc_holdout_retain": 0.25})})
+    run = write_run(tmp_path / "run", {"dusk_privacy": (model, expected)})
+    built = build([run], reference=tmp_path / "ref", model_id="org/model", revision="0" * 40, method="ga")
+    assert built.record["results"]["dusk_privacy"]["reference_samples"] == "reference/dusk_privacy/samples.jsonl"
+    check = check_folder(write(built, tmp_path / "board"))
+    assert check.ok, check.errors
+    assert check.recomputed["dusk_privacy"] == pytest.approx(expected) and not check.unverified
+
+    _, alone = validate(run, tmp_path / "alone")  # without the reference: PrivLeak unverified, not refused
+    assert alone.ok and alone.unverified == {"dusk_privacy": ["privleak", "retain_deviation"]}
+    assert alone.recomputed["dusk_privacy"] == pytest.approx({"auc_forget_holdout": 0.5, "auc_holdout_retain": 0.75})
+
+    edited = write_run(tmp_path / "edited", {"dusk_privacy": (model, expected | {"privleak": -40.0})})
+    _, check = validate(edited, tmp_path / "e")
+    assert check.unverified == {"dusk_privacy": ["privleak", "retain_deviation"]}  # no reference given: not verified
+    built = build([edited], reference=tmp_path / "ref", model_id="org/model", revision="0" * 40, method="ga")
+    check = check_folder(write(built, tmp_path / "e2"))
+    assert check.mismatched == {"dusk_privacy": ["privleak"]}
+
+
+def test_evaldu_is_recomputed_with_the_validators_knowledge_base(tmp_path):
+    """Eval-DU's metrics need the knowledge base's rules: with the validator's own copy (never the run's path) they
+    are recomputed, and equal the release's scoring (``score``) of the per-fact correctness the samples hold."""
+    from unlearn_tasks.deep_unlearning import load_evaldu, score, write_generated_evaldu
+
+    kb_dir = tmp_path / "kb"
+    write_generated_evaldu(kb_dir, 12, seed=0, n_targets=5)
+    kb = load_evaldu(kb_dir)
+    facts = [("relationship", i) for i in range(kb.n_relationships)] + [("biography", i) for i in range(kb.n_biographies)]
+    correct = {f: n % 3 != 0 for n, f in enumerate(facts)}
+    rel = [correct[("relationship", i)] for i in range(kb.n_relationships)]
+    bio = [correct[("biography", i)] for i in range(kb.n_biographies)]
+    target = kb.targets[0]
+    expected = {m: score(rel, bio, target, kb)[m] for m in ("success_du", "recall", "acc_relationships",
+                                                            "acc_biographies", "acc_all")}
+    rows = [sample_line(n, {"kind": k, "index": i}, dict.fromkeys(expected, {"kind": k, "index": i,
+                                                                               "correct": correct[(k, i)]}))
+            for n, (k, i) in enumerate(facts)]
+    rows = parse_samples("".join(json.dumps(r) + "\n" for r in rows).encode(), "evaldu")
+    modes = {"target": target, "data_dir": "/etc"}
+    assert recompute_task("evaldu", rows, expected, modes).unverifiable["recall"].startswith("needs the knowledge base")
+    again = recompute_task("evaldu", rows, expected, modes, trusted={"data_dir": str(kb_dir)})
+    assert again.values == pytest.approx(expected) and not again.unverifiable
+    rows[0]["recall"]["correct"] = not rows[0]["recall"]["correct"]
+    for m in expected:
+        rows[0][m] = rows[0]["recall"]
+    assert recompute_task("evaldu", rows, expected, modes, trusted={"data_dir": str(kb_dir)}).values != \
+        pytest.approx(expected)

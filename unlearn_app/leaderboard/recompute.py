@@ -32,6 +32,7 @@ import functools
 import importlib
 import json
 import math
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -101,9 +102,12 @@ def parse_samples(data: bytes, name: str) -> list[dict[str, Any]]:
 # --------------------------------------------------------------------------- task definitions
 @functools.cache
 def _index_entry(name: str) -> Any:
-    """lm-eval's index entry of a task or group (ours, or lm-eval's own), or None for a name it does not know."""
+    """lm-eval's index entry of a task or group (ours, or lm-eval's own), or None for a name it does not know (or
+    one that is not a plain task name: the index looks for folders named after it)."""
     from harness_ext.task_index import task_manager
 
+    if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name) or ".." in name:
+        return None
     return task_manager([name]).task_index.get(name)
 
 
@@ -195,25 +199,48 @@ CLASSIFIER_METRICS = {"TofuTask": ("forget_gibberish",), "MuseTask": ("forget_gi
 def aggregation_task(name: str, docs: list[Any], modes: Mapping[str, Any] | None = None,
                      trusted: Mapping[str, Any] | None = None, reference: Any = None) -> Any:
     """Our task ``name`` made ready to aggregate logged records: built without loading data, model or reference,
-    its options from its YAML's metadata, the run's ``modes`` (location options dropped) and the validator's
-    ``trusted`` options; ``docs`` (the logged documents) stand for its test split."""
+    its options from its YAML's metadata, the run's ``modes`` (its options' values by field name, as its provenance
+    records them; location options dropped) and the validator's ``trusted`` options; ``docs`` (the logged
+    documents) stand for its test split."""
     entry = _index_entry(name)
     cls = _task_class(entry.cfg or {}) if entry is not None else None
     if cls is None:
         raise _Needs(f"{name} is not one of our tasks")
-    given = {k: v for k, v in (modes or {}).items() if not _is_location(k)}
-    metadata = given | dict((entry.cfg or {}).get("metadata") or {}) | dict(trusted or {})
-    metadata.pop("version", None)
+    base = {k: v for k, v in ((entry.cfg or {}).get("metadata") or {}).items() if k != "version"} | dict(trusted or {})
+    task = _built(cls, name, docs, base, trusted, reference)
+    given = _option_keys(task, modes)
+    if given:
+        task = _built(cls, name, docs, given | base, trusted, reference)
+    if hasattr(task, "options") and hasattr(task.options, "gibberish"):
+        task.options.gibberish = False  # a classifier model is never loaded to validate
+    return task
+
+
+def _built(cls: type, name: str, docs: list[Any], metadata: dict[str, Any], trusted: Mapping[str, Any] | None,
+           reference: Any) -> Any:
     task = cls.__new__(cls)
     task.run_warnings, task._computed, task._world_size = [], None, 1
     task._config = SimpleNamespace(task=name, test_split="test", metadata=metadata, generation_kwargs={})
     task.dataset = {"test": _Docs(docs)}
     task.test_docs = lambda: task.dataset["test"]  # lm-eval's reads more of its config than the split
-    PREPARE.get(cls.__name__, _base_setup)(task, {"task": name, "metadata": metadata, "trusted": dict(trusted or {})},
-                                           reference)
-    if hasattr(task, "options") and hasattr(task.options, "gibberish"):
-        task.options.gibberish = False  # a classifier model is never loaded to validate
+    PREPARE.get(cls.__name__, _base_setup)(task, {"task": name, "metadata": dict(metadata),
+                                                  "trusted": dict(trusted or {})}, reference)
     return task
+
+
+def _option_keys(task: Any, modes: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The run's option values (``metric_modes``: by field name) under the metadata keys the task's options class
+    reads them from; location options and keys it does not read left out."""
+    from unlearn_tasks.metadata import MetadataOptions
+
+    options = getattr(task, "options", None)
+    if not modes or not isinstance(options, MetadataOptions):
+        return {}
+    kind = type(options)
+    key_of = {field: key for key, field in kind.RENAMED.items()}
+    keys = kind.metadata_keys()
+    return {key_of.get(k, k): v for k, v in modes.items()
+            if key_of.get(k, k) in keys and k not in kind.DERIVED and not _is_location(key_of.get(k, k))}
 
 
 def _lm_eval_aggregations(cfg: Mapping[str, Any]) -> dict[str, Callable]:
@@ -389,9 +416,10 @@ def _members(cfg: Mapping[str, Any]) -> list[str]:
 
 def recompute_run(results: Mapping[str, Any], samples: Mapping[str, list[dict[str, Any]]],
                   reference_samples: Mapping[str, list[dict[str, Any]]] | None = None,
-                  trusted: Mapping[str, Any] | None = None) -> dict[str, Recomputed]:
+                  trusted: Mapping[str, Mapping[str, Any]] | None = None) -> dict[str, Recomputed]:
     """Every task's and group's metrics of a parsed lm-eval results file recomputed from ``samples``
-    (``{task: parse_samples(...)}``); a task without samples has every metric unverifiable."""
+    (``{task: parse_samples(...)}``); a task without samples has every metric unverifiable. ``trusted``: per task,
+    the validator's own options (e.g. ``{"evaldu": {"data_dir": ...}}``)."""
     from harness_ext.results import task_metrics
 
     claimed = task_metrics(dict(results))
@@ -402,7 +430,8 @@ def recompute_run(results: Mapping[str, Any], samples: Mapping[str, list[dict[st
             continue
         modes = ((configs.get(task) or {}).get("provenance") or {}).get("metric_modes")
         done[task] = recompute_task(task, samples[task], metrics, modes if isinstance(modes, dict) else None,
-                                    trusted, (reference_samples or {}).get(task), f"samples of {task}")
+                                    (trusted or {}).get(task), (reference_samples or {}).get(task),
+                                    f"samples of {task}")
     recompute_groups({g: m for g, m in claimed.items() if g not in done}, done)
     for task, metrics in claimed.items():
         done.setdefault(task, Recomputed(unverifiable=dict.fromkeys(metrics, "no samples (--log_samples)")))
