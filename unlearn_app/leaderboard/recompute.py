@@ -315,8 +315,9 @@ def _aggregations(name: str, rows: list[dict[str, Any]], modes: Mapping[str, Any
         return task.aggregation(), CLASSIFIER_METRICS.get(cls_name, ())
     except _Needs:
         raise
-    except Exception as e:  # the run's options are untrusted too
-        raise SamplesError(f"{source}: {name}'s options cannot be read ({type(e).__name__}: {str(e)[:80]})") from None
+    except Exception as e:  # the run's options and logged documents are untrusted too
+        raise SamplesError(f"{source}: {name} cannot be set up from the run's options and logged documents "
+                           f"({type(e).__name__}: {str(e)[:80]})") from None
 
 
 def _dusk_reference(name: str, rows: list[dict[str, Any]], modes: Mapping[str, Any] | None,
