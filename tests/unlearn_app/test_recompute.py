@@ -325,3 +325,18 @@ def test_evaldu_is_recomputed_with_the_validators_knowledge_base(tmp_path):
         rows[0][m] = rows[0]["recall"]
     assert recompute_task("evaldu", rows, expected, modes, trusted={"data_dir": str(kb_dir)}).values != \
         pytest.approx(expected)
+
+
+def test_an_aggregate_beyond_a_float_stays_unverified_not_a_traceback(tmp_path):
+    """The samples path reads only numbers a float holds; such an aggregate is left to the board's own checks."""
+    from unlearn_app.leaderboard.validate import Check, recompute_samples
+
+    task, docs, expected = knowundo()
+    built, _ = validate(write_run(tmp_path / "run", {task: (docs, expected)}), tmp_path)
+    folder = tmp_path / "board" / built.id
+    record = json.loads((folder / "submission.json").read_text())
+    record["results"][task]["aggregates"]["unlearn_success"] = 10 ** 400
+    check = Check(built.id, str(folder), unverified={task: sorted(expected)})
+    recompute_samples(check, folder, record)
+    assert not check.errors and check.unverified == {task: ["unlearn_success"]}
+    assert check.recomputed[task] == pytest.approx({k: v for k, v in expected.items() if k != "unlearn_success"})

@@ -138,6 +138,14 @@ def check_folder(folder: str | Path) -> Check:
     return check
 
 
+def _finite(value: Any) -> bool:
+    """A number a float holds, not infinite (``10**400`` is not one)."""
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
 def recompute_samples(check: Check, folder: Path, record: dict[str, Any]) -> None:
     """Recompute the still unverified numbers of the tasks that carry lm-eval's samples
     (:mod:`unlearn_app.leaderboard.recompute`); only files listed in ``files`` (hashes already checked) are read."""
@@ -155,8 +163,8 @@ def recompute_samples(check: Check, folder: Path, record: dict[str, Any]) -> Non
         reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
         if not samples:
             return
-        run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])}
-                           for t, e in results.items()},
+        run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])
+                               if _finite(e["aggregates"][m])} for t, e in results.items()},
                "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
         again = recompute_run(run, samples, reference)
     except SamplesError as e:
