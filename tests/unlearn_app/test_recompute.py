@@ -265,6 +265,19 @@ def test_a_run_without_samples_says_to_rerun_with_log_samples(tmp_path):
     assert check.ok and check.unverified == {task: sorted(expected)} and not check.recomputed
 
 
+def test_unlearn_submit_prints_the_log_samples_line(tmp_path, capsys):
+    from unlearn_app.cli import main
+
+    task, docs, expected = knowundo()
+    run = write_run(tmp_path / "run", {task: (docs, expected)})
+    (run / f"samples_{task}_{STAMP}.jsonl").unlink()
+    assert main(["submit", str(run), "--model-id", "org/model", "--revision", "0" * 40, "--method", "ga",
+                 "--to", str(tmp_path / "board")]) == 0
+    out = capsys.readouterr()
+    assert f"unlearn submit: no samples file for {task}: rerun lm_eval with --log_samples" in out.err
+    assert "0 aggregate(s) recomputed from per-item values, 5 unverified" in out.out
+
+
 def _dusk_privacy(scores: dict[str, list[float]]) -> list:
     return [({"set": f"privacy_{s}", "index": i}, {"set": f"privacy_{s}", "index": i, "min_k_plus_plus": v})
             for s, values in scores.items() for i, v in enumerate(values)]
