@@ -4,6 +4,7 @@ recomputes every number and names the tampered one; `unlearn leaderboard build` 
 loads with sortable tables, the Pareto picture and per-submission pages; the TOFU and MUSE leaderboard CSVs import."""
 
 import csv
+import importlib.metadata
 import json
 import re
 from pathlib import Path
@@ -273,6 +274,10 @@ def test_unlearn_run_and_lm_eval_on_the_tiny_model_submit_and_validate(tmp_path,
     assert check.record["method"]["name"] == "ga" and check.record["model"]["local_sha256"]
     assert {"forget_quality", "privleak", "forget_prob", "forget_truth_ratio", "mia_min_k_auc"} <= set(
         check.recomputed[task])
+    entry = check.record["results"][task]  # lm-eval's samples file travels with it, with the versions behind it
+    assert entry["samples"] == f"samples/{task}.jsonl" and entry["reference_samples"]
+    assert check.unverified == {task: ["mia_reference_auc"]}  # needs the reference's per-item losses (not in items)
+    assert entry["produced_by"]["lm_eval"] == importlib.metadata.version("lm_eval") and entry["produced_by"]["git_commit"]
 
 
 def test_a_muse_submission_is_recomputed_and_other_tasks_are_unverified(tmp_path):

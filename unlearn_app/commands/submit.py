@@ -36,6 +36,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
                       submitter=args.submitter or "", notes=args.notes or "")
     except (SubmissionError, ResultsFileError, FileNotFoundError) as e:
         return error(str(e))
+    for line in built.notes:
+        print(f"unlearn submit: {line}", file=sys.stderr)
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:  # validated exactly as `unlearn leaderboard validate` will

@@ -4,7 +4,10 @@ A submission is a folder ``<id>/`` holding ``submission.json`` (see ``submission
 :data:`SCHEMA_VERSION`) and, per TOFU / MUSE task, the per-item values as an open-unlearning ``<BENCH>_EVAL.json``
 (``items/<task>/``; written from our samples files by :mod:`unlearn_app.open_unlearning.writer`, or copied from an
 open-unlearning folder) and the reference (retain) run's (``reference/<task>/``; the record names the reference by
-its folder name, the digest of these files and its model, see :mod:`.reference`). Its id ends with the first 12 hex
+its folder name, the digest of these files and its model, see :mod:`.reference`). Every task of an lm-eval run
+carries lm-eval's samples file as it was written (``samples/<task>.jsonl``; the reference run's as
+``reference/<task>/samples.jsonl``), which :mod:`unlearn_app.leaderboard.recompute` recomputes every aggregate
+from, and the versions that produced it (``produced_by``: lm-eval's, transformers', ours). Its id ends with the first 12 hex
 digits of a digest of its content (model, method, results, reference, file hashes; not the date or the submitter's
 text), so the same results submitted twice get the same id.
 """
@@ -38,10 +41,12 @@ class SubmissionError(ValueError):
 
 @dataclass
 class Built:
-    """A submission ready to write: its record and the files to place beside it (relative path -> bytes)."""
+    """A submission ready to write: its record, the files to place beside it (relative path -> bytes) and what the
+    submitter should know (one line each: e.g. tasks without samples, whose numbers stay unverified)."""
 
     record: dict[str, Any]
     files: dict[str, bytes] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -121,13 +126,27 @@ class TaskResult:
     items: dict[str, Any] | None  # the <BENCH>_EVAL.json content
     version: Any = None
     provenance: dict[str, Any] | None = None
+    samples: bytes | None = None  # lm-eval's samples file of the task (--log_samples)
+    produced_by: dict[str, Any] | None = None
+    group: bool = False  # an lm-eval group's row (recomputed from its tasks; no samples of its own)
+
+
+def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
+    """The versions an lm-eval results file says produced it: lm-eval's (version, git hash), transformers' and,
+    from the task's provenance, this package's (version, git commit)."""
+    prov = provenance or {}
+    return {"lm_eval": raw.get("lm_eval_version"), "lm_eval_git_hash": raw.get("upper_git_hash"),
+            "git_hash": raw.get("git_hash"), "transformers": raw.get("transformers_version"),
+            "package": prov.get("package"), "package_version": prov.get("version"), "git_commit": prov.get("git_commit")}
 
 
 def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
+    from unlearn_app.leaderboard.recompute import samples_files
     from unlearn_app.open_unlearning.writer import ExportError, benchmark_of, export_task
 
     file = latest_results_file(path)
     raw = read_results_file(file)
+    groups = raw.get("group_subtasks") or {}
     out = []
     for task, values in (raw.get("results") or {}).items():
         aggregates = {k.split(",")[0]: v for k, v in values.items()
@@ -143,8 +162,11 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
             except ExportError:
                 items = None
         config = (raw.get("configs") or {}).get(task) or {}
+        provenance = config.get("provenance") if isinstance(config.get("provenance"), dict) else None
+        found = samples_files(file, task)
         out.append(TaskResult(task, run, "lm-eval", bench, aggregates, items, (raw.get("versions") or {}).get(task),
-                              config.get("provenance") if isinstance(config.get("provenance"), dict) else None))
+                              provenance, found[0].read_bytes() if found else None, produced_by(raw, provenance),
+                              task in groups and task not in (raw.get("configs") or {})))
     if not out:
         raise SubmissionError(f"{file} holds no task with numeric results")
     return out
@@ -189,6 +211,11 @@ def read_run(path: str | Path) -> tuple[list[TaskResult], dict[str, Any] | None,
             return [], config, path
         return _lm_eval_tasks(path / "eval", path.name), config, path
     return _lm_eval_tasks(path, path.name), None, None
+
+
+def _reference_samples(path: Path, task: TaskResult) -> bytes | None:
+    """The reference run's samples file of the same task (DUSK's PrivLeak is recomputed against it), or None."""
+    return next((t.samples for t in read_run(path)[0] if t.task == task.task and t.samples), None)
 
 
 def _reference_items(path: Path, task: TaskResult) -> dict[str, Any] | None:
@@ -244,6 +271,15 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
         entry: dict[str, Any] = {"run": t.run, "kind": t.kind, "benchmark": t.benchmark, "version": t.version,
                                  "aggregates": t.aggregates, "items": None, "reference": None,
                                  "provenance": t.provenance}
+        if t.kind == "lm-eval":
+            entry |= {"samples": None, "reference_samples": None, "produced_by": t.produced_by}
+        if t.samples is not None:
+            entry["samples"] = f"samples/{task}.jsonl"
+            files[entry["samples"]] = t.samples
+            ref_samples = _reference_samples(Path(reference), t) if reference is not None else None
+            if ref_samples is not None:
+                entry["reference_samples"] = f"reference/{task}/samples.jsonl"
+                files[entry["reference_samples"]] = ref_samples
         if t.items:
             entry["items"] = f"items/{task}/{t.benchmark}_EVAL.json"
             files[entry["items"]] = _dumps(t.items)
@@ -275,7 +311,10 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
     for key in ("model", "method", "results"):  # the submitter's text is theirs to write
         record[key] = without_local_paths(record[key])
     record["id"] = f"{slug(name)}-{slug(str(method_name))}-{digest(record)[:12]}"
-    return Built(record, files)
+    bare = sorted(t.task for t in tasks.values() if t.kind == "lm-eval" and t.samples is None and not t.group)
+    notes = [f"no samples file for {', '.join(bare)}: rerun lm_eval with --log_samples to have their numbers "
+             "recomputed (without it they are shown unverified)"] if bare else []
+    return Built(record, files, notes)
 
 
 def write(built: Built, root: str | Path) -> Path:

@@ -13,6 +13,8 @@ the task name (``tofu_*`` is TOFU, ``muse_*`` MUSE), never from the record. A re
 submitted one (relative tolerance :data:`~unlearn_app.open_unlearning.reader.TOLERANCE`) is a mismatch; a submitted
 number with nothing to recompute it from is *unverified*. A submission is ``validated`` only when every number it
 shows was recomputed and agrees; with unverified numbers it is ``partly verified (N of M)``.
+Every other number of a task that carries lm-eval's samples file is recomputed from it with the task's own
+aggregation (:func:`recompute_samples`, :mod:`unlearn_app.leaderboard.recompute`): every benchmark, groups included.
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ ID = re.compile(json.loads(SCHEMA_FILE.read_text())["properties"]["id"]["pattern
 
 class Refused(ValueError):
     """A submission that cannot be read safely or is not one; the message is one line."""
+
+
+#: The result fields that name lm-eval samples files (recomputed by :func:`recompute_samples`).
+SAMPLE_KEYS = ("samples", "reference_samples")
 
 
 @dataclass
@@ -129,7 +135,7 @@ def _agree(a: float, b: float) -> bool:
 
 # --------------------------------------------------------------------------- reading it
 def _named_files(record: dict[str, Any]) -> set[str]:
-    return {e.get(k) for e in record["results"].values() for k in ("items", "reference")} - {None}
+    return {e.get(k) for e in record["results"].values() for k in ("items", "reference", *SAMPLE_KEYS)} - {None}
 
 
 def read_record(folder: Path) -> dict[str, Any]:
@@ -250,11 +256,60 @@ def check_folder(folder: str | Path) -> Check:
             return check
         for task, entry in sorted(record["results"].items()):
             _check_task(check, task, entry, files)
+        recompute_samples(check, record, files)
     except Refused as e:
         check.refused, check.record = True, None
         check.recomputed, check.unverified, check.mismatched = {}, {}, {}
         check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
+
+
+def _finite(value: Any) -> bool:
+    """A number a float holds, not infinite (``10**400`` is not one)."""
+    try:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, bytes]) -> None:
+    """Recompute the still unverified numbers of the tasks that carry lm-eval's samples
+    (:mod:`unlearn_app.leaderboard.recompute`), from ``files``: the listed files, read safely, hashes checked."""
+    from unlearn_app.leaderboard.recompute import SamplesError, parse_samples, recompute_run
+
+    results = record["results"]
+
+    def read(rel: Any) -> list[dict[str, Any]] | None:
+        if not isinstance(rel, str) or rel not in files:
+            return None
+        return parse_samples(files[rel], rel)
+
+    try:
+        samples = {t: rows for t, e in results.items() if (rows := read(e.get("samples"))) is not None}
+        reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
+        if not samples:
+            return
+        run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])
+                               if _finite(e["aggregates"][m])} for t, e in results.items()},
+               "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
+        again = recompute_run(run, samples, reference)
+    except SamplesError as e:
+        check.errors.append(f"{check.id}: {e}")
+        return
+    for task, metrics in sorted(check.unverified.items()):
+        for metric in list(metrics):
+            value = again[task].values.get(metric) if task in again else None
+            if value is None:
+                continue
+            metrics.remove(metric)
+            check.recomputed.setdefault(task, {})[metric] = value
+            claimed = float(results[task]["aggregates"][metric])
+            if not _agree(claimed, value):
+                check.mismatched.setdefault(task, []).append(metric)
+                check.errors.append(f"{check.id}: {task}/{metric} = {claimed:.6g} submitted, but {value:.6g} "
+                                    "recomputed from its lm-eval samples")
+        if not metrics:
+            del check.unverified[task]
 
 
 def submission_folders(root: str | Path) -> list[Path]:

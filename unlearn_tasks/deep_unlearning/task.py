@@ -74,7 +74,7 @@ class DeepUnlearningTask(UnlearningTask):
     RESULTS_KEY = "deep_unlearning"
 
     def setup(self, config: dict) -> None:
-        options = DeepUnlearningOptions.from_metadata(config.get("metadata"))
+        self.options = options = DeepUnlearningOptions.from_metadata(config.get("metadata"))  # metric_modes: target
         self.kb, self.kb_path = load_kb_from_options(options, config.get("task", "evaldu"))
         self.target = None if options.target is None else self.kb.check_target(options.target)
         if not self.kb.targets and self.target is None:

@@ -114,6 +114,17 @@ def test_lm_eval_runs_knowundo_and_its_metrics_follow_from_the_samples(tiny_mode
         assert res["higher_is_better"][task] == {"unlearn_success": True, "retention_success": True,
                                                  "unlearn_perplexity": True, "retention_perplexity": False,
                                                  "unlearn_accuracy": False}
+    # the leaderboard recomputes every number from the samples files lm-eval wrote beside the results file
+    from harness_ext.results import task_metrics
+    from unlearn_app.leaderboard.recompute import parse_samples, recompute_run, samples_files
+
+    (file,) = tmp_path.rglob("results_*.json")
+    raw = json.loads(file.read_text())
+    tasks = ("knowundo_copyright", "knowundo_privacy")
+    again = recompute_run(raw, {t: parse_samples(samples_files(file, t)[0].read_bytes(), t) for t in tasks})
+    for task in tasks:
+        assert again[task].values == pytest.approx(task_metrics(raw)[task]) and not again[task].unverifiable
+        assert len(again[task].values) == 5
 
 
 def test_report_rows_follow_the_declaration():

@@ -1,5 +1,6 @@
 """The ReLU tasks inside lm-eval: discovery, requests, hand-computed scores in both modes, a tiny-model run."""
 
+import json
 import math
 
 import pytest
@@ -134,6 +135,13 @@ def test_tiny_model_end_to_end_on_the_demo_formats(tiny_model_dir, relu_demo_dir
         assert len(values) == 3 and all(not math.isnan(v) for v in values.values()), (task, values)
         forget, retain = (v for k, v in values.items() if k != GAP)
         assert values[GAP] == pytest.approx(forget - retain)
+    # the leaderboard recomputes every number from the samples as lm-eval writes them (JSON lines)
+    from unlearn_app.leaderboard.recompute import parse_samples, recompute_run
+
+    logged = {t: "".join(json.dumps(s, default=str) + "\n" for s in res["samples"][t]).encode() for t in tasks}
+    again = recompute_run(res, {t: parse_samples(data, t) for t, data in logged.items()})
+    for task in tasks:
+        assert again[task].values == pytest.approx(task_metrics(res)[task]) and not again[task].unverifiable
 
     tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
