@@ -353,3 +353,24 @@ def test_an_aggregate_beyond_a_float_stays_unverified_not_a_traceback(tmp_path):
     recompute_samples(check, record, {rel: (folder / rel).read_bytes() for rel in record["files"]})
     assert not check.errors and check.unverified == {task: ["unlearn_success"]}
     assert check.recomputed[task] == pytest.approx({k: v for k, v in expected.items() if k != "unlearn_success"})
+
+
+def test_a_reference_whose_samples_are_the_runs_own_nudged_is_no_distinct_evaluation(tmp_path):
+    """The run's own per-document scores times (1 + 1e-9) as the reference would give PrivLeak 0 and retain deviation
+    0 whatever the model: refused as a failure; scores off by 1e-5 (relative) are a distinct run."""
+    model = _dusk_privacy({"forget": [1.0, 4.0], "holdout": [2.0, 3.0], "retain": [2.5, 5.0]})
+    expected = {"auc_forget_holdout": 0.5, "auc_holdout_retain": 0.75, "privleak": 0.0, "retain_deviation": 0.0}
+
+    def nudged(factor: float) -> list:
+        return [(doc, rec | {"min_k_plus_plus": rec["min_k_plus_plus"] * factor}) for doc, rec in model]
+
+    run = write_run(tmp_path / "run", {"dusk_privacy": (model, expected)})
+    for name, factor, copy in (("near", 1 + 1e-9, True), ("far", 1 + 1e-5, False)):
+        write_run(tmp_path / name, {"dusk_privacy": (nudged(factor), {"auc_forget_holdout": 0.5,
+                                                                     "auc_holdout_retain": 0.75})})
+        built = build([run], reference=tmp_path / name, model_id="org/model", revision="0" * 40, method="ga")
+        check = check_folder(write(built, tmp_path / f"board-{name}"))
+        refused = [e for e in check.errors if "no distinct evaluation" in e]
+        assert bool(refused) is copy, check.errors
+        if not copy:
+            assert check.ok and check.recomputed["dusk_privacy"] == pytest.approx(expected)

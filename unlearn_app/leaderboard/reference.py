@@ -63,6 +63,35 @@ def near_copy(bench: str, run: dict[str, Any], reference: dict[str, Any]) -> str
     return None
 
 
+def _numbers(value: Any, path: str = "") -> dict[str, float]:
+    """Every number in ``value`` (nested dicts and lists), by its path."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _numbers(item, f"{path}/{key}").items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _numbers(item, f"{path}/{i}").items()}
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return {path: float(value)}
+    return {}
+
+
+def samples_near_copy(run: list[dict[str, Any]], reference: list[dict[str, Any]]) -> bool:
+    """Whether a reference run's samples (lm-eval's ``--log_samples`` lines) carry the run's own per-document metric
+    values to a relative :data:`COPY_TOLERANCE`: every number the two share (document, filter, metric, place in the
+    value) the same."""
+    def values(rows: list[dict[str, Any]]) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for row in rows:
+            names = row.get("metrics") if isinstance(row.get("metrics"), list) else []
+            for name in names:
+                if isinstance(name, str):
+                    out |= _numbers(row.get(name), f"{row.get('doc_id')}/{row.get('filter')}/{name}")
+        return out
+
+    mine, theirs = values(run), values(reference)
+    shared = mine.keys() & theirs.keys()
+    return _same({k: mine[k] for k in shared}, {k: theirs[k] for k in shared})
+
+
 def _model_args(value: Any) -> dict[str, str]:
     if isinstance(value, dict):
         return {str(k): str(v) for k, v in value.items()}

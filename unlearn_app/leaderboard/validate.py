@@ -276,6 +276,7 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
     """Recompute the still unverified numbers of the tasks that carry lm-eval's samples
     (:mod:`unlearn_app.leaderboard.recompute`), from ``files``: the listed files, read safely, hashes checked."""
     from unlearn_app.leaderboard.recompute import SamplesError, parse_samples, recompute_run
+    from unlearn_app.leaderboard.reference import samples_near_copy
 
     results = record["results"]
 
@@ -293,6 +294,14 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
                                if _finite(e["aggregates"][m])} for t, e in results.items()},
                "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
         again = recompute_run(run, samples, reference)
+        copies = sorted(t for t, rows in reference.items() if t in samples and samples_near_copy(samples[t], rows))
+        if copies:  # a near copy matters only where a metric is computed against the reference
+            alone = recompute_run(run, {t: samples[t] for t in copies})
+            copies = [t for t in copies if set(again[t].values) - set(alone[t].values)]
+        if copies:
+            check.errors.append(f"{check.id}: {', '.join(copies)}: the reference samples hold the run's own per-document "
+                                "values (to a relative 1e-6): no distinct evaluation; submit with the retain model's")
+            return
     except SamplesError as e:
         check.errors.append(f"{check.id}: {e}")
         return
