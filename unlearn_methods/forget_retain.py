@@ -114,6 +114,16 @@ class ForgetRetainDataset(Dataset):
     def __len__(self) -> int:
         return len(self.examples)
 
+    def without_answer(self) -> tuple[int, int]:
+        """How many forget records and how many retain records keep no answer token once cut to ``max_length`` (the
+        prompt, with its system turn, fills it): such an example trains on nothing."""
+
+        def empty(records: list[dict]) -> int:
+            return sum(all(label == -100 for label in self._enc(r["question"], r["answer"])["labels"])
+                       for r in records)
+
+        return empty(self.forget), empty(self.retain)
+
     def _enc(self, question: str, answer: str) -> dict[str, list[int]]:
         ids, labels = self.prompt.encode(self.tokenizer, question, answer, self.max_length)
         return {"input_ids": ids, "labels": labels}
