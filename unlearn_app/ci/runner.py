@@ -318,6 +318,17 @@ def write_outputs(out: Path, record: dict[str, Any]) -> None:
     write_junit(out / "junit.xml", record.get("checks") or [], error=record.get("error"))
 
 
+#: What ``results.json`` says while a launched run is under way (replaced by the final record): a launch stopped by
+#: another process's failure, or killed, is read as an error.
+STOPPED = ("unlearn ci stopped before it finished (a process of the launch failed or was stopped; the launcher's "
+           "output says why)")
+
+
+def launched() -> bool:
+    """Whether this run is one process of several (``accelerate launch``, ``torchrun``)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+
+
 def run_ci(opts: CiOptions) -> int:
     """The whole command; returns the exit status (0 pass, 1 a check failed, 2 error). Under a launcher the other
     processes only score their share of the requests (:func:`share_of_evaluation`)."""
@@ -330,12 +341,19 @@ def run_ci(opts: CiOptions) -> int:
         record["sweep"] = opts.sweep
     try:
         suite = load_suite(opts.suite)
-    except SuiteError as e:  # a suite that cannot be read writes nothing: there is no run to record
+    except SuiteError as e:  # recorded like every other error: under a launcher results.json alone tells them apart
         from unlearn_app.commands import error
 
-        return error(_bounded(str(e)))
+        record["error"] = message = _bounded(str(e))
+        try:
+            write_outputs(out, record)
+        except OSError:
+            pass
+        return error(message)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if launched():  # a launch stopped by another process's failure leaves an error, never a verdict
+            write_text(out / "results.json", json.dumps(json_safe({**record, "error": STOPPED}), indent=2))
         if opts.from_results:
             raw, source = copy_results(opts.from_results, out / "lm_eval", suite.reference)
             record["from_results"] = str(opts.from_results)
@@ -396,7 +414,11 @@ def share_of_evaluation(opts: CiOptions) -> int:
     if opts.from_results or not opts.model:  # nothing to evaluate: the main process checks and writes
         return 0
     try:
-        evaluate_model(opts, load_suite(opts.suite), Path(opts.out))
+        suite = load_suite(opts.suite)
+    except SuiteError:  # the same error stops the main process, which reports it and records it in results.json
+        return 0
+    try:
+        evaluate_model(opts, suite, Path(opts.out))
     except Exception as e:  # noqa: BLE001 - the main process waits for this one; say why it stopped
         rank = os.environ.get("RANK", "?")
         return error(_bounded(f"(process {rank}) {e}"))
