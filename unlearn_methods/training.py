@@ -471,7 +471,7 @@ def check_answer_tokens(cfg: RunConfig, dataset: Any) -> None:
     except (TemplateError, TypeError, ValueError) as e:  # the chat template cannot render with these arguments
         raise UnlearningFailed(f"The training examples could not be built in the {cfg.prompt_format} format "
                                f"({type(e).__name__}: {e}); check --system-prompt and --chat-template-arg.") from None
-    sizes = {"forget": len(dataset.forget), "retain": len(dataset.retain)}
+    sizes = {"forget": len(dataset.forget), "retain": len(dataset.used_retain())}
     prompt = "the prompt (with --system-prompt)" if cfg.system_prompt else "the prompt"
     for part in ("forget", "retain"):
         if empty[part] == sizes[part]:

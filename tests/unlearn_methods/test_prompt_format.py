@@ -259,7 +259,7 @@ def test_a_prompt_that_leaves_no_answer_token_is_refused_and_blocks_nothing(tmp_
     from the prompts' token lengths)."""
     from transformers import AutoTokenizer
 
-    from unlearn_methods.forget_retain import load_qa
+    from unlearn_methods.forget_retain import ForgetRetainDataset, load_qa
 
     tok = AutoTokenizer.from_pretrained(chat_model_dir)
     system = "You are a helpful assistant. " * 20
@@ -276,8 +276,11 @@ def test_a_prompt_that_leaves_no_answer_token_is_refused_and_blocks_nothing(tmp_
                 f"[user]\n\n{r['question']}[eot][assistant]\n\n")
         return len(_ids(tok, text))
 
-    forget = sorted(prompt_length(r) for r in load_qa("forget01", data_dir=str(demo_data_dir)))
-    retain = [prompt_length(r) for r in load_qa("retain99", data_dir=str(demo_data_dir))]
+    forget_rows, retain_rows = (load_qa(s, data_dir=str(demo_data_dir)) for s in ("forget01", "retain99"))
+    pairing = ForgetRetainDataset(forget_rows, retain_rows, tok, ["x"])  # the retain records the examples are paired with
+    forget = sorted(prompt_length(r) for r in forget_rows)
+    retain = [prompt_length(retain_rows[i]) for i in sorted(set(pairing.retain_order[:len(forget_rows)]))]
+    assert len(retain) == 6  # one per forget example (99 retain records, 6 used)
     limit = forget[3]  # the three longest prompts fill it (ties counted as they fall)
     lost = (sum(n >= limit for n in forget), sum(n >= limit for n in retain))
     assert 0 < lost[0] < 6 and lost[1] < len(retain)
