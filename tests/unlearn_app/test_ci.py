@@ -213,6 +213,12 @@ def test_a_bad_suite_is_exit_2_and_recorded_as_an_error(tmp_path, capsys):
     record = json.loads((out / "results.json").read_text())
     assert err == f"error: {record['error']}" and record["error"].startswith(f"{suite}:2: checks")
     assert "passed" not in record and "<error" in (out / "junit.xml").read_text()
+    bad_args = ["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--model-args", "{bad", "--out",
+                str(tmp_path / "args")]  # refused before the run starts: recorded all the same
+    assert main(bad_args) == 2
+    record = json.loads((tmp_path / "args" / "results.json").read_text())
+    assert capsys.readouterr().err.strip() == f"error: {record['error']}"
+    assert record["error"].startswith("--model-args must be a JSON object") and "passed" not in record
 
 
 def test_a_launched_run_reads_as_an_error_until_it_has_its_verdict(tmp_path, monkeypatch):

@@ -324,6 +324,18 @@ STOPPED = ("unlearn ci stopped before it finished (a process of the launch faile
            "output says why)")
 
 
+def record_error(out: Path, record: dict[str, Any], message: str) -> str:
+    """Write ``record`` with ``error: message`` as the run's outputs (``results.json``, ``summary.md``,
+    ``junit.xml``), so that an error is never read as a failed check (where --out cannot be written, the printed
+    line and exit 2 remain). Returns ``message``."""
+    record["error"] = message
+    try:
+        write_outputs(out, record)
+    except OSError:
+        pass
+    return message
+
+
 def launched() -> bool:
     """Whether this run is one process of several (``accelerate launch``, ``torchrun``)."""
     return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
@@ -344,12 +356,7 @@ def run_ci(opts: CiOptions) -> int:
     except SuiteError as e:  # recorded like every other error: under a launcher results.json alone tells them apart
         from unlearn_app.commands import error
 
-        record["error"] = message = _bounded(str(e))
-        try:
-            write_outputs(out, record)
-        except OSError:
-            pass
-        return error(message)
+        return error(record_error(out, record, _bounded(str(e))))
     try:
         out.mkdir(parents=True, exist_ok=True)
         if launched():  # a launch stopped by another process's failure leaves an error, never a verdict
@@ -395,14 +402,9 @@ def run_ci(opts: CiOptions) -> int:
     except Exception as e:  # every error that is not a failed check exits 2, never 1
         known = isinstance(e, (SuiteError, CiError, FileNotFoundError, ValueError))
         message = _bounded(str(e) if known else f"internal error ({type(e).__name__}: {e}); please report it")
-        record["error"] = message
-        try:
-            write_outputs(out, record)
-        except OSError:
-            pass
         from unlearn_app.commands import error
 
-        return error(message)
+        return error(record_error(out, record, message))
 
 
 def share_of_evaluation(opts: CiOptions) -> int:
