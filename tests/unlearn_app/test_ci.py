@@ -199,26 +199,29 @@ def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, 
     assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err
 
 
-def test_a_bad_suite_is_exit_2_and_recorded_as_an_error(tmp_path, capsys):
-    """As every other error: exit 2, one line, and results.json / junit.xml say "error", never a failed check (under a
-    launcher, whose exit status is 1 for both, they alone tell them apart: test_multiprocess_commands)."""
+def test_a_bad_suite_or_option_is_exit_2_and_recorded_under_a_launcher(tmp_path, capsys, monkeypatch):
+    """In one process: exit 2, one line, nothing written (the corrected command needs no --overwrite). Under a
+    launcher, whose exit status is 1 for a failed check and an error alike, results.json and junit.xml record the
+    error (the launch itself: test_multiprocess_commands)."""
     import json
 
+    from unlearn_app.ci import runner
+
     suite = tmp_path / "suite.yaml"
-    suite.write_text("tasks: [tofu_forget01_likelihood]\nchecks: [not a check]\n")
-    out = tmp_path / "out"
+    suite.write_text("tasks: [tofu_forget01_likelihood]\nchecks: 5\n")
     (tmp_path / "model").mkdir()
-    assert main(["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out", str(out)]) == 2
-    err = capsys.readouterr().err.strip()
-    record = json.loads((out / "results.json").read_text())
-    assert err == f"error: {record['error']}" and record["error"].startswith(f"{suite}:2: checks")
-    assert "passed" not in record and "<error" in (out / "junit.xml").read_text()
-    bad_args = ["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--model-args", "{bad", "--out",
-                str(tmp_path / "args")]  # refused before the run starts: recorded all the same
-    assert main(bad_args) == 2
-    record = json.loads((tmp_path / "args" / "results.json").read_text())
-    assert capsys.readouterr().err.strip() == f"error: {record['error']}"
-    assert record["error"].startswith("--model-args must be a JSON object") and "passed" not in record
+    bad_suite = ["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out"]
+    bad_option = [*bad_suite[:-1], "--model-args", "{bad", "--out"]
+    for args in (bad_suite, bad_option):
+        assert main([*args, str(tmp_path / "one")]) == 2
+        assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "one").exists()
+    monkeypatch.setattr(runner, "launched", lambda: True)  # this process as the main one of a launch
+    for args, out, start in ((bad_suite, tmp_path / "suite", f"{suite}:2: checks"),
+                             (bad_option, tmp_path / "option", "--model-args must be a JSON object")):
+        assert main([*args, str(out)]) == 2
+        record = json.loads((out / "results.json").read_text())
+        assert capsys.readouterr().err.strip() == f"error: {record['error']}" and record["error"].startswith(start)
+        assert "passed" not in record and "<error" in (out / "junit.xml").read_text()
 
 
 def test_a_launched_run_reads_as_an_error_until_it_has_its_verdict(tmp_path, monkeypatch):

@@ -353,10 +353,11 @@ def run_ci(opts: CiOptions) -> int:
         record["sweep"] = opts.sweep
     try:
         suite = load_suite(opts.suite)
-    except SuiteError as e:  # recorded like every other error: under a launcher results.json alone tells them apart
+    except SuiteError as e:  # no run to record, but under a launcher (exit 1 for all) results.json alone tells
         from unlearn_app.commands import error
 
-        return error(record_error(out, record, _bounded(str(e))))
+        message = _bounded(str(e))
+        return error(record_error(out, record, message) if launched() else message)
     try:
         out.mkdir(parents=True, exist_ok=True)
         if launched():  # a launch stopped by another process's failure leaves an error, never a verdict

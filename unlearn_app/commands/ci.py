@@ -20,19 +20,23 @@ def _cmd_ci(args: argparse.Namespace) -> int:
     except Exception as e:  # noqa: BLE001 - an error here must never read as a failed check (exit 1)
         from unlearn_app.ci.runner import _bounded
 
-        return _refuse(args, _bounded(f"internal error ({type(e).__name__}: {e}); please report it"))
+        return _refuse(args, _bounded(f"internal error ({type(e).__name__}: {e}); please report it"), every=False)
 
 
-def _refuse(args: argparse.Namespace, message: str) -> int:
-    """An error before the run starts: printed (exit 2) and, by the main process, recorded in ``OUT/results.json``
-    as every error of the run is, which under a launcher (exit 1 for any failure) alone tells it from a failed
-    check."""
+def _refuse(args: argparse.Namespace, message: str, every: bool = True) -> int:
+    """An error before the run starts: printed (exit 2); under a launcher, whose exit status is 1 for any failure,
+    also recorded by the main process in ``OUT/results.json``, which then alone tells it from a failed check. (In one
+    process the exit status tells, and nothing is written, so the corrected command needs no --overwrite.)
+    ``every``: the error is one of the command line, met by every process alike; the others then exit 0 and leave
+    the report to the main one (a process that failed first would stop the launch before it is written)."""
     from harness_ext.evaluate import is_main_process
-    from unlearn_app.ci.runner import record_error
+    from unlearn_app.ci import runner
 
-    if is_main_process():
-        record_error(Path(args.out), {"suite": args.suite, "model": {"name": args.model or args.from_results}},
-                     message)
+    if runner.launched():
+        if not is_main_process():
+            return 0 if every else error(message)
+        runner.record_error(Path(args.out), {"suite": args.suite, "model": {"name": args.model or args.from_results}},
+                            message)
     return error(message)
 
 
