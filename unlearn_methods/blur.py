@@ -54,10 +54,20 @@ class Blur(DataSource):
         if not cfg.blur_references:
             raise ValueError("--data blur needs --blur-references PATH (the base model's answers: `unlearn "
                              "blur-references --model BASE --out DIR`).")
+        names = [stem(cfg.blur_source, s) for s in ("forget", "retain")]
+        forget = names[0] if cfg.forget == "forget10" else cfg.forget  # forget10: unlearn run's default split name
+        if forget not in names:
+            raise ValueError(f"--forget {cfg.forget!r} is not a BLUR query file of --blur-source {cfg.blur_source}; "
+                             f"use {' or '.join(names)} (default {names[0]}).")
+        if cfg.retain is not None and (cfg.retain not in names or cfg.retain == forget):
+            raise ValueError(f"--retain {cfg.retain!r} is not a BLUR query file of --blur-source {cfg.blur_source} "
+                             f"other than the forget one; use {' or '.join(n for n in names if n != forget)}.")
 
     def resolve_splits(self, cfg) -> None:
-        cfg.forget = stem(cfg.blur_source, "forget")
-        cfg.retain = cfg.retain or stem(cfg.blur_source, "retain")
+        names = [stem(cfg.blur_source, s) for s in ("forget", "retain")]
+        if cfg.forget == "forget10":
+            cfg.forget = names[0]
+        cfg.retain = cfg.retain or next(n for n in names if n != cfg.forget)
 
     def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
         references = load_references(cfg.blur_references).answers

@@ -28,7 +28,7 @@ from unlearn_methods import (
 )
 from unlearn_methods.data_sources import SOURCES, DataSource, data_help, data_source
 from unlearn_methods.params import MAX_SEED, in_range, option
-from unlearn_methods.prompt_format import FORMATS
+from unlearn_methods.prompt_format import FORMATS, check_template_args
 from unlearn_tasks.settings import SettingsError, read_settings
 
 DTYPES = ("float32", "bfloat16", "float16", "auto")
@@ -162,6 +162,7 @@ class RunConfig:
         if self.prompt_format == "plain" and not self.ou_chat_mask:
             raise ValueError("--no-ou-chat-mask applies to the chat format (the plain format never hides the pad "
                              "token); drop it or use --prompt-format chat (or auto).")
+        check_template_args(self.chat_template_args)
         self.chat_template_args = {k: {"true": True, "false": False}.get(v, v) if isinstance(v, str) else v
                                    for k, v in self.chat_template_args.items()}
         if self.merge and not self.lora:
@@ -423,4 +424,7 @@ def load_run_config(path: str | Path | None = None, params: dict[str, Any] | Non
         raise ValueError(f"Unknown option(s) {unknown} in {path or 'the command line'}; known: {sorted(known)}.")
     cfg = RunConfig(**values)
     cfg.validate()
+    if overrides.get("ou_chat_mask") is True and cfg.prompt_format == "plain":  # given, not the default
+        raise ValueError("--ou-chat-mask applies to the chat format (the plain format never hides the pad token); drop "
+                         "it or use --prompt-format chat (or auto).")
     return cfg

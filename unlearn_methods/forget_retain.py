@@ -114,6 +114,20 @@ class ForgetRetainDataset(Dataset):
     def __len__(self) -> int:
         return len(self.examples)
 
+    def used_retain(self) -> list[dict]:
+        """The retain records the examples are paired with (all of them when there are as many examples)."""
+        return [self.retain[i] for i in sorted({self.retain_order[k % len(self.retain)] for k in range(len(self))})]
+
+    def without_answer(self) -> tuple[int, int]:
+        """How many forget records and how many of the :meth:`used_retain` records keep no answer token once cut to
+        ``max_length`` (the prompt, with its system turn, fills it): such an example trains on nothing."""
+
+        def empty(records: list[dict]) -> int:
+            return sum(all(label == -100 for label in self._enc(r["question"], r["answer"])["labels"])
+                       for r in records)
+
+        return empty(self.forget), empty(self.used_retain())
+
     def _enc(self, question: str, answer: str) -> dict[str, list[int]]:
         ids, labels = self.prompt.encode(self.tokenizer, question, answer, self.max_length)
         return {"input_ids": ids, "labels": labels}

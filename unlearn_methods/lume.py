@@ -1,7 +1,8 @@
 """LUME's data source for ``unlearn run --data lume`` (SemEval-2025 Task 4): the forget and retain sets of the
 selected sub-tasks, each item as the text the target model was fine-tuned to memorise, its ``input`` followed by its
 ``output`` (sentence-completion documents and question-answer pairs alike), trained as raw text (methods limited to
-questions do not apply). The release's 1:1 forget / retain split is kept as it is.
+questions do not apply). The release's 1:1 forget / retain split is kept as it is: ``--forget`` is ``forget`` and
+``--retain`` ``retain`` (any other value is refused); ``--lume-subtask`` and ``--lume-split`` choose the rows.
 """
 
 from __future__ import annotations
@@ -52,6 +53,12 @@ class Lume(DataSource):
         bad = [n for n in cfg.lume_subtask if n not in (1, 2, 3)]
         if bad:
             raise ValueError(f"--lume-subtask must be 1, 2 or 3 (repeatable), got {bad[0]!r}.")
+        if cfg.forget not in ("forget10", "forget"):  # forget10: unlearn run's default split name
+            raise ValueError(f"--forget {cfg.forget!r}: LUME's forget set is 'forget' (leave --forget out); "
+                             "--lume-subtask and --lume-split choose its rows.")
+        if cfg.retain not in (None, "retain"):
+            raise ValueError(f"--retain {cfg.retain!r}: LUME's retain set is 'retain' (leave --retain out); "
+                             "--lume-subtask and --lume-split choose its rows.")
 
     def resolve_splits(self, cfg) -> None:
         cfg.forget = "forget"

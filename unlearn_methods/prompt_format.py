@@ -30,6 +30,25 @@ from typing import Any
 from unlearn_tasks.prompts import encode_chat_qa, encode_qa
 
 FORMATS = ("auto", "plain", "chat")
+#: Keywords ``--chat-template-arg`` may not set: the parameters of transformers' ``apply_chat_template`` (the prompt
+#: code and lm-eval set ``tokenize``, ``add_generation_prompt``, ``continue_final_message``, ``return_dict`` themselves),
+#: the conversation (``messages``) and the tokenizer's special tokens, which the template reads from the tokenizer.
+RESERVED_TEMPLATE_ARGS = (
+    "conversation", "messages", "tools", "documents", "chat_template", "add_generation_prompt",
+    "continue_final_message", "tokenize", "sanitize_control_tokens", "padding", "truncation", "max_length",
+    "return_tensors", "return_dict", "return_assistant_tokens_mask", "tokenizer_kwargs",
+    "bos_token", "eos_token", "pad_token", "unk_token", "sep_token", "cls_token", "mask_token",
+    "additional_special_tokens",
+)
+
+
+def check_template_args(args: dict[str, Any]) -> None:
+    """Refuse a ``--chat-template-arg`` key the prompt code or the tokenizer sets itself (ValueError naming it)."""
+    reserved = [k for k in args if k in RESERVED_TEMPLATE_ARGS]
+    if reserved:
+        raise ValueError(f"--chat-template-arg {reserved[0]}=...: {reserved[0]!r} is set by the training and evaluation "
+                         "code (or the tokenizer), not a variable of the chat template; leave it out (template "
+                         "variables are keys such as date_string).")
 
 
 @dataclass(frozen=True)

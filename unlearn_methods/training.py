@@ -315,8 +315,19 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
         (out / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(cfg, final), sort_keys=False))
     procs.wait_for_everyone()
     out = checkpoint_folder.partial_path(final)
-    fitted = fit(cfg, method, out, select, evaluator, on_row)
+    try:
+        fitted = fit(cfg, method, out, select, evaluator, on_row)
+    except BaseException:
+        if procs.is_main_process and not cfg.resume and not _trained_in(out):
+            shutil.rmtree(out, ignore_errors=True)  # nothing to resume: the next run is not blocked by it
+        raise
     return save(cfg, fitted, final, finish)
+
+
+def _trained_in(work: Path) -> bool:
+    """Whether the working folder holds anything of training (checkpoints, evaluations, metrics, the last good
+    weights), which a stopped run keeps for ``--resume``; before training it holds only the config (and data)."""
+    return any((work / name).exists() for name in ("checkpoints", ROWS_FILE, METRICS_FILE, "last_good"))
 
 
 def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path]:
@@ -394,6 +405,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         model = _wrap_lora(cfg, model) if cfg.lora else model
         adapter = cfg.lora and not cfg.merge
         dataset = source.training_set(run, tokenizer)
+        check_answer_tokens(cfg, dataset)
         collator = source.collator(tokenizer, prompt_format_of(cfg))
         callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator, on_row)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
@@ -441,6 +453,35 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
     return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record,
                   trainer if method.trains else None)
+
+
+def check_answer_tokens(cfg: RunConfig, dataset: Any) -> None:
+    """Refuse a run whose forget or retain examples all lose every answer token to ``--max-length`` (the prompt,
+    system prompt included, fills it: the losses would be 0 and nothing trained); warn with the counts when some
+    do. Training sets without questions (raw text) are not checked."""
+    counts = getattr(dataset, "without_answer", None)
+    if counts is None:
+        return
+    try:
+        from jinja2 import TemplateError  # transformers renders chat templates with jinja2
+    except ImportError:  # pragma: no cover - no chat templates without it
+        TemplateError = ValueError  # noqa: N806
+    try:
+        empty = dict(zip(("forget", "retain"), counts()))
+    except (TemplateError, TypeError, ValueError) as e:  # the chat template cannot render with these arguments
+        raise UnlearningFailed(f"The training examples could not be built in the {cfg.prompt_format} format "
+                               f"({type(e).__name__}: {e}); check --system-prompt and --chat-template-arg.") from None
+    sizes = {"forget": len(dataset.forget), "retain": len(dataset.used_retain())}
+    prompt = "the prompt (with --system-prompt)" if cfg.system_prompt else "the prompt"
+    for part in ("forget", "retain"):
+        if empty[part] == sizes[part]:
+            raise UnlearningFailed(
+                f"--max-length {cfg.max_length} leaves no answer token in any of the {sizes[part]} {part} examples: "
+                f"{prompt} fills it, so nothing would be trained. Raise --max-length or shorten the prompt.")
+    if any(empty.values()):
+        log.warning("--max-length %d leaves no answer token in %d of %d forget and %d of %d retain examples (%s fills "
+                    "it); they train on nothing. Raise --max-length or shorten the prompt.", cfg.max_length,
+                    empty["forget"], sizes["forget"], empty["retain"], sizes["retain"], prompt)
 
 
 def _sharded(trainer: Any) -> bool:

@@ -31,6 +31,17 @@ class DataError(ValueError):
     """A dataset is missing, unreadable, or lacks a field the benchmark needs. The message says what to fix."""
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """The text of a data file, or a :class:`DataError` naming it when it is not UTF-8 (or cannot be read)."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{path} is not UTF-8 text (byte {e.object[e.start]:#04x} at offset {e.start}); save it as "
+                        "UTF-8.") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read it ({e.strerror or e}).") from None
+
+
 class JsonLine(NamedTuple):
     """One non-blank line of a JSON-lines file."""
 
@@ -46,7 +57,7 @@ def read_json_lines(path: str | os.PathLike, *, text: str | None = None,
     any JSON type. A line that is not JSON raises ``error(number, json_error)`` (default: a :class:`DataError`
     naming the file and the line), or with ``plain_text`` is kept as its text."""
     if text is None:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_utf8(path)
     lines = []
     for number, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
@@ -68,7 +79,7 @@ def read_json_lines(path: str | os.PathLike, *, text: str | None = None,
 def read_json_records(path: Path, hint: str = "", text_array: bool = True) -> list[dict]:
     """Records of a JSON-lines file or a JSON array of objects; ``text_array`` also takes an array of strings (as
     ``{"text": ...}``, MUSE's release files). A :class:`DataError` names the file and line; ``hint`` ends it."""
-    text = path.read_text(encoding="utf-8").strip()
+    text = read_utf8(path).strip()
     if not text:
         return []
     if text[0] == "[":
@@ -125,7 +136,7 @@ def readme_data_files(folder: Path, config: str, split: str | None = None) -> li
     readme = folder / "README.md"
     if not readme.is_file():
         return []
-    match = re.match(r"---\s*\n(.*?)\n---", readme.read_text(encoding="utf-8"), flags=re.S)
+    match = re.match(r"---\s*\n(.*?)\n---", read_utf8(readme), flags=re.S)
     if not match:
         return []
     try:

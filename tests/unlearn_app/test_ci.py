@@ -199,6 +199,54 @@ def test_unknown_task_in_the_suite_is_an_error_before_any_model_loads(tmp_path, 
     assert "unknown task(s) ['tofu_forget11']" in capsys.readouterr().err
 
 
+def test_a_bad_suite_or_option_is_exit_2_and_recorded_under_a_launcher(tmp_path, capsys, monkeypatch):
+    """In one process: exit 2, one line, nothing written (the corrected command needs no --overwrite). Under a
+    launcher, whose exit status is 1 for a failed check and an error alike, results.json and junit.xml record the
+    error (the launch itself: test_multiprocess_commands)."""
+    import json
+
+    from unlearn_app.ci import runner
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("tasks: [tofu_forget01_likelihood]\nchecks: 5\n")
+    (tmp_path / "model").mkdir()
+    bad_suite = ["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out"]
+    bad_option = [*bad_suite[:-1], "--model-args", "{bad", "--out"]
+    for args in (bad_suite, bad_option):
+        assert main([*args, str(tmp_path / "one")]) == 2
+        assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "one").exists()
+    monkeypatch.setattr(runner, "launched", lambda: True)  # this process as the main one of a launch
+    for args, out, start in ((bad_suite, tmp_path / "suite", f"{suite}:2: checks"),
+                             (bad_option, tmp_path / "option", "--model-args must be a JSON object")):
+        assert main([*args, str(out)]) == 2
+        record = json.loads((out / "results.json").read_text())
+        assert capsys.readouterr().err.strip() == f"error: {record['error']}" and record["error"].startswith(start)
+        assert "passed" not in record and "<error" in (out / "junit.xml").read_text()
+
+
+def test_a_launched_run_reads_as_an_error_until_it_has_its_verdict(tmp_path, monkeypatch):
+    """Under a launcher, a process that fails stops the others, the main one too, before it writes anything: so
+    results.json says "error" from before the evaluation until the final record replaces it."""
+    import json
+
+    from unlearn_app.ci import runner
+
+    seen = {}
+
+    def killed_here(opts, suite, out):  # what a launch killed during the evaluation leaves behind
+        seen.update(json.loads((out / "results.json").read_text()))
+        raise SystemExit(1)
+
+    monkeypatch.setattr(runner, "launched", lambda: True)
+    monkeypatch.setattr(runner, "evaluate_model", killed_here)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("tasks: [tofu_forget01_likelihood]\nchecks: [tofu_forget01_likelihood/forget_prob >= 0]\n")
+    (tmp_path / "model").mkdir()
+    with pytest.raises(SystemExit):
+        main(["ci", "--suite", str(suite), "--model", str(tmp_path / "model"), "--out", str(tmp_path / "out")])
+    assert seen["error"] == runner.STOPPED and "passed" not in seen
+
+
 def test_report_prints_provenance_and_warns_when_runs_differ(tmp_path, capsys):
     metrics = {"tofu_forget10": {"forget_quality": 0.2, "model_utility": 0.6}}
     write_results(tmp_path / "a", metrics, {"tofu_forget10": provenance_record()})

@@ -48,6 +48,25 @@ def test_unlearn_ci_on_two_processes_gives_the_verdict_of_one(tiny_model_dir, de
     assert len(list((tmp_path / "cache2").rglob("*.json"))) == len(list((tmp_path / "cache1").rglob("*.json")))
 
 
+def test_a_bad_suite_on_two_processes_is_an_error_in_results_json(tiny_model_dir, tmp_path):
+    """The launcher reduces every failure to exit 1, which also means "a check failed"; results.json tells them
+    apart, as docs/ci.md says: the bad suite's one-line error is recorded (and each process exits 2, printing it once)."""
+    suite = tmp_path / "suite.yaml"
+    suite.write_text("tasks: [tofu_forget01_likelihood]\nchecks: 5\n")
+    out = tmp_path / "ci"
+    two = launch(["unlearn", "ci", "--model", str(tiny_model_dir), "--suite", str(suite), "--out", str(out)])
+    assert two.returncode == 1, two.stderr[-3000:]
+    record = json.loads((out / "results.json").read_text())
+    assert record["error"].startswith(f"{suite}:2: checks") and "passed" not in record
+    assert two.stderr.count(f"error: {record['error']}") == 1
+    assert "<error" in (out / "junit.xml").read_text()
+    bad = launch(["unlearn", "ci", "--model", str(tiny_model_dir), "--suite", str(suite), "--model-args", "{bad",
+                  "--out", str(tmp_path / "args")])
+    record = json.loads((tmp_path / "args" / "results.json").read_text())
+    assert bad.returncode == 1 and record["error"].startswith("--model-args must be a JSON object")
+    assert bad.stderr.count(f"error: {record['error']}") == 1
+
+
 def test_unlearn_margins_on_two_processes_gives_the_margins_of_one(tiny_model_dir, tmp_path, capsys):
     data = tmp_path / "pairs.jsonl"
     rows = [{"prompt": f"Question: who wrote book {i}?\nAnswer:", "target": f" author {i} wrote it in {1900 + i}",

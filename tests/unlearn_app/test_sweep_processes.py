@@ -51,6 +51,39 @@ def test_bad_process_counts_name_the_key(over, message):
     assert message in str(e.value) and str(e.value).startswith("s.yaml:")
 
 
+def test_gpus_without_those_gpus_are_refused_before_any_trial(tmp_path, monkeypatch):
+    """``gpus: 2`` where no GPU is visible would run two CPU processes (twice the batch): refused in one line before
+    any trial or file; two CPU processes are asked for as such (``gpus: 0, processes: 2``)."""
+    import unlearn_app.sweep.engine as engine
+    from unlearn_app.sweep.engine import SweepError
+
+    def no_trial(*args, **kwargs):
+        raise AssertionError("a trial ran")
+
+    for visible, found in (([], "no GPUs"), (["0"], "1 GPU")):
+        monkeypatch.setattr(engine, "visible_gpus", lambda visible=visible: visible)
+        with pytest.raises(SweepError) as e:
+            run_sweep(parse_spec(_spec(resources={"gpus": 2}), "s.yaml"), tmp_path / "out", trial_fn=no_trial)
+        assert str(e.value) == (f"s.yaml: resources.gpus is 2, but this machine has {found} visible; run it where 2 "
+                                "are, or for 2 CPU processes write resources: {gpus: 0, processes: 2} (each takes a "
+                                "batch of every step)")
+        assert not (tmp_path / "out").exists()
+    monkeypatch.setattr(engine, "visible_gpus", lambda: ["0", "1"])
+    seen = []
+    run_sweep(parse_spec(_spec(resources={"gpus": 2}), "s.yaml"), tmp_path / "ok", log=lambda _: None,
+              trial_fn=lambda *a, **kw: seen.append(kw) or {"id": a[0]["id"], "status": "ok"})
+    assert seen == [{"processes": 2}]
+
+
+def test_the_trial_id_covers_the_process_count_above_one():
+    """Two processes give other weights than one (each takes a batch of every step), so --resume may not take one's
+    record for the other; a one-process trial keeps the id it had before the count was recorded."""
+    one, given_one, two, three = (parse_spec(_spec(resources=r)).trials[0].id
+                                  for r in ({}, {"processes": 1}, {"processes": 2}, {"processes": 3}))
+    assert one == given_one and len({one, two, three}) == 3
+    assert one == "npo-8dcc957c97"  # the id this spec had before the count was recorded (computed with that code)
+
+
 @pytest.mark.slow
 def test_a_trial_on_two_processes_ends_in_the_weights_of_one(tiny_model_dir, demo_data_dir, tmp_path):
     """One NPO trial (a reference model, paired retain rows) with ``processes: 2`` and batch 2 per process, against

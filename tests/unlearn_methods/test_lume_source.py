@@ -34,6 +34,27 @@ def test_forget_and_retain_are_the_items_texts_of_the_selected_subtasks(tmp_path
         _cfg(tmp_path, lume_dir, lume_subtask=[4])
 
 
+def test_forget_and_retain_other_than_lumes_sets_are_refused(tmp_path, lume_dir):
+    cfg = _cfg(tmp_path, lume_dir, forget="forget", retain="retain")
+    cfg.source.resolve_splits(cfg)
+    assert (cfg.forget, cfg.retain) == ("forget", "retain")
+    with pytest.raises(ValueError, match=r"^--forget 'nonsense': LUME's forget set is 'forget' \(leave --forget out\); "
+                                         "--lume-subtask and --lume-split choose its rows.$"):
+        _cfg(tmp_path, lume_dir, forget="nonsense")
+    with pytest.raises(ValueError, match=r"^--retain 'retain90': LUME's retain set is 'retain'"):
+        _cfg(tmp_path, lume_dir, retain="retain90")
+
+
+def test_a_file_that_is_not_utf8_is_named(tmp_path):
+    from unlearn_tasks.dataset_loader import DataError
+
+    folder = write_lume_corpus(tmp_path / "lume", "github")
+    bad = folder / "data" / "retain.jsonl"
+    bad.write_bytes(bad.read_bytes() + b'{"id": "x", "input": "\xff", "output": "o", "task": "Task1"}\n')
+    with pytest.raises(DataError, match=rf"^{bad} is not UTF-8 text \(byte 0xff at offset \d+\); save it as UTF-8\.$"):
+        _cfg(tmp_path, folder).source.load(_cfg(tmp_path, folder), str(folder))
+
+
 def test_unlearning_a_subtask_gives_a_checkpoint_the_lume_tasks_evaluate(tmp_path, lume_dir, tiny_model_dir):
     from lm_eval import simple_evaluate
     from lm_eval.tasks import TaskManager

@@ -234,6 +234,105 @@ def test_unlearn_run_chat_trains_on_open_unlearnings_tokens(tmp_path, chat_model
 
 
 
+def _run_error(capsys, args) -> tuple[int, str]:
+    """``unlearn ARGS`` in this process: its exit status and its one error line (transformers' own progress bar
+    of loading the weights aside)."""
+    from unlearn_app.cli import main
+
+    capsys.readouterr()
+    code = main([str(a) for a in args])
+    err = [line for line in capsys.readouterr().err.splitlines() if line.strip() and not line.startswith("Loading weights")]
+    assert len(err) == 1, err
+    return code, err[0]
+
+
+def _chat_run(chat_model_dir, demo_data_dir, out, *extra):
+    return ["run", "--method", "ga", "--model", chat_model_dir, "--out", out, "--data-dir", demo_data_dir,
+            "--forget", "forget01", "--full", "--lr", "1e-12", "--epochs", "1", "--batch-size", "6", "--quiet", *extra]
+
+
+def test_a_prompt_that_leaves_no_answer_token_is_refused_and_blocks_nothing(tmp_path, chat_model_dir, demo_data_dir,
+                                                                           capsys, caplog):
+    """A system prompt longer than --max-length cuts every answer token away (loss 0, nothing trained): refused in
+    one line before training; the working folder OUT.partial is removed, so the same command with a workable
+    --max-length then runs. Where only some examples lose their answer, a warning gives the counts (here computed
+    from the prompts' token lengths)."""
+    from transformers import AutoTokenizer
+
+    from unlearn_methods.forget_retain import ForgetRetainDataset, load_qa
+
+    tok = AutoTokenizer.from_pretrained(chat_model_dir)
+    system = "You are a helpful assistant. " * 20
+    out = tmp_path / "o"
+    code, err = _run_error(capsys, _chat_run(chat_model_dir, demo_data_dir, out, "--system-prompt", system,
+                                             "--max-length", 64))
+    assert code == 2
+    assert err == ("error: --max-length 64 leaves no answer token in any of the 6 forget examples: the prompt (with "
+                   "--system-prompt) fills it, so nothing would be trained. Raise --max-length or shorten the prompt.")
+    assert not out.exists() and not (tmp_path / "o.partial").exists()
+
+    def prompt_length(r):  # the tokens before the answer, as the template renders them
+        text = (f"<s>[system]\n\nCutting Knowledge Date: December 2023\nToday Date: \n\n{SYSTEM}[eot]"
+                f"[user]\n\n{r['question']}[eot][assistant]\n\n")
+        return len(_ids(tok, text))
+
+    forget_rows, retain_rows = (load_qa(s, data_dir=str(demo_data_dir)) for s in ("forget01", "retain99"))
+    pairing = ForgetRetainDataset(forget_rows, retain_rows, tok, ["x"])  # the retain records the examples are paired with
+    forget = sorted(prompt_length(r) for r in forget_rows)
+    retain = [prompt_length(retain_rows[i]) for i in sorted(set(pairing.retain_order[:len(forget_rows)]))]
+    assert len(retain) == 6  # one per forget example (99 retain records, 6 used)
+    limit = forget[3]  # the three longest prompts fill it (ties counted as they fall)
+    lost = (sum(n >= limit for n in forget), sum(n >= limit for n in retain))
+    assert 0 < lost[0] < 6 and lost[1] < len(retain)
+    caplog.set_level("WARNING", logger="unlearn_methods.training")
+    from unlearn_app.cli import main
+
+    assert main([str(a) for a in _chat_run(chat_model_dir, demo_data_dir, out, "--system-prompt", SYSTEM,
+                                           "--max-length", limit)]) == 0, capsys.readouterr().err
+    assert (f"--max-length {limit} leaves no answer token in {lost[0]} of 6 forget and {lost[1]} of {len(retain)} "
+            "retain examples") in caplog.text
+
+
+@pytest.mark.parametrize("arg", ["add_generation_prompt=false", "tokenize=true", "messages=x", "eos_token=x"])
+def test_template_arguments_the_code_sets_itself_are_refused_before_anything_is_written(
+        arg, tmp_path, chat_model_dir, demo_data_dir, capsys):
+    out = tmp_path / "o"
+    code, err = _run_error(capsys, _chat_run(chat_model_dir, demo_data_dir, out, "--chat-template-arg", arg))
+    key = arg.split("=")[0]
+    assert code == 2 and err.startswith(f"error: --chat-template-arg {key}=...: {key!r} is set by the training")
+    assert not out.exists() and not (tmp_path / "o.partial").exists()
+
+
+def test_every_parameter_of_apply_chat_template_is_reserved():
+    import inspect
+
+    from transformers import PreTrainedTokenizerBase
+
+    from unlearn_methods.prompt_format import RESERVED_TEMPLATE_ARGS
+
+    named = [p.name for p in inspect.signature(PreTrainedTokenizerBase.apply_chat_template).parameters.values()
+             if p.kind is not p.VAR_KEYWORD and p.name != "self"]
+    assert set(named) <= set(RESERVED_TEMPLATE_ARGS)
+
+
+def test_a_key_given_twice_and_the_mask_flag_with_the_plain_format_are_refused(tmp_path, chat_model_dir,
+                                                                                 demo_data_dir, capsys):
+    out = tmp_path / "o"
+    code, err = _run_error(capsys, _chat_run(chat_model_dir, demo_data_dir, out, "--chat-template-arg", "a=1",
+                                             "--chat-template-arg", "a=2"))
+    assert (code, err) == (2, "error: --chat-template-arg gives 'a' twice ('1' and '2'); give each key once.")
+    code, err = _run_error(capsys, _chat_run(chat_model_dir, demo_data_dir, out, "--param", "beta=0.1", "--param",
+                                             "beta=0.2"))
+    assert (code, err) == (2, "error: --param gives 'beta' twice ('0.1' and '0.2'); give each key once.")
+    for flag in ("--ou-chat-mask", "--no-ou-chat-mask"):  # neither has an effect on the plain format
+        code, err = _run_error(capsys, _chat_run(chat_model_dir, demo_data_dir, out, "--prompt-format", "plain", flag))
+        assert code == 2 and err.startswith(f"error: {flag} applies to the chat format"), err
+    assert not out.exists() and not (tmp_path / "o.partial").exists()
+    code, err = _run_error(capsys, ["submit", tmp_path / "run", "--to", tmp_path / "board", "--param", "beta=1", "--param",
+                                    "beta=2"])
+    assert (code, err) == (2, "error: --param gives 'beta' twice ('1' and '2'); give each key once")
+
+
 @pytest.mark.optional
 def test_smollm2_chat_run_trains_on_its_templates_tokens(smollm2_dir, demo_data_dir, tmp_path):
     """The done-when check on the real model: SmolLM2-135M-Instruct's own template (ChatML; EOS <|im_end|> is

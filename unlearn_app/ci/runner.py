@@ -318,6 +318,29 @@ def write_outputs(out: Path, record: dict[str, Any]) -> None:
     write_junit(out / "junit.xml", record.get("checks") or [], error=record.get("error"))
 
 
+#: What ``results.json`` says while a launched run is under way (replaced by the final record): a launch stopped by
+#: another process's failure, or killed, is read as an error.
+STOPPED = ("unlearn ci stopped before it finished (a process of the launch failed or was stopped; the launcher's "
+           "output says why)")
+
+
+def record_error(out: Path, record: dict[str, Any], message: str) -> str:
+    """Write ``record`` with ``error: message`` as the run's outputs (``results.json``, ``summary.md``,
+    ``junit.xml``), so that an error is never read as a failed check (where --out cannot be written, the printed
+    line and exit 2 remain). Returns ``message``."""
+    record["error"] = message
+    try:
+        write_outputs(out, record)
+    except OSError:
+        pass
+    return message
+
+
+def launched() -> bool:
+    """Whether this run is one process of several (``accelerate launch``, ``torchrun``)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1) > 1
+
+
 def run_ci(opts: CiOptions) -> int:
     """The whole command; returns the exit status (0 pass, 1 a check failed, 2 error). Under a launcher the other
     processes only score their share of the requests (:func:`share_of_evaluation`)."""
@@ -330,12 +353,15 @@ def run_ci(opts: CiOptions) -> int:
         record["sweep"] = opts.sweep
     try:
         suite = load_suite(opts.suite)
-    except SuiteError as e:  # a suite that cannot be read writes nothing: there is no run to record
+    except SuiteError as e:  # no run to record, but under a launcher (exit 1 for all) results.json alone tells
         from unlearn_app.commands import error
 
-        return error(_bounded(str(e)))
+        message = _bounded(str(e))
+        return error(record_error(out, record, message) if launched() else message)
     try:
         out.mkdir(parents=True, exist_ok=True)
+        if launched():  # a launch stopped by another process's failure leaves an error, never a verdict
+            write_text(out / "results.json", json.dumps(json_safe({**record, "error": STOPPED}), indent=2))
         if opts.from_results:
             raw, source = copy_results(opts.from_results, out / "lm_eval", suite.reference)
             record["from_results"] = str(opts.from_results)
@@ -377,14 +403,9 @@ def run_ci(opts: CiOptions) -> int:
     except Exception as e:  # every error that is not a failed check exits 2, never 1
         known = isinstance(e, (SuiteError, CiError, FileNotFoundError, ValueError))
         message = _bounded(str(e) if known else f"internal error ({type(e).__name__}: {e}); please report it")
-        record["error"] = message
-        try:
-            write_outputs(out, record)
-        except OSError:
-            pass
         from unlearn_app.commands import error
 
-        return error(message)
+        return error(record_error(out, record, message))
 
 
 def share_of_evaluation(opts: CiOptions) -> int:
@@ -396,7 +417,11 @@ def share_of_evaluation(opts: CiOptions) -> int:
     if opts.from_results or not opts.model:  # nothing to evaluate: the main process checks and writes
         return 0
     try:
-        evaluate_model(opts, load_suite(opts.suite), Path(opts.out))
+        suite = load_suite(opts.suite)
+    except SuiteError:  # the same error stops the main process, which reports it and records it in results.json
+        return 0
+    try:
+        evaluate_model(opts, suite, Path(opts.out))
     except Exception as e:  # noqa: BLE001 - the main process waits for this one; say why it stopped
         rank = os.environ.get("RANK", "?")
         return error(_bounded(f"(process {rank}) {e}"))

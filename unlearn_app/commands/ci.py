@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 from unlearn_app import output_guard
 from unlearn_app.argtypes import positive_int
@@ -19,7 +20,24 @@ def _cmd_ci(args: argparse.Namespace) -> int:
     except Exception as e:  # noqa: BLE001 - an error here must never read as a failed check (exit 1)
         from unlearn_app.ci.runner import _bounded
 
-        return error(_bounded(f"internal error ({type(e).__name__}: {e}); please report it"))
+        return _refuse(args, _bounded(f"internal error ({type(e).__name__}: {e}); please report it"), every=False)
+
+
+def _refuse(args: argparse.Namespace, message: str, every: bool = True) -> int:
+    """An error before the run starts: printed (exit 2); under a launcher, whose exit status is 1 for any failure,
+    also recorded by the main process in ``OUT/results.json``, which then alone tells it from a failed check. (In one
+    process the exit status tells, and nothing is written, so the corrected command needs no --overwrite.)
+    ``every``: the error is one of the command line, met by every process alike; the others then exit 0 and leave
+    the report to the main one (a process that failed first would stop the launch before it is written)."""
+    from harness_ext.evaluate import is_main_process
+    from unlearn_app.ci import runner
+
+    if runner.launched():
+        if not is_main_process():
+            return 0 if every else error(message)
+        runner.record_error(Path(args.out), {"suite": args.suite, "model": {"name": args.model or args.from_results}},
+                            message)
+    return error(message)
 
 
 def _ci(args: argparse.Namespace) -> int:
@@ -30,23 +48,23 @@ def _ci(args: argparse.Namespace) -> int:
     try:
         model_args = json.loads(args.model_args) if args.model_args else {}
     except json.JSONDecodeError as e:
-        return error(f"--model-args must be a JSON object, e.g. '{{\"dtype\": \"bfloat16\"}}' ({e.msg})")
+        return _refuse(args, f"--model-args must be a JSON object, e.g. '{{\"dtype\": \"bfloat16\"}}' ({e.msg})")
     if not isinstance(model_args, dict):
-        return error("--model-args must be a JSON object")
+        return _refuse(args, "--model-args must be a JSON object")
     sweep = None
     if args.method and not args.from_sweep:
-        return error("--method picks a method of --from-sweep DIR; give --from-sweep")
+        return _refuse(args, "--method picks a method of --from-sweep DIR; give --from-sweep")
     if args.from_sweep:
         if args.model or args.from_results:
-            return error("--from-sweep picks the model and its results; drop --model / --from-results")
+            return _refuse(args, "--from-sweep picks the model and its results; drop --model / --from-results")
         from unlearn_app.sweep.best import NoTrial, best_trial
 
         try:
             trial = best_trial(args.from_sweep, args.method)
         except NoTrial as e:
-            return error(str(e))
+            return _refuse(args, str(e))
         except Exception as e:  # noqa: BLE001  (exit 1 means a check failed: anything else is 2)
-            return error(f"--from-sweep {args.from_sweep}: internal error ({type(e).__name__}: {e}); please report it")
+            return _refuse(args, f"--from-sweep {args.from_sweep}: internal error ({type(e).__name__}: {e}); please report it")
         sweep = {k: trial.get(k) for k in ("id", "setting", "method", "seed", "values", "selected_by",
                                            "results_file", "checkpoint")}
         sweep["dir"] = str(args.from_sweep)
@@ -58,12 +76,12 @@ def _ci(args: argparse.Namespace) -> int:
         else:
             args.from_results = trial["results_dir"]
     elif args.evaluate:
-        return error("--evaluate evaluates the checkpoint of --from-sweep's trial; give --from-sweep DIR")
+        return _refuse(args, "--evaluate evaluates the checkpoint of --from-sweep's trial; give --from-sweep DIR")
     if args.model and args.from_results and not args.update_card:
-        return error("--model is not evaluated with --from-results (the results are only checked); drop --model, "
+        return _refuse(args, "--model is not evaluated with --from-results (the results are only checked); drop --model, "
                      "or add --update-card to write the results into --model's card")
     if not args.model and not args.from_results:
-        return error("give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
+        return _refuse(args, "give --model HUB_ID_OR_DIR to evaluate, or --from-results DIR to check existing lm-eval results")
     return runner.run_ci(CiOptions(suite=args.suite, out=args.out, model=args.model, revision=args.revision,
                             from_results=args.from_results, no_cache=args.no_cache, cache_dir=args.cache_dir,
                             update_card=args.update_card, limit=args.limit, model_args=model_args, sweep=sweep))

@@ -23,11 +23,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from unlearn_app.checkpoint.hub import HubUploadError
     from unlearn_methods.config import load_run_config, read_config_file
 
-    overrides = option_values(args)
-    params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
-    if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
-        _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
     try:  # the config is checked before the training stack (torch, transformers) is imported: errors come at once
+        overrides = option_values(args)
+        params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
+        if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
+            _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
         model = overrides.get("model") or (read_config_file(args.config).get("model") if args.config else None)
         if isinstance(model, str) and model_problem(model):  # before the method's class (torch) is imported
             return error(model_problem(model))
@@ -62,6 +62,17 @@ def _json_object(text: str) -> dict:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("expects a JSON object such as '{\"reference\": \"ref/\"}'")
     return value
+
+
+def key_values(pairs: list[tuple[str, str]], flag: str) -> dict[str, str]:
+    """``KEY=VALUE`` pairs of a repeatable flag as a dict; a key given twice is a ValueError naming both values (the
+    last one would otherwise win silently)."""
+    values: dict[str, str] = {}
+    for key, value in pairs:
+        if key in values:
+            raise ValueError(f"{flag} gives {key!r} twice ({values[key]!r} and {value!r}); give each key once.")
+        values[key] = value
+    return values
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -175,7 +186,7 @@ def option_values(args: argparse.Namespace, config_class: type | None = None) ->
         if f.metadata["inverted"]:
             value = not value
         elif typing.get_origin(hints[f.name]) is dict and f.metadata["repeat"]:  # KEY=VALUE pairs
-            value = dict(value)
+            value = key_values(value, _flag(f))
         values[f.name] = value
     return values
 

@@ -29,6 +29,9 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         if "=" not in item:
             return error(f"--param expects KEY=VALUE, got {item!r}")
         key, value = item.split("=", 1)
+        if key.strip() in params:
+            return error(f"--param gives {key.strip()!r} twice ({params[key.strip()]!r} and {value.strip()!r}); give "
+                         "each key once")
         params[key.strip()] = value.strip()
     try:
         built = build(args.runs, reference=args.reference, model_id=args.model_id, revision=args.revision,

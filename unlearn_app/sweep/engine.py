@@ -274,6 +274,20 @@ def waves(trials: list[Trial]) -> list[list[Trial]]:
     return [groups[k] for k in sorted(groups)]
 
 
+def check_gpus(spec: Spec) -> None:
+    """The default engine: a trial of ``resources.gpus`` 2 or more needs that many GPUs here; without them it would
+    launch as many CPU processes, each taking a batch of every step (a larger effective batch), unannounced."""
+    wanted = spec.resources["gpus"]
+    if wanted < 2:
+        return
+    found = len(visible_gpus())
+    if found < wanted:
+        raise SweepError(f"{spec.path}: resources.gpus is {wanted:g}, but this machine has {found or 'no'} GPU"
+                         f"{'' if found == 1 else 's'} visible; run it where {wanted:g} are, or for {wanted:g} CPU "
+                         f"processes write resources: {{gpus: 0, processes: {wanted:g}}} (each takes a batch of every "
+                         "step)")
+
+
 def visible_gpus() -> list[str]:
     """The GPUs this process may use, as CUDA_VISIBLE_DEVICES names them (its entries, else 0, 1, ...)."""
     import torch
@@ -410,6 +424,8 @@ def run_sweep(spec: Spec, out: str | Path, engine: str = "local", address: str |
     elif (cores := os.cpu_count() or 1) < spec.resources["cpus"]:
         raise SweepError(f"{spec.path}: resources.cpus is {spec.resources['cpus']:g}, but this machine has {cores} "
                          "cores (the default engine runs each trial with resources.cpus threads)")
+    else:
+        check_gpus(spec)
     check_folder(spec, out, resume)  # before the lock file is written into a folder that is not a sweep
     with hold(out), stop_on_ctrl_c() as ctrl_c:
         return _run_held(spec, out, engine, address, resume, retry_failed, trial_fn, log, ctrl_c)

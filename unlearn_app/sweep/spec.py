@@ -100,7 +100,7 @@ class Resources:
     gpus: float = key(0, "GPUs per trial (a fraction shares a GPU; 2 or more: one process per GPU)", ge=0, le=64)
     processes: int | None = key(None, "processes per trial: more than 1 runs its `unlearn run` under `accelerate "
                                 "launch`, each process a share of every step (default: gpus when 2 or more, else 1; "
-                                "without GPUs, CPU processes)", ge=1, le=64)
+                                "CPU processes with gpus: 0)", ge=1, le=64)
     max_retries: int = key(2, "times the Ray engine reruns a trial whose worker died", ge=0, le=100)
 
 
@@ -330,16 +330,17 @@ def _expand(doc: Settings) -> Spec:
                     for stage, forget in enumerate(sequence, 1):
                         after = trials[-1].id if stage > 1 else None
                         trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values,
-                                             sequence=sequence, stage=stage, after=after))
+                                             sequence=sequence, stage=stage, after=after,
+                                             processes=resources["processes"]))
                 continue
             for model, forget, seed in itertools.product(models, forgets, seeds):
                 trials.append(_trial(str(method), model, forget, seed, params, run, data, evaluation, values,
-                                     named=len(forgets) > 1))
+                                     named=len(forgets) > 1, processes=resources["processes"]))
     if klom:  # the oracle ensemble: retain-only training from oracle.model, one model per seed (and split)
         oracle_run = {**shared, **klom["oracle_run"]}
         for forget, seed in itertools.product(forgets, seeds):
             trials.append(_trial("retain_ft", klom["oracle_model"], forget, seed, {}, oracle_run, data, evaluation,
-                                 {}, named=len(forgets) > 1, oracle=True))
+                                 {}, named=len(forgets) > 1, oracle=True, processes=resources["processes"]))
     ids = [t.id for t in trials]
     if len(set(ids)) != len(ids):
         dup = next(i for i in ids if ids.count(i) > 1)
@@ -658,12 +659,16 @@ def _digest(content: dict[str, Any]) -> str:
 def _trial(method: str, model: str, forget: str, seed: int, params: dict[str, Any], run: dict[str, Any],
            data: dict[str, Any], evaluation: Evaluation, values: dict[str, Any], named: bool = False,
            sequence: list[str] | None = None, stage: int | None = None, after: str | None = None,
-           oracle: bool = False) -> Trial:
+           oracle: bool = False, processes: int = 1) -> Trial:
     """Ids: ``METHOD-HASH``; with several forget splits ``METHOD-SPLIT-HASH``; a sequential stage
-    ``METHOD-HASH-sK``, the hash shared by the stages of one chain (it covers the whole sequence)."""
+    ``METHOD-HASH-sK``, the hash shared by the stages of one chain (it covers the whole sequence). The hash covers
+    the processes a trial runs in when more than one (each process takes a batch of every step, so the weights
+    differ); a trial of one process hashes as before the count was recorded, so its earlier records still count."""
     setting = {"method": method, "model": model, "forget": forget, "params": params, "run": run, "data": data,
                "evaluation": {"tasks": evaluation.tasks, "limit": evaluation.limit,
                               "metadata": evaluation.task_metadata()}}
+    if processes > 1:
+        setting["processes"] = processes
     if sequence:
         chain = {**setting, "forget": None, "sequence": sequence}
         return Trial(f"{method}-{_digest({**chain, 'seed': seed})}-s{stage}", f"{method}-{_digest(chain)}-s{stage}",

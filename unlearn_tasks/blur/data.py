@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from harness_ext.provenance import note_data_source
-from unlearn_tasks.blur.options import HUB_ID, PROMPT, RELEARN_LEVELS, SETS, SOURCES
+from unlearn_tasks.blur.options import HUB_ID, PROMPT, RELEARN_LEVELS, RELEARN_SOURCES, SETS, SOURCES
 from unlearn_tasks.dataset_loader import (
     DataError,
     check_rows,
@@ -40,6 +40,9 @@ def relearn_stem(source: str, level: str) -> str:
     if source not in SOURCES or level not in RELEARN_LEVELS:
         raise DataError(f"BLUR relearning set {source}:{level}: the sources are {', '.join(SOURCES)} and the levels "
                         f"{', '.join(RELEARN_LEVELS)}.")
+    if level != "lo" and source not in RELEARN_SOURCES:
+        raise DataError(f"BLUR relearning set {source}:{level}: the release has {level} sets for "
+                        f"{', '.join(RELEARN_SOURCES)} only; {source} has the shared lo set (blur:{source}:lo).")
     return "D_lo_for_all" if level == "lo" else f"{source}_D_{level}"
 
 

@@ -15,6 +15,9 @@ SOURCES = ("rwku", "whp", "wmdp", "tofu")
 SETS = {"forget": "forget", "retain": "retain", "combined": "paired_forget_retain"}
 #: relearning difficulty -> its file (``D_lo`` is one file for every source)
 RELEARN_LEVELS = ("hi", "mid", "lo")
+#: the sources with their own ``hi`` and ``mid`` relearning sets (the release has none for TOFU, whose only set is
+#: the combined queries; ``lo`` serves every source)
+RELEARN_SOURCES = ("rwku", "whp", "wmdp")
 #: the release's generation prompt and budget
 PROMPT = "Answer the following question. Question: {} Answer:"
 MAX_NEW_TOKENS = 100

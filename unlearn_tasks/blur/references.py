@@ -45,6 +45,8 @@ def load_references(given: str | Path, options: Any | None = None) -> References
     path = reference_path(given)
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise DataError(f"blur_references {path} is not UTF-8 text; write it with `unlearn blur-references`.") from None
     except OSError as e:
         raise DataError(f"blur_references {path}: cannot read it ({e.strerror or e}); write it with `unlearn "
                         "blur-references --model BASE --out DIR`.") from None

@@ -31,6 +31,7 @@ from unlearn_tasks.dataset_loader import (
     local_config_file,
     read_json_records,
     read_parquet,
+    read_utf8,
     readme_data_files,
     resolve_local_folder,
     split_files,
@@ -151,7 +152,7 @@ def config_rows(options: DuskOptions, config: str) -> list[dict]:
 
 def release_text(path: Path) -> str:
     """A text file of the release as its evaluation reads it (``f.read().strip()``)."""
-    return path.read_text(encoding="utf-8").strip()
+    return read_utf8(path).strip()
 
 
 def population_text(repo_id: str, config: str, split: str, data_dir: str | None = None) -> str:
@@ -167,7 +168,30 @@ def population_text(repo_id: str, config: str, split: str, data_dir: str | None 
             if not text:
                 raise DataError(f"{path} holds no text.")
             return text
-    return DOCUMENT_SEPARATOR.join(str(r["text"]).strip() for r in load_rows(repo_id, config, split, ("text",), data_dir))
+    rows = load_rows(repo_id, config, split, (), data_dir)
+    return joined_text(rows, f"DUSK {config}/{split}")
+
+
+def joined_text(rows: list[dict], where: str) -> str:
+    """The release's text of a split's rows, which are either its documents or chunks of its file.
+
+    Documents (one professor each, no surrounding space): joined with :data:`DOCUMENT_SEPARATOR`, as the file
+    separates them. Chunks of the file (a row blank, starting with white space or holding a document separator: a
+    chunk may begin mid-paragraph, and keeps its own line breaks): joined with nothing, as they were cut. Either way
+    the result is the file's text stripped, which is what the release reads."""
+    texts = []
+    for n, row in enumerate(rows, 1):
+        text = row.get("text")
+        if not isinstance(text, str):
+            raise DataError(f"{where}: row {n} has no 'text' string ({text!r}).")
+        texts.append(text)
+    if any(not t.strip() or t[:1].isspace() or DOCUMENT_SEPARATOR in t for t in texts):
+        joined = "".join(texts).strip()
+    else:
+        joined = DOCUMENT_SEPARATOR.join(t.strip() for t in texts)
+    if not joined:
+        raise DataError(f"{where} holds no text.")
+    return joined
 
 
 def raw_text(repo_id: str, split: str, data_dir: str | None = None) -> str:

@@ -23,6 +23,7 @@ from unlearn_tasks.dataset_loader import (
     check_rows,
     load_from_hub,
     read_parquet,
+    read_utf8,
     readme_data_files,
     resolve_local_folder,
 )
@@ -47,7 +48,7 @@ def _readme_paths(folder: Path, domain: str, scope: str) -> list[Path]:
 
 
 def _json_record(path: Path) -> dict:
-    text = path.read_text(encoding="utf-8").strip()
+    text = read_utf8(path).strip()
     try:
         value = json.loads(text)
     except json.JSONDecodeError:

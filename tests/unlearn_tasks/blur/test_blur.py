@@ -154,6 +154,10 @@ def test_relearning_sets_by_difficulty(blur_dir, references, tiny_model_dir, tmp
     assert corpus.path.startswith("blur:whp:lo (")
     with pytest.raises(DataError, match="levels hi, mid, lo"):
         read_corpus("blur:rwku:easy")
+    with pytest.raises(DataError, match=r"^BLUR relearning set tofu:hi: the release has hi sets for rwku, whp, wmdp "
+                                        r"only; tofu has the shared lo set \(blur:tofu:lo\)\.$"):
+        read_corpus("blur:tofu:hi")  # refused by its name, before any file is looked for
+    assert [r["text"] for r in read_corpus("blur:tofu:lo").records] == relearn_texts("D_lo_for_all")
     # the attack: relearn on D_hi, measure the base model's answers to the forget queries (none shown)
     from unlearn_methods.attacks.relearn import relearn
 
@@ -190,6 +194,28 @@ def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, r
     assert 0 <= res["results"]["blur_whp"]["retain_rougeL_recall,none"] <= 1
     with pytest.raises(ValueError, match="--blur-references"):
         load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "p"), data="blur")
+
+
+def test_forget_and_retain_name_the_sources_query_files(tmp_path, blur_dir, references):
+    from unlearn_tasks.blur.data import load_texts
+
+    cfg = load_run_config(None, method="graddiff", model="m", out=str(tmp_path / "o"), data="blur",
+                          data_dir=str(blur_dir), blur_references=str(references), forget="rwku_retain")
+    cfg.source.resolve_splits(cfg)
+    assert (cfg.forget, cfg.retain) == ("rwku_retain", "rwku_forget")
+    forget, retain = cfg.source.load(cfg, cfg.data_dir)
+    assert [r["question"] for r in forget] == queries("rwku", "retain")
+    assert [r["question"] for r in retain] == queries("rwku", "forget")
+    with pytest.raises(ValueError, match=r"^--forget 'forget05' is not a BLUR query file of --blur-source rwku; use "
+                                         r"rwku_forget or rwku_retain \(default rwku_forget\)\.$"):
+        load_run_config(None, method="ga", model="m", out="o", data="blur", blur_references="r", forget="forget05")
+    with pytest.raises(ValueError, match=r"^--retain 'whp_retain' is not a BLUR query file of --blur-source rwku"):
+        load_run_config(None, method="ga", model="m", out="o", data="blur", blur_references="r", retain="whp_retain")
+    bad = tmp_path / "blur"
+    write_blur_corpus(bad)
+    (bad / "rwku_forget.json").write_bytes(b'[{"text": "\xc3("}]')
+    with pytest.raises(DataError, match=rf"^{bad / 'rwku_forget.json'} is not UTF-8 text \(byte 0xc3 at offset 11\)"):
+        load_texts("rwku_forget", data_dir=str(bad))
 
 
 def test_blur_references_cli_names_a_bad_source(tmp_path):

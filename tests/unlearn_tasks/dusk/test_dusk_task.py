@@ -74,6 +74,20 @@ def test_the_github_release_layout_gives_the_hub_documents_and_its_files_exact_t
         build_docs(DuskOptions(dusk_set="shared_qa", data_dir=str(release)))
 
 
+def test_hub_rows_that_are_chunks_of_the_release_files_give_the_release_text(dusk_dir, tmp_path):
+    """Rows cut from the release's files anywhere (mid-word, inside the blank lines, one empty) are joined with
+    nothing, rows that are whole documents with the release's separator: both give the files' stripped text."""
+    release = write_dusk_corpus(tmp_path / "clone", layout="release") / "data" / "Prof"
+    chunks = write_dusk_corpus(tmp_path / "chunks", layout="chunks")
+    texts = privacy_texts(DuskOptions(dusk_set="privacy", data_dir=str(chunks)))
+    assert texts["forget"] == [(release / "Chronological.txt").read_text().strip()]
+    assert texts["holdout"] == [(release / "eval" / "holdout.txt").read_text().strip()]
+    assert texts == privacy_texts(DuskOptions(dusk_set="privacy", data_dir=str(dusk_dir)))
+    assert raw_text("AI-ISL/DUSK", "retain_listicle", str(chunks)) == (release / "Listicle.txt").read_text().strip()
+    privacy = build_docs(DuskOptions(dusk_set="privacy", data_dir=str(chunks)))
+    assert privacy == build_docs(DuskOptions(dusk_set="privacy", data_dir=str(dusk_dir)))
+
+
 def test_the_readme_configs_win_and_a_missing_file_is_named(dusk_dir, tmp_path):
     import shutil
 

@@ -5,6 +5,7 @@ end to end (all on the project's own fixture in the release's schema)."""
 import ast
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -72,6 +73,46 @@ def test_bad_data_is_named(tmp_path):
     (folder / "copyright" / "retention.json").unlink()
     with pytest.raises(DataError, match="No file for KnowUnDo copyright/retention"):
         build_docs(KnowundoOptions(knowundo_domain="copyright", data_dir=str(folder)))
+
+
+def test_a_file_that_is_not_utf8_is_named_in_one_line_lm_eval_prints(tmp_path):
+    from harness_ext.input_errors import is_input_error
+
+    folder = write_knowundo_corpus(tmp_path / "k", "hub")
+    bad = folder / "copyright" / "unlearn.json"
+    bad.write_bytes(b'{"train": [{"text": "caf\xe9", "labels": "x"}]}')
+    with pytest.raises(DataError) as e:
+        build_docs(KnowundoOptions(knowundo_domain="copyright", data_dir=str(folder)))
+    assert str(e.value) == f"{bad} is not UTF-8 text (byte 0xe9 at offset 24); save it as UTF-8."
+    assert is_input_error(e.value)  # what `lm_eval --tasks knowundo_copyright` prints as one error line
+
+
+def test_forget_and_retain_name_the_domains_scopes_and_nothing_else(tmp_path, knowundo_dir, capsys):
+    from unlearn_app.cli import main
+
+    cfg = load_run_config(None, method="ga", model="m", out=str(tmp_path / "o"), data="knowundo",
+                          data_dir=str(knowundo_dir), forget="privacy_retention", knowundo_domain="privacy")
+    cfg.source.resolve_splits(cfg)
+    assert (cfg.forget, cfg.retain) == ("privacy_retention", "privacy_unlearn")
+    forget, retain = cfg.source.load(cfg, cfg.data_dir)
+    pairs = corpus()["privacy"]
+    assert forget == [{"question": p["text"], "answer": p["labels"]} for p in pairs["retention"]["train"]]
+    assert retain == [{"question": p["text"], "answer": p["labels"]} for p in pairs["unlearn"]["train"]]
+    for given, message in (
+            (dict(forget="nonsense"), "--forget 'nonsense' is not a KnowUnDo split of --knowundo-domain copyright; "
+                                      "use copyright_unlearn or copyright_retention (default copyright_unlearn)."),
+            (dict(forget="privacy_unlearn"), "--forget 'privacy_unlearn' is not a KnowUnDo split of "
+                                             "--knowundo-domain copyright"),
+            (dict(retain="retain90"), "--retain 'retain90' is not a KnowUnDo split of --knowundo-domain copyright "
+                                      "other than the forget one; use copyright_retention."),
+            (dict(retain="copyright_unlearn"), "other than the forget one")):
+        with pytest.raises(ValueError, match=re.escape(message)):
+            load_run_config(None, method="ga", model="m", out=str(tmp_path / "o"), data="knowundo", **given)
+    assert main(["run", "--model", "m", "--out", str(tmp_path / "o"), "--data", "knowundo", "--forget",
+                 "nonsense"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("error: --forget 'nonsense' is not a KnowUnDo split")
+    assert not (tmp_path / "o").exists()
 
 
 def test_success_and_perplexity_by_hand():
