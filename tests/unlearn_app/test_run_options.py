@@ -196,8 +196,9 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
 def test_the_run_command_names_no_option():
     source = Path(run_command.__file__).read_text()
     named = [name for name in FIELDS if f'"{name}"' in source or f"args.{name}" in source]
-    # --eval-every (unless --quiet: progress) shows the evaluation lines; --param merges over the file's parameters
-    assert sorted(named) == ["eval_every", "method_params", "progress"]
+    # --eval-every (unless --quiet: progress) shows the evaluation lines; --param merges over the file's parameters;
+    # --model (or the config file's) is checked before the training stack is imported
+    assert sorted(named) == ["eval_every", "method_params", "model", "progress"]
 
 
 def test_eval_every_shows_the_evaluation_lines_unless_quiet(capsys):
