@@ -42,7 +42,7 @@ class TofuLeakOptions(MetadataOptions):
         "leak_threshold alone)", choices=LEAK_CRITERIA)
     leak_threshold: float = param(0.1, "the ROUGE-L recall a leaking sample reaches", ge=0, le=1)
     leak_nli_model: str = param(LEAK_NLI_MODEL, "the NLI model of the entailment criterion (folder or Hub id)")
-    generation_prompt: str | None = param(
+    generation_prompt: str = param(
         "lm_eval", "lm_eval: sample after `Question: q\\nAnswer:`; tofu: after `Question: q\\nAnswer: ` (trailing "
         "space); ignored with --apply_chat_template", choices=GENERATION_PROMPTS)
 
