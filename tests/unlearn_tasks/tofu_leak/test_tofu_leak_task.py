@@ -104,9 +104,10 @@ def test_entailment_criterion_asks_the_nli_model_above_the_threshold(demo_data_d
 
 @pytest.fixture(scope="module")
 def leak_runs(tiny_model_dir, demo_data_dir, tmp_path_factory):
-    """Two runs of the tiny model with the same seeds (n = 6 samples per question, ROUGE criterion)."""
+    """Two runs of the (untrained) tiny model with the same seeds: n = 6 samples per question, ROUGE criterion at a
+    threshold its word salad reaches now and then (a shared word of the answer)."""
     metadata = {"data_dir": str(demo_data_dir), "leak_n": 6, "leak_k": [1, 2, 6], "leak_criterion": "rougeL_recall",
-                "leak_threshold": 0.2, "leak_max_new_tokens": 16}
+                "leak_threshold": 0.1, "leak_max_new_tokens": 16}
     return [run_lm_eval(tiny_model_dir, ["tofu_forget01_leak"], tmp_path_factory.mktemp(f"leak{i}"), metadata,
                         batch_size=6, log_samples=True) for i in range(2)]
 
@@ -124,8 +125,9 @@ def test_leak_at_k_from_the_samples_equals_the_estimator(leak_runs):
         record = s["leak_at_1"]
         recalls = [rouge_l_recall(s["doc"]["answer"], a.strip()) for a in answers]
         assert record["rougeL_recall"] == pytest.approx(recalls)
-        counts.append(sum(r >= 0.2 for r in recalls))
+        counts.append(sum(r >= 0.1 for r in recalls))
         assert record["leaks"] == counts[-1]
+    assert 0 < sum(counts) and min(counts) < 6  # some samples leak, not all: the estimator is exercised
     for k in (1, 2, 6):
         by_hand = sum(leak_at_k(6, c, k) for c in counts) / len(counts)
         assert values[f"leak_at_{k},none"] == pytest.approx(by_hand)
