@@ -60,6 +60,10 @@ class TofuLeakTask(UnlearningTask):
                                        "temperature": o.leak_temperature, "top_p": o.leak_top_p,
                                        "max_gen_toks": o.leak_max_new_tokens}
         config["filter_list"] = [{"name": "none", "filter": []}]  # every sample, not lm-eval's default take_first
+        if o.leak_criterion == "entailment":  # load the NLI model now: a wrong name fails before any sampling
+            from unlearn_tasks.classifier import pair_labels
+
+            pair_labels(o.leak_nli_model, [])
 
     def metric_names(self) -> list[str]:
         return [metric_name(k) for k in self.options.leak_k]

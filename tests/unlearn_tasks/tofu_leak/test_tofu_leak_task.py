@@ -9,6 +9,7 @@ from lm_eval.tasks import TaskManager
 from fixtures.classifier import build_constant_classifier
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
+from unlearn_tasks.classifier import ClassifierError
 from unlearn_tasks.metrics.leak import leak_at_k
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 from unlearn_tasks.tofu_leak.options import TofuLeakOptions
@@ -48,7 +49,7 @@ def test_bad_options_are_refused_in_one_line(metadata, message):
 
 def test_the_task_asks_each_forget_question_n_times_with_sampling(demo_data_dir):
     task = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_n=5, leak_k=[1, 5], leak_temperature=0.7,
-                 leak_top_p=0.9, leak_max_new_tokens=32)
+                 leak_top_p=0.9, leak_max_new_tokens=32, leak_criterion="rougeL_recall")
     docs = task.test_docs()
     forget = [json.loads(line) for line in (demo_data_dir / "forget01_perturbed.json").read_text().splitlines()]
     assert [d["question"] for d in docs] == [r["paraphrased_question"] for r in forget]  # the release's questions
@@ -60,7 +61,8 @@ def test_the_task_asks_each_forget_question_n_times_with_sampling(demo_data_dir)
     assert kwargs == {"until": [], "do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_gen_toks": 32}
     assert set(task.aggregation()) == {"leak_at_1", "leak_at_5"}
     assert not any(task.higher_is_better().values())
-    original = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_question="question")
+    original = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_question="question",
+                     leak_criterion="rougeL_recall")
     assert [d["question"] for d in original.test_docs()] == [r["question"] for r in forget]
 
 
@@ -100,6 +102,24 @@ def test_entailment_criterion_asks_the_nli_model_above_the_threshold(demo_data_d
     task = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_n=3, leak_k=[1], leak_nli_model=str(no))
     record = task.score_document(doc, [samples])
     assert record["nli_label"] == ["neutral", None, "neutral"] and record["leaks"] == 0
+
+
+def test_an_unloadable_nli_model_fails_before_any_sampling(demo_data_dir, tmp_path):
+    with pytest.raises(ClassifierError, match="Cannot load the text classifier"):
+        _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_nli_model=str(tmp_path))
+
+
+def test_chat_and_tofu_prompts(demo_data_dir):
+    """With --apply_chat_template the question is the user turn; ``generation_prompt: tofu`` adds TOFU's space."""
+    task = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_criterion="rougeL_recall")
+    doc = task.test_docs()[0]
+    rendered = task.fewshot_context(doc, 0, apply_chat_template=True,
+                                    chat_template=lambda turns, add_generation_prompt: json.dumps(turns))
+    assert json.loads(rendered) == [{"role": "user", "content": doc["question"]}]
+    tofu = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_criterion="rougeL_recall",
+                 generation_prompt="tofu")
+    tofu.build_all_requests(limit=1, rank=0, world_size=1)
+    assert tofu.instances[0].args[0] == f"Question: {doc['question']}\nAnswer: "
 
 
 @pytest.fixture(scope="module")
