@@ -72,7 +72,13 @@ class TofuLeakTask(UnlearningTask):
         return set(self.metric_names())
 
     def metric_modes(self) -> dict[str, Any]:
-        return {**super().metric_modes(), "leak_k": list(self.options.leak_k)}
+        """The options, and the sampling arguments the requests carried (``--gen_kwargs`` may have changed them)."""
+        modes = {**super().metric_modes(), "leak_k": list(self.options.leak_k)}
+        if self.options.leak_criterion != "entailment":
+            modes.pop("leak_nli_model", None)
+        sent = self.config.generation_kwargs or {}
+        modes["sampling"] = {key: sent.get(key) for key in ("do_sample", "temperature", "top_p", "max_gen_toks")}
+        return modes
 
     # ------------------------------------------------------------------ prompts and requests
     def doc_to_text(self, doc: dict, doc_to_text: Any = None) -> str:

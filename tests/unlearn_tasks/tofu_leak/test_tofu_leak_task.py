@@ -61,6 +61,11 @@ def test_the_task_asks_each_forget_question_n_times_with_sampling(demo_data_dir)
     assert kwargs == {"until": [], "do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_gen_toks": 32}
     assert set(task.aggregation()) == {"leak_at_1", "leak_at_5"}
     assert not any(task.higher_is_better().values())
+    modes = task.metric_modes()
+    assert modes["sampling"] == {"do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_gen_toks": 32}
+    assert modes["leak_k"] == [1, 5] and "leak_nli_model" not in modes
+    task.set_config(key="generation_kwargs", value={"temperature": 0.5}, update=True)  # what --gen_kwargs does
+    assert task.metric_modes()["sampling"]["temperature"] == 0.5
     original = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_question="question",
                      leak_criterion="rougeL_recall")
     assert [d["question"] for d in original.test_docs()] == [r["question"] for r in forget]
