@@ -14,6 +14,7 @@ import sys
 from types import ModuleType
 
 from unlearn_app import commands, output_guard
+from unlearn_app.launch import relaunch_cpu_processes
 
 MODULE_OF = {"watermark": "waterdrum", "verify": "waterdrum"}
 """Commands added by a module not named after them (``tests/unlearn_app/test_command_modules.py`` checks all)."""
@@ -82,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
+    relaunch_cpu_processes(argv)  # `accelerate launch --cpu --num_processes N` started one process: start the N
     try:
         output_guard.check(args)  # no output may destroy an input or an existing result (before any work)
     except output_guard.OutputClash as e:

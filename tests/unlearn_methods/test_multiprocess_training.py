@@ -5,29 +5,12 @@ accelerate fills with repeated rows on the second process."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
-import torch
-from safetensors.torch import load_file
 
 from fixtures.commands import launch, run_command
+from fixtures.weights import logged_losses, update_difference
 
 pytestmark = pytest.mark.slow
-
-
-def _update_difference(base: Path, one: Path, two: Path) -> tuple[float, float]:
-    """(||w_two - w_one|| / ||w_one - w_base||, ||w_one - w_base||) over all weights."""
-    w0, w1, w2 = (load_file(str(d / "model.safetensors")) for d in (base, one, two))
-    diff = torch.sqrt(sum(((w2[k].double() - w1[k].double()) ** 2).sum() for k in w0))
-    update = torch.sqrt(sum(((w1[k].double() - w0[k].double()) ** 2).sum() for k in w0))
-    return float(diff / update), float(update)
-
-
-def _losses(out: Path) -> list[float]:
-    history = json.loads((out / "train_metrics.json").read_text())["log_history"]
-    return [row["loss"] for row in history if "loss" in row]
 
 
 @pytest.mark.parametrize("method", ["npo", "ga"])  # a reference model and paired retain rows; a plain loss
@@ -40,12 +23,12 @@ def test_two_processes_end_in_the_weights_of_one(method, tiny_model_dir, demo_da
     two = launch(["unlearn", *common, "--batch-size", "2", "--out", str(tmp_path / "two")])
     assert two.returncode == 0, two.stderr[-3000:]
 
-    difference, update = _update_difference(tiny_model_dir, tmp_path / "one", tmp_path / "two")
+    difference, update = update_difference(tiny_model_dir, tmp_path / "one", tmp_path / "two")
     assert update > 1e-2  # the run moved the weights
     assert difference <= 1e-4
     # 2 epochs of 2 steps (4 + 2 rows), the losses logged over the global batch
-    assert _losses(tmp_path / "two") == pytest.approx(_losses(tmp_path / "one"), rel=1e-4)
-    assert len(_losses(tmp_path / "one")) == 4
+    assert logged_losses(tmp_path / "two") == pytest.approx(logged_losses(tmp_path / "one"), rel=1e-4)
+    assert len(logged_losses(tmp_path / "one")) == 4
     # written once, by the main process: the folder is complete and nothing is left beside it
     assert sorted(p.name for p in tmp_path.iterdir()) == ["one", "two"]
     assert sorted(p.name for p in (tmp_path / "two").iterdir()) == sorted(p.name for p in (tmp_path / "one").iterdir())

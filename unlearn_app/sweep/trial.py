@@ -73,11 +73,11 @@ def launch_run(config: dict[str, Any], folder: Path, processes: int, threads: in
     options go to ``folder/run.yaml`` and the output to ``folder/launch.log``. Returns the checkpoint folder; a run
     that fails raises :class:`~unlearn_methods.training.UnlearningFailed` with its error line."""
     import subprocess
-    import sys
 
     import torch
     import yaml
 
+    from unlearn_app.launch import launch_command
     from unlearn_methods.config import load_run_config
     from unlearn_methods.training import UnlearningFailed
 
@@ -91,9 +91,7 @@ def launch_run(config: dict[str, Any], folder: Path, processes: int, threads: in
     env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // processes))}
     if not torch.cuda.is_available():
         env["ACCELERATE_USE_CPU"] = "true"
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-               "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port",
-               str(port), "-m", "unlearn_app", "run", "--config", str(options)]
+    command = launch_command(processes, port, ["run", "--config", str(options)])
     log = folder / "launch.log"
     with log.open("w") as f:
         done = subprocess.run(command, stdout=f, stderr=subprocess.STDOUT, env=env)
