@@ -1,9 +1,9 @@
 """How the demos run: reproducibly (one CPU thread, torch's deterministic algorithms) and quietly (the Trainer's
 loss lines and checkpoint messages go to a file in the demo's folder; the terminal shows the stages and tables).
 
-Why one thread: a float32 sum split over several threads is added in another order, so its last bits depend on
-the thread count; forty epochs of training amplify those bits into different tables. With one thread the tables
-depend only on the CPU's kernels (torch picks AVX2 or AVX-512 code by the CPU), which is what docs/demo.md says.
+Why one thread: a float32 sum split over several threads can be added in another order, so its last bits can
+depend on the thread count; forty epochs of training amplify those bits into different tables. With one thread the
+tables depend only on the CPU's kernels (torch picks AVX2 or AVX-512 code by the CPU), as docs/demo.md says.
 """
 
 from __future__ import annotations
