@@ -10,7 +10,9 @@ makes MkDocs read lists as GitHub does; this check, run on the built HTML by ``.
 
 It flags, outside ``<pre>``: a paragraph line that starts with a list marker (``1.``, ``2)``, ``-``, ``*``, ``+``), a
 task box (``[ ]``, ``[x]``), a code fence or a table row (re-wrap a sentence whose line would start with "2. "); a list item whose text starts with a literal task box; and an ordered list that starts at a
-number other than 1 (the tail of a list that a block between its items cut in two).
+number other than 1 (the tail of a list that a block between its items cut in two); and a table row with text in
+its first cell only (the paragraph right after a table, with no blank line between, read as rows: its first line
+goes into the last row as an extra cell, which is dropped, and its other lines become one-cell rows).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ class _Page(HTMLParser):
         self.open: list[tuple[str, list[str]]] = []  # (tag, text pieces) of the open <p> / <li> elements
         self.pre = 0
         self.problems: list[str] = []
+        self.row: list[list[str]] | None = None  # the text pieces of each cell of the open <tr>
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _VOID:
@@ -46,16 +49,28 @@ class _Page(HTMLParser):
                                      "between its items to the item's text)")
         if tag in ("p", "li") and self.pre == 0:
             self.open.append((tag, []))
+        if tag == "tr":
+            self.row = []
+        elif tag in ("td", "th") and self.row is not None:
+            self.row.append([])
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "pre":
             self.pre = max(0, self.pre - 1)
+        if tag == "tr" and self.row is not None:
+            cells = ["".join(c).strip() for c in self.row]
+            if len(cells) > 1 and cells[0] and not any(cells[1:]):
+                self.problems.append(f"a table row has text in its first cell only (a paragraph right after a table "
+                                     f"is read as rows: put a blank line after the table): {_excerpt(cells[0])}")
+            self.row = None
         if tag in ("p", "li") and self.open and self.open[-1][0] == tag:
             self._check(*self.open.pop())
 
     def handle_data(self, data: str) -> None:
         if self.open and self.pre == 0:
             self.open[-1][1].append(data)
+        if self.row:
+            self.row[-1].append(data)
 
     def _check(self, tag: str, pieces: list[str]) -> None:
         text = "".join(pieces)

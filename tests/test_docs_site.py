@@ -51,6 +51,10 @@ check_site = _load("check_site")
     ("<p>forget - retain, 3 - 1 = 2, the gap [x] marks</p>", 0),  # markers inside a line are text
     ("<p>Year\n2026 was</p>", 0),
     ("<table><tr><td>- none</td></tr></table>", 0),
+    # a paragraph right after a table, no blank line between: its lines became one-cell rows
+    ("<table><thead><tr><th>a</th><th>b</th></tr></thead><tbody><tr><td>x</td><td><code>y</code></td></tr>"
+     "<tr><td>defaults (10 epochs</td><td></td></tr><tr><td>up for one epoch</td><td></td></tr></tbody></table>", 2),
+    ("<table><tr><td>x</td><td>n/a</td></tr><tr><td></td><td>y</td></tr><tr><td></td><td></td></tr></table>", 0),
 ])
 def test_check_flags_markdown_left_as_text(html, problems):
     assert len(check_site.page_problems(html)) == problems, check_site.page_problems(html)

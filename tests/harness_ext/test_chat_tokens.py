@@ -359,35 +359,47 @@ def varied_llama3_lm(llama3_chat_dir, tmp_path_factory):
     return HFLM(pretrained=str(out), dtype="float32", device="cpu", batch_size=4, chat_template_args={"date_string": DATE})
 
 
+@pytest.fixture
+def eot_padded_lm(varied_llama3_lm):
+    """``varied_llama3_lm`` with its pad token set to <|eot_id|> for one test, then put back. Set and restored through
+    the tokenizer's own attribute (not ``monkeypatch.setattr``: transformers 5 keeps special tokens outside the
+    instance ``__dict__``, and pytest >= 9.2 would ``delattr`` it at teardown)."""
+    tok = varied_llama3_lm.tokenizer
+    before = tok.pad_token
+    tok.pad_token = tok.eos_token
+    yield varied_llama3_lm
+    tok.pad_token = before
+
+
 @pytest.mark.slow
-def test_chat_generation_under_ou_mask_equals_masked_generate_by_hand(varied_llama3_lm, demo_data_dir, monkeypatch):
+def test_chat_generation_under_ou_mask_equals_masked_generate_by_hand(eot_padded_lm, demo_data_dir, monkeypatch):
     """With the pad token set to <|eot_id|> (open-unlearning pads Llama-3 with EOS, which ends every turn), the TOFU
     chat mode generates as ``model.generate`` does on the left-padded prompts with every <|eot_id|> hidden (and the
     position ids ``generate`` derives from that mask): the same ids, the same texts. The plain mask gives other
     ids on this model; with ``ou_chat_mask: false`` the backend generates as the plain hand-built call."""
     from harness_ext.generation import OU_MASK_ATTRIBUTE
 
-    tok = varied_llama3_lm.tokenizer
+    lm = eot_padded_lm
+    tok = lm.tokenizer
     eot = tok.eos_token_id
-    monkeypatch.setattr(tok, "pad_token", tok.eos_token)
-    gens = [i for i in _tofu_requests(varied_llama3_lm, demo_data_dir, limit=3) if i.request_type == "generate_until"][:3]
+    gens = [i for i in _tofu_requests(lm, demo_data_dir, limit=3) if i.request_type == "generate_until"][:3]
     assert len(gens) == 3 and all(getattr(i, OU_MASK_ATTRIBUTE, False) for i in gens)
     prompts = [llama3_prompt(i.doc["question"]) for i in gens]
-    masked = _hand_generation(varied_llama3_lm, prompts, ou_mask=True)
-    plain = _hand_generation(varied_llama3_lm, prompts, ou_mask=False)
+    masked = _hand_generation(lm, prompts, ou_mask=True)
+    plain = _hand_generation(lm, prompts, ou_mask=False)
     assert all(prompt.count(eot) == 2 for prompt in masked)  # the system turn's and the question's end of turn
     assert masked != plain  # what the mask hides changes the greedy ids on this model
 
-    ours, texts = _backend_generation(varied_llama3_lm, gens, monkeypatch)
+    ours, texts = _backend_generation(lm, gens, monkeypatch)
     assert ours == masked
     by_prompt = {p: tok.decode(list(masked[_strip_left(tok(p, add_special_tokens=False)["input_ids"], eot)]),
                                skip_special_tokens=True).strip() for p in prompts}
     assert [t.strip() for t in texts] == [by_prompt[p] for p in prompts]
 
-    off = [i for i in _tofu_requests(varied_llama3_lm, demo_data_dir, limit=3, ou_chat_mask=False)
+    off = [i for i in _tofu_requests(lm, demo_data_dir, limit=3, ou_chat_mask=False)
            if i.request_type == "generate_until"][:3]
     assert not any(getattr(i, OU_MASK_ATTRIBUTE, False) for i in off)
-    unmasked, _ = _backend_generation(varied_llama3_lm, off, monkeypatch)
+    unmasked, _ = _backend_generation(lm, off, monkeypatch)
     assert unmasked == plain
 
 

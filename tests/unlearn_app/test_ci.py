@@ -247,6 +247,19 @@ def test_a_launched_run_reads_as_an_error_until_it_has_its_verdict(tmp_path, mon
     assert seen["error"] == runner.STOPPED and "passed" not in seen
 
 
+def test_report_provenance_names_the_data_read():
+    """A local file by its path (the demo corpus is not locuslab/TOFU, only in its schema); a Hub dataset by id,
+    config and revision."""
+    from unlearn_app.reports.evaluated_run import Run, provenance_rows
+
+    local = provenance_record()
+    hub = {**local, "data": [{"kind": "hub", "source": "locuslab/TOFU", "config": "forget10", "revision": "abc123"}]}
+    rows = {name: dict((field, value) for _, field, value in provenance_rows(Run(name, "", {}, {"tofu_forget10": p})))
+            for name, p in (("local", local), ("hub", hub))}
+    assert rows["local"]["data"] == "/d/f.json (local file, locuslab/TOFU schema) sha256:aaaaaaaaaaaa"
+    assert rows["hub"]["data"] == "locuslab/TOFU/forget10 rev:abc123"
+
+
 def test_report_prints_provenance_and_warns_when_runs_differ(tmp_path, capsys):
     metrics = {"tofu_forget10": {"forget_quality": 0.2, "model_utility": 0.6}}
     write_results(tmp_path / "a", metrics, {"tofu_forget10": provenance_record()})
@@ -256,7 +269,8 @@ def test_report_prints_provenance_and_warns_when_runs_differ(tmp_path, capsys):
     assert main(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
     out, err = capsys.readouterr()
     assert "warning" not in err
-    assert "| a | tofu_forget10 | lm-eval-unlearning 0.1.0 (git n/a) | locuslab/TOFU/forget10_perturbed sha256:aaaaaaaaaaaa" in out
+    assert ("| a | tofu_forget10 | lm-eval-unlearning 0.1.0 (git n/a) | /d/f.json (local file, locuslab/TOFU schema) "
+            "sha256:aaaaaaaaaaaa |") in out
     assert main(["report", str(tmp_path / "a"), str(tmp_path / "c"), "--out", str(tmp_path / "r.md")]) == 0
     out, err = capsys.readouterr()
     assert "warning: tofu_forget10: the runs differ in data" in err

@@ -2,13 +2,17 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from fixtures.commands import run_command
 from harness_ext import tasks_dir
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(args, env=None, timeout=600):
@@ -47,10 +51,21 @@ def test_unlearn_help_and_tasks_dir():
     assert proc.stdout.strip() == str(tasks_dir())
 
 
+@pytest.fixture(scope="module")
+def demo_run(tmp_path_factory):
+    """`unlearn demo --quiet` once for this module's tests: its folder and its process."""
+    out = tmp_path_factory.mktemp("demo")
+    return out, _run(["unlearn", "demo", "--workdir", str(out), "--quiet"], timeout=3600)
+
+
 @pytest.mark.slow
-def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
-    proc = _run(["unlearn", "demo", "--workdir", str(tmp_path), "--quiet"], timeout=900)
+def test_unlearn_demo_shows_forgetting_numbers(demo_run):
+    tmp_path, proc = demo_run
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the terminal shows stages and tables: the Trainer's loss lines go to a file, and the retain run (the reference
+    # the demo supplies) is not warned about as having none
+    assert "'loss'" not in proc.stdout and "'loss'" in (tmp_path / "training_log.txt").read_text()
+    assert "no reference log given" not in proc.stderr
     results = json.loads((tmp_path / "results.json").read_text())["models"]
     target, retain = results["target"], results["retain"]
     assert target["forget_quality"] < 0.05  # the target is distinguishable from the retain model
@@ -79,6 +94,25 @@ def test_unlearn_demo_shows_forgetting_numbers(tmp_path):
     assert f"| Forget probability | {attack['target']:.4f} | {attack['before']:.4f} | {attack['after']:.4f} |" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.optional
+def test_unlearn_demo_prints_the_table_of_its_page(demo_run):
+    """docs/demo.md's TOFU table and the cloze numbers of its text are what the demo prints (one thread,
+    deterministic algorithms: the same on every machine whose CPU runs torch's same kernels; the page says so)."""
+    tmp_path, proc = demo_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    page = (ROOT / "docs" / "demo.md").read_text()
+    rows = re.findall(r"^\| [A-Z][^|]*\|(?: [^|]* \|){4}$", page, flags=re.M)
+    assert len(rows) == 7
+    report = (tmp_path / "report.md").read_text()
+    for row in rows:
+        assert row in report.splitlines(), row
+    formats = json.loads((tmp_path / "results.json").read_text())["formats"]
+    cloze = {m: round(formats[m]["tofu_cloze/forget_prob"], 2) for m in ("npo", "target", "retain")}
+    said = re.search(r"as cloze questions keep ([\d.]+) \(target ([\d.]+), retain ([\d.]+)\)", page)
+    assert [float(x) for x in said.groups()] == [cloze["npo"], cloze["target"], cloze["retain"]]
 
 
 def test_unlearn_report_compares_runs_with_table_json_and_plot(tmp_path):

@@ -58,6 +58,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     from transformers.utils import logging as hf_logging
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.demo.run_env import TRAINING_LOG, training_log, without_warning
     from unlearn_app.pipeline import run_unlearning
     from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
@@ -71,31 +72,35 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     base = build_smollm2()
     data_dir = write_corpus(wd / "data", seed=cfg.seed)
     corpus = build_corpus(cfg.seed)
+    (wd / TRAINING_LOG).write_text("")  # this run's training logs only
 
     models: dict[str, Path] = {}
     for name, with_forget in (("target", True), ("retain", False)):
         _stage(2, total, f"Fine-tuning the {name} model ({cfg.epochs:g} epochs, lr {cfg.lr:g})")
         model, tokenizer = AutoModelForCausalLM.from_pretrained(base), AutoTokenizer.from_pretrained(base)
-        with checkpoint_folder.writing(wd / "models" / name) as folder:
+        with checkpoint_folder.writing(wd / "models" / name) as folder, training_log(wd):
             metrics = finetune(model, tokenizer, _records(corpus, with_forget), folder, epochs=cfg.epochs,
                                lr=cfg.lr, batch_size=8, seed=cfg.seed, disable_progress=cfg.quiet)
-        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
+        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f} (the Trainer's log: "
+              f"{wd / TRAINING_LOG})")
         models[name] = wd / "models" / name
 
     common = {"data_dir": str(data_dir)}
     retain_out = wd / "eval" / "retain"
     _stage(3, total, f"Evaluating the retain model with {TASK} ({cfg.backend}): the reference")
-    table = {"retain": task_metrics(run_lm_eval(models["retain"], [TASK], retain_out, common, backend=cfg.backend,
-                                                batch_size=8))[TASK]}
+    with without_warning("unlearn_tasks.tofu.task", "%s: no reference log given"):  # this run is the reference
+        table = {"retain": task_metrics(run_lm_eval(models["retain"], [TASK], retain_out, common,
+                                                    backend=cfg.backend, batch_size=8))[TASK]}
     table["retain"]["forget_quality"], table["retain"]["privleak"] = 1.0, 0.0  # by definition
 
     adapters: dict[str, Path] = {}
     for method, epochs, lr in cfg.methods:
         _stage(4, total, f"Unlearning forget01 from the target with {method} on a LoRA adapter ({epochs:g} epochs, lr {lr:g})")
-        adapters[method] = run_unlearning(RunConfig(
-            method=method, model=str(models["target"]), out=str(wd / "models" / method), data_dir=str(data_dir),
-            forget="forget01", retain="retain_perturbed", lora=True, epochs=epochs, lr=lr, batch_size=4,
-            seed=cfg.seed, progress=not cfg.quiet, prompt_format="plain"))  # as the target was fine-tuned
+        with training_log(wd):
+            adapters[method] = run_unlearning(RunConfig(
+                method=method, model=str(models["target"]), out=str(wd / "models" / method), data_dir=str(data_dir),
+                forget="forget01", retain="retain_perturbed", lora=True, epochs=epochs, lr=lr, batch_size=4,
+                seed=cfg.seed, progress=not cfg.quiet, prompt_format="plain"))  # as the target was fine-tuned
 
     _stage(5, total, f"Evaluating the target and the unlearned models with {TASK} against the reference")
     meta = {**common, "reference": str(retain_out)}

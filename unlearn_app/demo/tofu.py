@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -52,11 +53,20 @@ def _stage(n: int, total: int, text: str) -> float:
 
 
 def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
-    """Run the demo; returns ``{model: {metric: value}}`` and writes results.json and report.md."""
+    """Run the demo; returns ``{model: {metric: value}}`` and writes results.json and report.md. One thread and
+    deterministic algorithms (:func:`~unlearn_app.demo.run_env.reproducible`), training logs to a file."""
+    from unlearn_app.demo.run_env import reproducible
+
+    with reproducible():
+        return _run_demo(cfg)
+
+
+def _run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from transformers.utils import logging as hf_logging
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.demo.run_env import TRAINING_LOG, training_log, without_warning
     from unlearn_app.pipeline import run_unlearning
     from unlearn_app.reports.tables import relu_metrics
     from unlearn_methods import checkpoint_folder
@@ -73,6 +83,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     task = f"tofu_{cfg.forget_split}"
 
     _stage(1, total, f"Writing the demo corpus (TOFU schema) to {wd / 'data'}")
+    wd.mkdir(parents=True, exist_ok=True)
+    (wd / TRAINING_LOG).write_text("")  # this run's training logs only
     data_dir = write_corpus(wd / "data", seed=cfg.seed)
 
     _stage(2, total, "Training a tokenizer and building a tiny Llama (hidden 128, 2 layers)")
@@ -83,18 +95,20 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
         _stage(n, total, f"Fine-tuning the {name} model on '{split}' ({cfg.epochs:g} epochs)")
         model = AutoModelForCausalLM.from_pretrained(wd / "models" / "init")
         tokenizer = AutoTokenizer.from_pretrained(wd / "models" / "init")
-        with checkpoint_folder.writing(wd / "models" / name) as folder:
+        with checkpoint_folder.writing(wd / "models" / name) as folder, training_log(wd):
             metrics = finetune(model, tokenizer, training_records(split, cfg.seed), folder, epochs=cfg.epochs,
                                lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
-        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f}")
+        print(f"      final training loss {metrics.get('train_loss', float('nan')):.4f} (the Trainer's log: "
+              f"{wd / TRAINING_LOG})")
         models[name] = wd / "models" / name
 
     unlearned = []
     for method, epochs, lr in cfg.methods:
         _stage(5, total, f"Unlearning {cfg.forget_split} from the target with {method} ({epochs:g} epochs, lr {lr:g})")
-        run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
-                                 data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs, lr=lr,
-                                 seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
+        with training_log(wd):
+            run_unlearning(RunConfig(method=method, model=str(models["target"]), out=str(wd / "models" / method),
+                                     data_dir=str(data_dir), forget=cfg.forget_split, lora=False, epochs=epochs,
+                                     lr=lr, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
         models[method] = wd / "models" / method
         unlearned.append(method)
 
@@ -107,8 +121,12 @@ def run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
     retain_out = wd / "eval" / "retain"
     for name in ["retain", "target", *unlearned]:
         meta = common if name == "retain" else {**common, "reference": str(retain_out)}
-        res = run_lm_eval(models[name], [task, FORMATS_GROUP], retain_out if name == "retain" else wd / "eval" / name,
-                          meta, backend=cfg.backend)
+        # The retain run is the reference the others are scored against: no warning that it has none.
+        quiet = (without_warning("unlearn_tasks.tofu.task", "%s: no reference log given") if name == "retain"
+                 else contextlib.nullcontext())
+        with quiet:
+            res = run_lm_eval(models[name], [task, FORMATS_GROUP],
+                              retain_out if name == "retain" else wd / "eval" / name, meta, backend=cfg.backend)
         per_task = task_metrics(res)
         provenance[name] = {t: c.get("provenance") for t, c in (res.get("configs") or {}).items() if isinstance(c, dict)}
         table[name] = per_task[task]
@@ -157,6 +175,7 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from harness_ext.evaluate import run_lm_eval
+    from unlearn_app.demo.run_env import training_log
     from unlearn_app.pipeline import run_unlearning
     from unlearn_methods import checkpoint_folder
     from unlearn_methods.config import RunConfig
@@ -168,7 +187,7 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
     target = kb.targets[0]
     base = wd / "models" / "evaldu_base"
     records = [{"question": q["question"], "answer": q["answer"]} for q in evaluation_questions(kb)]
-    with checkpoint_folder.writing(base) as folder:
+    with checkpoint_folder.writing(base) as folder, training_log(wd):
         finetune(AutoModelForCausalLM.from_pretrained(wd / "models" / "init"),
                  AutoTokenizer.from_pretrained(wd / "models" / "init"), records, folder, epochs=cfg.epochs * 2.5,
                  lr=cfg.lr, seed=cfg.seed, disable_progress=cfg.quiet)
@@ -179,9 +198,11 @@ def _deep_unlearning(cfg: DemoConfig, wd: Path) -> dict:
         # One forget fact per step: the forget loss is a batch mean, so a batch of k facts gives each 1/k of the
         # ascent. With batch size 1 every fact of the minimal set gets the same full-weight steps as the target
         # fact gets alone (that run is unchanged: its forget set has one fact, so its batches always held one).
-        run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu", data_dir=str(kb_dir),
-                                 evaldu_target=target, evaldu_minimal_set=minimal, lora=False, epochs=epochs * 2,
-                                 lr=lr / 2, batch_size=1, seed=cfg.seed, progress=not cfg.quiet, overwrite=True))
+        with training_log(wd):
+            run_unlearning(RunConfig(method=method, model=str(base), out=str(out), data="evaldu",
+                                     data_dir=str(kb_dir), evaldu_target=target, evaldu_minimal_set=minimal,
+                                     lora=False, epochs=epochs * 2, lr=lr / 2, batch_size=1, seed=cfg.seed,
+                                     progress=not cfg.quiet, overwrite=True))
         models[label] = out
     scores = {}
     for label, path in models.items():
@@ -196,14 +217,16 @@ def _relearn_attack(cfg: DemoConfig, wd: Path, data_dir: Path, models: dict[str,
     the target and retain models' answer probabilities on the same held-out items for reference."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from unlearn_app.demo.run_env import training_log
     from unlearn_app.reports.attack_recovery import recovery_ratio
     from unlearn_methods.attacks.relearn import answer_probability, relearn
     from unlearn_methods.forget_retain import load_qa
 
     steps, lr = cfg.relearn
-    r = relearn(models[attacked], wd / "models" / f"{attacked}_relearn", data="demo", forget=cfg.forget_split,
-                data_dir=str(data_dir), relearn_fraction=0.5, steps=steps, lr=lr, seed=cfg.relearn_seed,
-                progress=not cfg.quiet)
+    with training_log(wd):
+        r = relearn(models[attacked], wd / "models" / f"{attacked}_relearn", data="demo", forget=cfg.forget_split,
+                    data_dir=str(data_dir), relearn_fraction=0.5, steps=steps, lr=lr, seed=cfg.relearn_seed,
+                    progress=not cfg.quiet)
     records = load_qa(cfg.forget_split, data_dir=str(data_dir))
     held = [records[i] for i in r.held_out]
     refs = {name: answer_probability(AutoModelForCausalLM.from_pretrained(models[name]),

@@ -113,15 +113,21 @@ def _short(value: Any) -> str:
     return str(value)
 
 
+def _data_read(entry: dict) -> str:
+    """One data entry as read: a local file by its path (the dataset whose schema it follows in brackets), a Hub
+    dataset by its id, config and revision."""
+    if entry.get("kind") == "local" and entry.get("path"):
+        return (f"{entry['path']} (local file, {entry.get('source')} schema) "
+                f"sha256:{str(entry.get('sha256'))[:12]}")
+    tail = f"sha256:{str(entry.get('sha256'))[:12]}" if entry.get("sha256") else f"rev:{entry.get('revision')}"
+    return f"{entry.get('source')}/{entry.get('config', '')} {tail}"
+
+
 def provenance_rows(run: Run) -> list[tuple[str, str, str]]:
     """(task, field, value) rows for the report's provenance table."""
     rows = []
     for task, p in sorted(run.provenance.items()):
-        data = p.get("data") or []
-        sources = "; ".join(
-            f"{d.get('source')}/{d.get('config', '')} "
-            + (f"sha256:{str(d.get('sha256'))[:12]}" if d.get("sha256") else f"rev:{d.get('revision')}")
-            for d in data)
+        sources = "; ".join(_data_read(d) for d in p.get("data") or [])
         rows += [(task, "package", f"{p.get('package')} {p.get('version')} (git {p.get('git_commit') or MISSING})"),
                  (task, "data", sources or MISSING),
                  (task, "metric modes", _short(p.get("metric_modes") or {}) or "defaults"),
