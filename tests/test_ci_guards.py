@@ -99,3 +99,33 @@ def test_check_junit_requires_enough_tests_and_no_skip(tmp_path, capsys):
     assert main([_report(tmp_path / "fail.xml", 12, failures=1), "--min-tests", "10"]) == 1
     assert main([str(tmp_path / "missing.xml"), "--min-tests", "1"]) == 1
     assert "no readable test report" in capsys.readouterr().err
+
+
+def test_check_junit_allow_skips_counts_only_tests_that_ran(tmp_path, capsys):
+    main = _check_junit().main
+    assert main([_report(tmp_path / "s.xml", 12, skipped=2), "--min-tests", "10", "--allow-skips"]) == 0
+    assert "10 tests ran and passed, 2 skipped" in capsys.readouterr().out
+    assert main([_report(tmp_path / "s.xml", 12, skipped=3), "--min-tests", "10", "--allow-skips"]) == 1
+    assert "only 9 tests ran, expected at least 10" in capsys.readouterr().err
+    assert main([_report(tmp_path / "f.xml", 12, skipped=1, errors=1), "--min-tests", "1", "--allow-skips"]) == 1
+
+
+def test_floor_constraints_pin_every_dependency_at_its_floor(tmp_path):
+    """The floor stage's constraints come from pyproject.toml alone: one ``name==floor`` per dependency."""
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("floor_constraints", REPO / ".ci" / "floor_constraints.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    lines = module.constraints()
+    assert len(lines) == len(deps) and all(line.count("==") == 1 for line in lines)
+    assert {"lm-eval==0.4.13", "torch==2.4.1", "datasets==3.0.1"} <= set(lines)  # open-unlearning's torch, datasets
+    assert module.floor("lm-eval>=0.4.13,<0.5") == ("lm-eval", "0.4.13")
+    assert module.floor("ray[tune] >= 2.9") == ("ray", "2.9")
+    for no_floor in ("numpy", "numpy<3", "numpy==2.0"):
+        with pytest.raises(ValueError, match="no single '>=' floor"):
+            module.floor(no_floor)
+    toml = tmp_path / "pyproject.toml"
+    toml.write_text('[project]\ndependencies = ["a>=1.2", "b[x]>=3,<4"]\n')
+    assert module.constraints(toml) == ["a==1.2", "b==3"]

@@ -112,11 +112,14 @@ def _check_equal(lm):
     old = _previous_hf_answer_logprobs(lm, _requests())
     for n, o in zip(new, old):
         for name in ("logprobs", "vocab_mean", "margins"):
-            assert n[name] == pytest.approx(o[name], abs=1e-5), name
+            # rel 2e-6: a float32 mean over 128k log-probs near -11.7 differs by ~1e-5 between torch builds (2.4.1)
+            assert n[name] == pytest.approx(o[name], abs=1e-5, rel=2e-6), name
         # the variance E[lp^2] - E[lp]^2 cancels in float32: logits that differ in their last bits (ours come from
         # the output layer run on the scored positions only, a matrix product of another shape) move it by ~1e-3
-        # of its value with a random 128k-vocabulary model on two threads
-        assert n["vocab_var"] == pytest.approx(o["vocab_var"], rel=2e-3, abs=1e-5), "vocab_var"
+        # of its value with a random 128k-vocabulary model on two threads; both terms are ~mean^2, each off by the
+        # relative 2e-6 allowed for vocab_mean above (torch 2.4.1 against 2.13: 1.4e-4 at mean -11.7), hence the bound
+        for v, w, m in zip(n["vocab_var"], o["vocab_var"], o["vocab_mean"]):
+            assert v == pytest.approx(w, rel=2e-3, abs=1e-5 + 6e-6 * m * m), "vocab_var"
 
 
 def test_hf_request_equals_previous_implementation_tiny_model(tiny_model_dir):

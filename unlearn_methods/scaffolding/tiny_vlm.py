@@ -32,13 +32,12 @@ def build_tiny_llava(texts: Iterable[str], out_dir: str | Path | None = None, se
     ``image_size / patch_size`` squared image tokens per image (16 for 32x32 images with 8x8 patches).
     """
     import torch
-    from transformers import (
-        CLIPImageProcessorPil,
-        CLIPVisionConfig,
-        LlavaConfig,
-        LlavaForConditionalGeneration,
-        LlavaProcessor,
-    )
+    from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    try:
+        from transformers import CLIPImageProcessorPil
+    except ImportError:  # transformers 4.x: its CLIPImageProcessor is the PIL one (5.x renamed it)
+        from transformers import CLIPImageProcessor as CLIPImageProcessorPil
 
     tokenizer = train_tokenizer(texts, vocab_size)
     tokenizer.add_special_tokens({"additional_special_tokens": [IMAGE_TOKEN]})

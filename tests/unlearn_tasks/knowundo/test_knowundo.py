@@ -133,8 +133,13 @@ def test_success_and_perplexity_by_hand():
 
 
 def test_lm_eval_runs_knowundo_and_its_metrics_follow_from_the_samples(tiny_model_dir, knowundo_dir, tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     res = run_lm_eval(tiny_model_dir, ["knowundo"], tmp_path, {"data_dir": str(knowundo_dir)}, batch_size=8,
                       log_samples=True)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
+    tok = AutoTokenizer.from_pretrained(tiny_model_dir)
     for domain in ("copyright", "privacy"):
         task = f"knowundo_{domain}"
         got = res["results"][task]
@@ -142,6 +147,15 @@ def test_lm_eval_runs_knowundo_and_its_metrics_follow_from_the_samples(tiny_mode
         for s in res["samples"][task]:
             resp = s["resps"][0][0]
             resp = ast.literal_eval(resp) if isinstance(resp, str) else resp
+            # per-sample values by hand: one forward pass on request + answer (no EOS), as the release scores it;
+            # the answer's tokens are those after the request's own
+            ids = tok(s["doc"]["context"] + s["doc"]["answer"])["input_ids"]
+            start = len(tok(s["doc"]["context"])["input_ids"])
+            with torch.no_grad():
+                logp = torch.log_softmax(model(torch.tensor([ids])).logits[0].float(), -1)
+            rows, targets = logp[start - 1 : len(ids) - 1], torch.tensor(ids[start:])
+            assert resp["logprobs"] == pytest.approx(rows.gather(1, targets[:, None])[:, 0].tolist(), abs=1e-4)
+            assert resp["argmax_match"] == (rows.argmax(-1) == targets).float().tolist()
             assert len(resp["logprobs"]) == len(resp["argmax_match"]) > 0
             per_scope[s["doc"]["scope"]].append((np.mean(resp["argmax_match"]), np.mean(resp["logprobs"])))
         assert len(per_scope["unlearn"]) == len(per_scope["retention"]) == 2
