@@ -374,3 +374,23 @@ def test_a_reference_whose_samples_are_the_runs_own_nudged_is_no_distinct_evalua
         assert bool(refused) is copy, check.errors
         if not copy:
             assert check.ok and check.recomputed["dusk_privacy"] == pytest.approx(expected)
+
+
+def test_tofu_leak_at_k_is_recomputed_from_the_per_question_counts_without_the_nli_model(monkeypatch):
+    """Leak@k from each question's leak count among its n = 200 samples (the release's defaults), by hand:
+    1 - C(n-c, k) / C(n, k) averaged over the questions; the NLI model judged the samples in the run and is never
+    loaded to validate."""
+    import unlearn_tasks.classifier as classifier
+
+    monkeypatch.setattr(classifier, "pair_labels", lambda *a, **k: pytest.fail("the NLI model was loaded"))
+    counts = [0, 3, 200]
+    rows = [sample_line(i, {"index": i, "question": "q", "answer": "a"},
+                        {f"leak_at_{k}": {"index": i, "n": 200, "leaks": c} for k in (1, 2, 4, 8, 16, 32, 64, 128)})
+            for i, c in enumerate(counts)]
+    expected = {f"leak_at_{k}": sum(1 - math.comb(200 - c, k) / math.comb(200, k) for c in counts) / 3
+                for k in (1, 2, 4, 8, 16, 32, 64, 128)}
+    assert expected["leak_at_1"] == pytest.approx((0 + 3 / 200 + 1) / 3)
+    again = recompute_task("tofu_forget01_leak", rows, expected)
+    assert again.values == pytest.approx(expected, rel=1e-12) and not again.unverifiable
+    rows[1]["leak_at_1"]["leaks"] = 4  # an edited count moves every Leak@k
+    assert recompute_task("tofu_forget01_leak", rows, expected).values["leak_at_1"] != pytest.approx(expected["leak_at_1"])
