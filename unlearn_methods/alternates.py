@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from unlearn_tasks.dataset_loader import read_json_lines
+from unlearn_tasks.dataset_loader import DataError, read_json_lines
 
 ALTERNATES_FILE = "altpo_alternates.jsonl"
 ANSWER_KEYS = ("alternate", "sub_answer")
@@ -82,8 +82,8 @@ def read_alternates(path: str | Path, forget: list[dict]) -> list[list[str]]:
     by_question: dict[str, list[str]] = {}
     try:
         lines = read_json_lines(path, error=lambda n, e: ValueError(f"{path}, line {n}: not JSON ({e})."))
-    except OSError as e:
-        raise ValueError(f"AltPO: cannot read alternates_file {path}: {e}") from e
+    except (OSError, DataError) as e:  # DataError: the file is missing, unreadable or not UTF-8 (named once here)
+        raise ValueError(f"AltPO: cannot read alternates_file {path}: {str(e).replace(f'{path}: ', '')}") from None
     for number, _, row in lines:
         key = next((k for k in ANSWER_KEYS if isinstance(row, dict) and isinstance(row.get(k), str)), None)
         if key is None or not isinstance(row.get("question"), str):

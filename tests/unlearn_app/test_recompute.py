@@ -190,14 +190,13 @@ def test_waterdrum_is_recomputed_with_the_validators_tokenizer(tmp_path, monkeyp
     from unlearn_tasks.waterdrum import aggregate
 
     table = {"a": ([0.8, 0.2], 2), "b": ([0.4, 0.6], 2), "c": ([0.1, 0.9], 1)}
-    encoder = SimpleNamespace(vocab_size=64)  # the validator's; the run's vocabulary size (50) is an option
+    encoder = SimpleNamespace(vocab_size=64, encode=lambda text: [])  # the validator's; the run's size (50) is an option
 
     def verify_texts(gens, ids, k_p, tokenizer=None, vocab_size=None, workers=None, return_lengths=False):
         assert tokenizer is encoder and vocab_size == 50
         return (np.array([table[g][0] for g in gens])[:, :, None], np.array([table[g][1] for g in gens]))
 
     monkeypatch.setattr(aggregate, "verify_texts", verify_texts)
-    monkeypatch.setattr("unlearn_tasks.waterdrum.tokenizer.as_encoder", lambda t: t)
     records = [{"kind": "text", "split": "forget", "owner": 1, "index": 0, "generations": ["a"], "rougeL_recall": 0.5,
                 "knowmem": float("nan"), "min_k": 1.0},
                {"kind": "text", "split": "retain", "owner": 2, "index": 1, "generations": ["b", "c"],

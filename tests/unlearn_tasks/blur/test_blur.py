@@ -183,7 +183,8 @@ def test_unlearn_run_data_blur_answers_are_the_base_models(tmp_path, blur_dir, r
     forget, retain = cfg.source.load(cfg, cfg.data_dir)
     assert forget == [{"question": q, "answer": _base_answer(q)} for q in queries("whp", "forget")]
     assert retain == [{"question": q, "answer": _base_answer(q)} for q in queries("whp", "retain")]
-    assert cfg.source.evaluation(cfg) == f"--tasks blur_whp --metadata '{{\"blur_references\": \"{references}\"}}'"
+    # the model card's evaluation line names the references file by name (no local path in anything shared)
+    assert cfg.source.evaluation(cfg) == f"--tasks blur_whp --metadata '{{\"blur_references\": \"{references.name}\"}}'"
     trained = train(cfg)
     assert "forget: whp_forget" in (trained.out / "unlearn_config.yaml").read_text()
     short = json.loads((references / "blur_references.json").read_text())  # 4-token answers keep the test cheap
