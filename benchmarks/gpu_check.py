@@ -446,7 +446,8 @@ def report_line(name: str, result: dict, step: Step, gpu: tuple[str, float] | No
             cells.append(f"vs CPU: {rate / ref['tokens_per_s']:6.1f}x tok/s, {ref['wall_s'] / result['wall_s']:5.1f}x "
                          f"faster wall ({ref['backend']} {ref['wall_s']} s, {ref['tokens_per_s']} tok/s)")
     elif ref:
-        cells.append(f"vs CPU: {ref['wall_s'] / result['wall_s']:5.1f}x faster wall (CPU {ref['wall_s']} s)")
+        loaded = ", loaded: an upper bound" if ref.get("loaded") else ""
+        cells.append(f"vs CPU: {ref['wall_s'] / result['wall_s']:5.1f}x faster wall (CPU {ref['wall_s']} s{loaded})")
     if not ref:
         cells.append("vs CPU: no CPU figure")
     return "  ".join(cells)

@@ -139,6 +139,9 @@ def test_report_line_by_value(check) -> None:
     npo = check.report_line("smollm2-npo", {"wall_s": 30.0}, check.Step("smollm2-npo", (), "unlearn"), None, 32,
                             {"smollm2-npo": {"wall_s": 600.0}})
     assert "20.0x faster wall (CPU 600.0 s)" in npo
+    loaded = check.report_line("smollm2-npo", {"wall_s": 30.0}, check.Step("smollm2-npo", (), "unlearn"), None, 32,
+                               {"smollm2-npo": {"wall_s": 600.0, "loaded": True}})
+    assert "(CPU 600.0 s, loaded: an upper bound)" in loaded
 
 
 def _args(check, *extra: str) -> argparse.Namespace:
