@@ -237,3 +237,58 @@ def test_device_commands_in_the_header_parse(check) -> None:
         command = line.split('"')[1]
         assert command.startswith("bash benchmarks/gpu_check.sh")
         check.parser().parse_args(command.split()[2:])
+
+
+def _fake_child(ran: list):
+    def child(argv, args, timeout=600):
+        ran.append(list(argv))
+        if "--json" in argv:  # an evaluation step writes its result where the check reads it
+            Path(argv[argv.index("--json") + 1]).write_text(json.dumps({
+                "evaluation_s": 5.0, "generation_s": 2.0, "texts": 68, "tokens": 1000, "weight_bytes": 269_030_016,
+                "metrics": {}}))
+        return 10.0
+    return child
+
+
+def test_the_check_runs_its_steps_and_reports(check, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(check, "gpu_names", lambda: ["NVIDIA H200"])
+    monkeypatch.setattr(check, "_stage_models", lambda args, stage, manifest: ("/m/smollm2", "/m/llama3"))
+    ran: list = []
+    monkeypatch.setattr(check, "_child", _fake_child(ran))
+    check.main(["--skip-vllm", "--work", str(tmp_path), "--loads", str(tmp_path / "no-loads")])
+    out = capsys.readouterr().out.splitlines()
+    assert "GPU: NVIDIA H200 = H200 (141 GB HBM3e), 4.80 TB/s peak; dtype bfloat16, hf batch 32" in out[0]
+    assert ran[0][:2] == ["-c", ran[0][1]] and "write_corpus" in ran[0][1]  # the demo corpus first
+    assert [a[a.index("--backend") + 1] if "--backend" in a else a[2] for a in ran[1:]] == ["hf", "hf", "run"]
+    rows = {line.split()[0]: line for line in out if line.split() and line.split()[0] in
+            {"smollm2-hf", "llama3-1b-hf", "smollm2-npo"}}
+    # 1000 tokens in 2 s = 500 tok/s; bound 570,940 at batch 32 (0.09% of it); 500 / 99.4 = 5.0x; 118.4 / 10 = 11.8x
+    assert "500.0 tok/s" in rows["smollm2-hf"] and "0.09% of it" in rows["smollm2-hf"]
+    assert "5.0x tok/s" in rows["smollm2-hf"] and "11.8x faster wall" in rows["smollm2-hf"]
+    assert "vs CPU: no CPU figure" in rows["llama3-1b-hf"]
+    assert "251.7x faster wall (CPU 2516.6 s, loaded: an upper bound)" in rows["smollm2-npo"]
+    assert out[-1] == "total 0 s"
+
+
+def test_the_check_stops_without_vllm_unless_told(check, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(check, "gpu_names", lambda: ["NVIDIA H100 80GB HBM3"])
+    monkeypatch.setattr(check, "has_module", lambda name, args: False)
+    monkeypatch.setattr(check, "_child", _fake_child([]))
+    with pytest.raises(SystemExit) as stop:
+        check.main(["--work", str(tmp_path), "--loads", str(tmp_path / "no-loads")])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err == (
+        "gpu_check: vLLM is not installed here: install it (pip install vllm) or pass --skip-vllm\n")
+
+
+def test_a_missing_load_stops_the_check(check, tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setattr(check, "gpu_names", lambda: ["NVIDIA H200"])
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"z" * 150)
+    check.pack([], gguf, tmp_path / "loads", load_bytes=100)
+    shutil.rmtree(tmp_path / "loads" / "load2")
+    with pytest.raises(SystemExit) as stop:
+        check.main(["--skip-vllm", "--work", str(tmp_path / "work"), "--loads", str(tmp_path / "loads")])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gpu_check: load 2 of 2 not received") and err.count("\n") == 1
