@@ -272,6 +272,10 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
     :class:`SamplesError` when the samples do not hold what the task's aggregation reads."""
     out = Recomputed(size=len({r["doc_id"] for r in rows}))
     rows = [r for r in rows if str(r.get("filter", FILTER)) == FILTER]
+    from unlearn_app.judge.results import is_judge_task
+
+    if is_judge_task(name):
+        return _judge_task(rows, claimed, modes, source, out)
     try:
         aggregations, classifier = _aggregations(name, rows, modes, trusted, reference_rows, source)
     except _Needs as e:
@@ -297,6 +301,25 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
             out.unverifiable[metric] = "not computable from the samples alone (a reference run or data it needs)"
         else:
             out.values[metric] = value
+    return out
+
+
+def _judge_task(rows: list[dict[str, Any]], claimed: Mapping[str, float], modes: Mapping[str, Any] | None,
+                source: str, out: Recomputed) -> Recomputed:
+    """``unlearn judge``'s aggregates from its per-item verdict records, at the run's ROUGE-L threshold."""
+    from unlearn_app.judge.results import aggregates_from_samples, threshold_of
+
+    try:
+        values = aggregates_from_samples(rows, threshold_of(modes))
+    except (ValueError, TypeError, KeyError) as e:
+        raise SamplesError(f"{source}: {str(e)[:120]}") from None
+    for metric in claimed:
+        if metric not in values:
+            out.unverifiable[metric] = "not a metric the judge aggregates"
+        elif math.isnan(values[metric]) and not math.isnan(float(claimed[metric])):
+            out.unverifiable[metric] = "not computable from the verdicts (no parsable verdict)"
+        else:
+            out.values[metric] = values[metric]
     return out
 
 
