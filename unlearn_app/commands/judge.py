@@ -134,7 +134,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--judge-revision", dest="judge_revision", help="The judge's Hub revision; for a served model, "
                    "the revision to record (default: a folder's file hash, the Hub cache's commit, or 'unknown').")
     p.add_argument("--prompts", default="yes-no", help="The prompt family: yes-no (this package's), or ou-pr133 "
-                   "(open-unlearning pull request #133's 0-10 scores).")
+                   "(the 0-10 scores of open-unlearning's LLM-judge pull request).")
     p.add_argument("--chat-template", dest="chat_template", default="auto", choices=("auto", "yes", "no"),
                    help="Send each prompt through the judge's chat template (hf, vllm; auto: when its tokenizer "
                    "has one). Chat completions always use the server's, plain completions never.")

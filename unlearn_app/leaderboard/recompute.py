@@ -12,6 +12,8 @@ a ``(role, value)`` pair). lm-eval computes a metric as ``task.aggregation()[met
   ``compute_metrics`` over the records, as in the run;
 * lm-eval's own tasks (``mmlu_*``): the ``metric_list`` aggregation named in lm-eval's YAML (e.g. ``mean``), taken
   from lm-eval's registry.
+* ``unlearn judge``'s results (tasks ``judge_<task>``): :func:`unlearn_app.judge.results.aggregates_from_samples`
+  over each line's verdict record, at the run's ROUGE-L threshold (its ``metric_modes``).
 
 Groups (:func:`recompute_groups`): scores a group registers with :mod:`harness_ext.group_scores` (LUME's
 ``final_score`` ...) from the recomputed task values, and lm-eval's ``aggregate_metric_list`` (MMLU's ``acc``) from
