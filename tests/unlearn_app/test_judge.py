@@ -205,6 +205,7 @@ def test_hf_backend_with_a_judge_that_always_says_yes(tmp_path):
     prov = results(tmp_path / "out")["configs"][JUDGED]["provenance"]["judge"]
     from harness_ext.provenance import path_fingerprint
 
+    # the files' hashes as the provenance module takes them (no symbolic link in this folder)
     assert prov == {"model": "yes_judge", "backend": "hf", "revision": f"sha256:{path_fingerprint(model)}"}
 
 

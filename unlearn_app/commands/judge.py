@@ -91,7 +91,7 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
         done = run_pass(gens, prompts, judge, chat, cache, asker, args.rouge_threshold)
     except ModuleNotFoundError as e:
         return error(f"--backend {args.backend} lacks a package ({e.name or str(e)[:160]}); server backends need "
-                     "pip install 'lm-eval[api]', vllm needs pip install vllm")
+                     "pip install 'lm-eval-unlearning[api]', vllm needs pip install vllm")
     except OSError as e:
         return error(f"the judge could not be asked ({type(e).__name__}: {str(e)[:200]})")
     used = {s: p.identity() for s, p in prompts.items()}
