@@ -160,6 +160,21 @@ def test_local_chat_completions_sends_one_user_turn(tmp_path):
     assert results(tmp_path / "out")["configs"][JUDGED]["provenance"]["metric_modes"]["chat_template"] is True
 
 
+def test_open_unlearning_pr133_prompts_through_the_server(tmp_path):
+    """The 0-10 prompts: 512 new tokens, the JSON summary read into the same verdicts (knowledge removal 0 of 10:
+    revealed; retention 10: correct; no summary: unparsable), the scores kept per item."""
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "out", server.url, "--prompts", "ou-pr133") == 0
+        _, body = server.requests[0]
+    assert body["max_tokens"] == 512 and "You are an expert evaluator" in body["prompt"]
+    assert same(metrics(tmp_path / "out"), EXPECTED)
+    rows = samples(tmp_path / "out")
+    assert rows[0]["prompt"] == "ou-pr133-forget" and rows[0]["judge"]["scores"] == {
+        "KNOWLEDGE_REMOVAL": 0.0, "VERBATIM_REMOVAL": 5.0, "FLUENCY": 5.0}
+    assert "scores" not in rows[2]["judge"] and rows[2]["judge"]["verdict"] == "unparsable"
+
+
 def test_provenance_names_the_judge_its_revision_and_each_prompt_by_hash(tmp_path):
     run = write_samples_run(tmp_path / "run")
     with judge_server() as server:

@@ -115,6 +115,7 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
 
 def add_parsers(sub) -> None:
     from unlearn_app.judge.ask import BACKENDS
+    from unlearn_app.judge.results import ROUGE_THRESHOLD
 
     p = sub.add_parser(
         "judge", help="A model as judge of a run's generated TOFU answers (revealed? still correct?).",
@@ -138,7 +139,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--chat-template", dest="chat_template", default="auto", choices=("auto", "yes", "no"),
                    help="Send each prompt through the judge's chat template (hf, vllm; auto: when its tokenizer "
                    "has one). Chat completions always use the server's, plain completions never.")
-    p.add_argument("--rouge-threshold", dest="rouge_threshold", type=float_range(0.0, 1.0), default=0.5,
+    p.add_argument("--rouge-threshold", dest="rouge_threshold", type=float_range(0.0, 1.0), default=ROUGE_THRESHOLD,
                    help="ROUGE-L recall at or above which ROUGE counts an answer as carrying the fact (for the "
                    "agreement with the judge).")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=8, help="hf / vllm batch size.")
