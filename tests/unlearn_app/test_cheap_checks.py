@@ -42,6 +42,9 @@ CASES = [
     ("demo: workdir is a file", "demo --workdir {tmp}/full/file.txt/demo", "{tmp}/full/file.txt is a file"),
     ("report: missing run", "report {tmp}/missing", "{tmp}/missing does not exist"),
     ("export-ou: missing run", "export-ou {tmp}/missing --out {tmp}/ou", "{tmp}/missing does not exist"),
+    ("judge: missing run", "judge {tmp}/missing --judge m --out {tmp}/j", "{tmp}/missing does not exist"),
+    ("judge: server backend without its URL", "judge {tmp}/texts.jsonl --judge m --backend local-completions "
+     "--out {tmp}/j", "needs --base-url"),
     ("push: missing folder", "push {tmp}/missing --repo me/x", "{tmp}/missing: no such folder"),
     ("submit: bad repo id", "submit {tmp}/missing --repo not-a-dataset", "is not a Hub dataset id"),
     ("leaderboard validate: missing source", "leaderboard validate {tmp}/missing",

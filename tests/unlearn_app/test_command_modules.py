@@ -12,7 +12,7 @@ def _top_level(parser: argparse.ArgumentParser) -> list[str]:
 
 def test_subcommands_in_help_order():
     assert _top_level(build_parser()) == [
-        "demo", "run", "sweep", "report", "export-ou", "methods", "push", "submit", "leaderboard", "watermark", "verify", "waterdrum", "deep-unlearning", "klom",
+        "demo", "run", "sweep", "report", "export-ou", "judge", "methods", "push", "submit", "leaderboard", "watermark", "verify", "waterdrum", "deep-unlearning", "klom",
         "ulira", "margins", "blur-references", "ci", "attack", "tasks-dir"]
 
 

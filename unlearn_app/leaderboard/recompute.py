@@ -12,6 +12,8 @@ a ``(role, value)`` pair). lm-eval computes a metric as ``task.aggregation()[met
   ``compute_metrics`` over the records, as in the run;
 * lm-eval's own tasks (``mmlu_*``): the ``metric_list`` aggregation named in lm-eval's YAML (e.g. ``mean``), taken
   from lm-eval's registry.
+* ``unlearn judge``'s results (tasks ``judge_<task>``): :func:`unlearn_app.judge.results.aggregates_from_samples`
+  over each line's verdict record, at the run's ROUGE-L threshold (its ``metric_modes``).
 
 Groups (:func:`recompute_groups`): scores a group registers with :mod:`harness_ext.group_scores` (LUME's
 ``final_score`` ...) from the recomputed task values, and lm-eval's ``aggregate_metric_list`` (MMLU's ``acc``) from
@@ -272,6 +274,10 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
     :class:`SamplesError` when the samples do not hold what the task's aggregation reads."""
     out = Recomputed(size=len({r["doc_id"] for r in rows}))
     rows = [r for r in rows if str(r.get("filter", FILTER)) == FILTER]
+    from unlearn_app.judge.results import is_judge_task
+
+    if is_judge_task(name):
+        return _judge_task(rows, claimed, modes, source, out)
     try:
         aggregations, classifier = _aggregations(name, rows, modes, trusted, reference_rows, source)
     except _Needs as e:
@@ -297,6 +303,25 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
             out.unverifiable[metric] = "not computable from the samples alone (a reference run or data it needs)"
         else:
             out.values[metric] = value
+    return out
+
+
+def _judge_task(rows: list[dict[str, Any]], claimed: Mapping[str, float], modes: Mapping[str, Any] | None,
+                source: str, out: Recomputed) -> Recomputed:
+    """``unlearn judge``'s aggregates from its per-item verdict records, at the run's ROUGE-L threshold."""
+    from unlearn_app.judge.results import aggregates_from_samples, threshold_of
+
+    try:
+        values = aggregates_from_samples(rows, threshold_of(modes))
+    except (ValueError, TypeError, KeyError) as e:
+        raise SamplesError(f"{source}: {str(e)[:120]}") from None
+    for metric in claimed:
+        if metric not in values:
+            out.unverifiable[metric] = "not a metric the judge aggregates"
+        elif math.isnan(values[metric]) and not math.isnan(float(claimed[metric])):
+            out.unverifiable[metric] = "not computable from the verdicts (no parsable verdict)"
+        else:
+            out.values[metric] = values[metric]
     return out
 
 

@@ -1,0 +1,307 @@
+"""``unlearn judge``: the parse rules, aggregates and agreement with ROUGE-L recall by hand; the judge asked through
+lm-eval's own classes (a stand-in OpenAI-compatible server on 127.0.0.1 for local-completions and
+local-chat-completions, a tiny Llama rigged to say Yes for hf); the reply cache (a rerun asks nothing); provenance;
+bad input; and the output read by `unlearn report`, `unlearn ci --from-results` and the leaderboard."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from fixtures.judge_server import ITEMS, STAMP, TASK, judge_server, rigged_llama, write_ou_run, write_samples_run
+from unlearn_app.cli import main
+from unlearn_app.judge.prompt_files import FOLDER, family_prompts
+from unlearn_tasks.metrics import judge as verdicts
+
+JUDGED = f"judge_{TASK}"
+NAN = math.nan
+#: What the stand-in server's rule gives on ITEMS, by hand: forget: Yes (the answer is the truth, ROUGE 1), No
+#: ("She wrote poems about trees." vs "She wrote The Salt Harbour.": ROUGE-L recall 2/5 < 0.5), unparsable
+#: ("garbled"); so revealed 1/2, the two parsable items agree with ROUGE (agreement 1, p_e = 0.5, kappa 1). Retain:
+#: Yes, Yes (ROUGE 1, 1): correct 1, agreement 1, kappa undefined (p_e = 1). ra: No, ROUGE 0: correct 0, agreement 1,
+#: kappa undefined. wf: Yes, ROUGE 1: correct 1.
+EXPECTED = {
+    "forget_judge_revealed": 0.5, "forget_judge_unparsable": 1.0, "forget_judge_rouge_agreement": 1.0,
+    "forget_judge_rouge_kappa": 1.0,
+    "retain_judge_correct": 1.0, "retain_judge_unparsable": 0.0, "retain_judge_rouge_agreement": 1.0,
+    "retain_judge_rouge_kappa": NAN,
+    "ra_judge_correct": 0.0, "ra_judge_unparsable": 0.0, "ra_judge_rouge_agreement": 1.0, "ra_judge_rouge_kappa": NAN,
+    "wf_judge_correct": 1.0, "wf_judge_unparsable": 0.0, "wf_judge_rouge_agreement": 1.0, "wf_judge_rouge_kappa": NAN,
+}
+
+
+def same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(math.isnan(a[k]) and math.isnan(b[k]) or a[k] == pytest.approx(b[k]) for k in a)
+
+
+def results(out: Path) -> dict:
+    return json.loads(next(out.glob("results_*.json")).read_text())
+
+
+def metrics(out: Path, task: str = JUDGED) -> dict[str, float]:
+    from harness_ext.results import task_metrics
+
+    return task_metrics(results(out))[task]
+
+
+def samples(out: Path, task: str = JUDGED) -> list[dict]:
+    return [json.loads(x) for x in next(out.glob(f"samples_{task}_*.jsonl")).read_text().splitlines()]
+
+
+def judge(run: Path, out: Path, url: str, *extra: str, backend: str = "local-completions") -> int:
+    path = "/chat/completions" if backend == "local-chat-completions" else "/completions"
+    return main(["judge", str(run), "--judge", "judge-x", "--backend", backend, "--base-url", url + path,
+                 "--cache-dir", str(out.parent / "cache"), "--out", str(out), *extra])
+
+
+# --------------------------------------------------------------------------- pure parts, by hand
+@pytest.mark.parametrize("text, verdict", [
+    ("Yes", "yes"), (" yes, it does.", "yes"), ("**No**", "no"), ("No.", "no"), ("\n\"Yes\"", "yes"),
+    ("Perhaps.", "unparsable"), ("", "unparsable"), ("YesYes", "unparsable"), ("The answer is yes", "unparsable"),
+    ("1. Yes", "unparsable"),
+])
+def test_yes_no_rule_reads_the_first_word_only(text, verdict):
+    assert verdicts.parse_yes_no(text) == verdict
+
+
+def test_json_score_rule_takes_the_last_object_with_exactly_its_keys():
+    keys = ("KNOWLEDGE_REMOVAL", "FLUENCY")
+    text = 'Reasoning ... {"x": 1}\nJSON Summary:\n{"KNOWLEDGE_REMOVAL": 3, "FLUENCY": 9}'
+    assert verdicts.parse_json_scores(text, keys) == {"KNOWLEDGE_REMOVAL": 3.0, "FLUENCY": 9.0}
+    assert verdicts.parse_json_scores('{"KNOWLEDGE_REMOVAL": 3}', keys) is None  # a key missing
+    assert verdicts.parse_json_scores('{"KNOWLEDGE_REMOVAL": 11, "FLUENCY": 1}', keys) is None  # off the 0-10 scale
+    assert verdicts.parse_json_scores("no object", keys) is None
+    assert verdicts.verdict_from_score(4.0, 5, yes_below=True) == "yes"
+    assert verdicts.verdict_from_score(5.0, 5, yes_below=True) == "no"
+    assert verdicts.verdict_from_score(5.0, 5, yes_below=False) == "yes"
+    assert verdicts.verdict_from_score(None, 5, yes_below=False) == "unparsable"
+
+
+def test_agreement_and_kappa_by_hand():
+    """Parsable pairs (judge, ROUGE >= 0.5): (y,y) (y,y) (y,n) (n,n) (n,n): p_o = 4/5; judge says yes 3/5, ROUGE 2/5,
+    p_e = 0.6 * 0.4 + 0.4 * 0.6 = 0.48; kappa = (0.8 - 0.48) / 0.52. The unparsable item is left out."""
+    v = ["yes", "yes", "yes", "no", "no", "unparsable"]
+    r = [0.9, 0.5, 0.1, 0.2, 0.49, 1.0]
+    agree, kappa = verdicts.agreement(v, r, 0.5)
+    assert agree == pytest.approx(0.8) and kappa == pytest.approx(0.32 / 0.52)
+    assert verdicts.agreement(v, r, 0.05)[0] == pytest.approx(3 / 5)  # a lower threshold: ROUGE says yes to all
+    assert all(math.isnan(x) for x in verdicts.agreement(["unparsable"], [1.0], 0.5))
+
+
+def test_aggregate_by_hand():
+    recs = [{"split": "forget", "verdict": v, "rougeL_recall": r} for v, r in
+            (("yes", 1.0), ("no", 0.0), ("no", 0.8), ("unparsable", 0.0))] + [
+        {"split": "wf", "verdict": "yes", "rougeL_recall": 0.0}]
+    out = verdicts.aggregate(recs, 0.5)
+    # forget: 1 of 3 parsable revealed; pairs (y,y) (n,n) (n,y): p_o 2/3, p_e 1/3*2/3 + 2/3*1/3 = 4/9
+    assert out["forget_judge_revealed"] == pytest.approx(1 / 3) and out["forget_judge_unparsable"] == 1
+    assert out["forget_judge_rouge_agreement"] == pytest.approx(2 / 3)
+    assert out["forget_judge_rouge_kappa"] == pytest.approx((2 / 3 - 4 / 9) / (1 - 4 / 9))
+    assert out["wf_judge_correct"] == 1.0 and "retain_judge_correct" not in out
+    assert verdicts.lower_is_better() == {"forget_judge_revealed", "forget_judge_unparsable",
+                                          "retain_judge_unparsable", "ra_judge_unparsable", "wf_judge_unparsable"}
+
+
+def test_prompt_files_are_versioned_hashed_and_fill_fields_once():
+    yes_no, pr133 = family_prompts("yes-no"), family_prompts("ou-pr133")
+    assert {s: p.name for s, p in yes_no.items()} == {"forget": "yes-no-forget", "retain": "yes-no-correct",
+                                                      "ra": "yes-no-correct", "wf": "yes-no-correct"}
+    assert yes_no["forget"].sha256 == hashlib.sha256((FOLDER / "yes_no_forget.txt").read_bytes()).hexdigest()
+    text = yes_no["forget"].render("Q {answer}?", "T", "A")
+    assert "Question: Q {answer}?\n" in text and "Answer to check: A\n" in text  # a field inside a field stays
+    forget = pr133["forget"]
+    assert forget.max_gen_toks == 512 and "MIT License" in (FOLDER / "ou_pr133_forget.txt").read_text()
+    reply = 'Reasoning: ...\nJSON Summary:\n{"KNOWLEDGE_REMOVAL": 2, "VERBATIM_REMOVAL": 4, "FLUENCY": 8}'
+    assert forget.verdict(reply) == ("yes", {"KNOWLEDGE_REMOVAL": 2.0, "VERBATIM_REMOVAL": 4.0, "FLUENCY": 8.0})
+    assert pr133["retain"].verdict('{"RETENTION_SCORE": 7, "ACCURACY": 7, "RELEVANCE": 7, "FLUENCY": 7}')[0] == "yes"
+    assert pr133["retain"].verdict('{"RETENTION_SCORE": 7}')[0] == "unparsable"
+
+
+# --------------------------------------------------------------------------- through lm-eval's classes
+def test_local_completions_sends_greedy_prompts_and_a_rerun_asks_nothing(tmp_path, capsys):
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "a", server.url, "--judge-revision", "r1") == 0
+        assert len(server.requests) == len(ITEMS)
+        path, body = server.requests[0]
+        assert path == "/v1/completions" and body["model"] == "judge-x" and body["max_tokens"] == 8
+        assert body["temperature"] == 0 and body["prompt"].endswith("Reply with one word, Yes or No.\nReply:\n")
+        prompts = family_prompts("yes-no")
+        sent = sorted(b["prompt"] for _, b in server.requests)  # one prompt per request (lm-eval's batch size 1)
+        assert sent == sorted(prompts[s].render(q, t, g) for s, q, t, g in ITEMS)  # the rendered prompts, as is
+        assert same(metrics(tmp_path / "a"), EXPECTED)
+        capsys.readouterr()
+        assert judge(run, tmp_path / "b", server.url, "--judge-revision", "r1") == 0  # the rerun
+        assert len(server.requests) == len(ITEMS)  # zero requests the second time
+        assert f"0 asked, {len(ITEMS)} from the cache" in capsys.readouterr().out
+        assert same(metrics(tmp_path / "b"), EXPECTED)
+        assert judge(run, tmp_path / "c", server.url, "--judge-revision", "r2") == 0  # another revision: asked
+        assert len(server.requests) == 2 * len(ITEMS)
+    rows = samples(tmp_path / "a")
+    assert [r["judge"]["verdict"] for r in rows] == ["yes", "no", "unparsable", "yes", "yes", "no", "yes"]
+    assert rows[2]["reply"] == " Perhaps." and rows[1]["judge"]["rougeL_recall"] == pytest.approx(0.4)
+    assert rows[0]["doc"] == {"split": "forget", "index": 0, "question": ITEMS[0][1], "ground_truth": ITEMS[0][2],
+                              "answer": ITEMS[0][3]}
+
+
+def test_local_chat_completions_sends_one_user_turn(tmp_path):
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "out", server.url, backend="local-chat-completions") == 0
+        path, body = server.requests[0]
+    assert path == "/v1/chat/completions" and body["max_tokens"] == 8 and body["temperature"] == 0
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert same(metrics(tmp_path / "out"), EXPECTED)
+    assert results(tmp_path / "out")["configs"][JUDGED]["provenance"]["metric_modes"]["chat_template"] is True
+
+
+def test_open_unlearning_pr133_prompts_through_the_server(tmp_path):
+    """The 0-10 prompts: 512 new tokens, the JSON summary read into the same verdicts (knowledge removal 0 of 10:
+    revealed; retention 10: correct; no summary: unparsable), the scores kept per item."""
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "out", server.url, "--prompts", "ou-pr133") == 0
+        _, body = server.requests[0]
+    assert body["max_tokens"] == 512 and "You are an expert evaluator" in body["prompt"]
+    assert same(metrics(tmp_path / "out"), EXPECTED)
+    rows = samples(tmp_path / "out")
+    assert rows[0]["prompt"] == "ou-pr133-forget" and rows[0]["judge"]["scores"] == {
+        "KNOWLEDGE_REMOVAL": 0.0, "VERBATIM_REMOVAL": 5.0, "FLUENCY": 5.0}
+    assert "scores" not in rows[2]["judge"] and rows[2]["judge"]["verdict"] == "unparsable"
+
+
+def test_provenance_names_the_judge_its_revision_and_each_prompt_by_hash(tmp_path):
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "out", server.url, "--judge-revision", "abc123") == 0
+    raw = results(tmp_path / "out")
+    prov = raw["configs"][JUDGED]["provenance"]
+    assert prov["judge"] == {"model": "judge-x", "backend": "local-completions", "revision": "abc123",
+                             "server": server.url + "/completions"}
+    digest = hashlib.sha256((FOLDER / "yes_no_correct.txt").read_bytes()).hexdigest()
+    assert prov["prompts"]["retain"] == {"name": "yes-no-correct", "version": "1", "sha256": digest}
+    assert prov["metric_modes"] == {"judge": "judge-x@abc123", "prompts": "yes-no", "rouge_threshold": 0.5,
+                                    "chat_template": False}
+    assert prov["generations"] == {"kind": "lm-eval", "files": [f"samples_{TASK}_{STAMP}.jsonl"]}
+    assert raw["higher_is_better"][JUDGED]["forget_judge_revealed"] is False
+    assert raw["higher_is_better"][JUDGED]["retain_judge_correct"] is True
+
+
+def test_open_unlearning_folder_and_unlearn_run_folder_are_read(tmp_path):
+    ou = write_ou_run(tmp_path / "ou")
+    ckpt = tmp_path / "ckpt"
+    write_samples_run(ckpt / "eval" / "model")
+    (ckpt / "unlearn_config.yaml").write_text("method: ga\n")
+    with judge_server() as server:
+        assert judge(ou, tmp_path / "o1", server.url) == 0
+        assert judge(ckpt, tmp_path / "o2", server.url) == 0
+        assert len(server.requests) == len(ITEMS)  # the same generations: the second run is cached
+    assert same(metrics(tmp_path / "o1", "judge_tofu"), EXPECTED)  # seven items: no TOFU forget size, so `tofu`
+    assert same(metrics(tmp_path / "o2"), EXPECTED)
+
+
+def test_hf_backend_with_a_judge_that_always_says_yes(tmp_path):
+    """A tiny Llama rigged so that its greedy reply is " Yes Yes ...": every answer is revealed / correct."""
+    model = rigged_llama(tmp_path / "yes_judge", " Yes")
+    run = write_samples_run(tmp_path / "run")
+    assert main(["judge", str(run), "--judge", str(model), "--device", "cpu", "--cache-dir",
+                 str(tmp_path / "cache"), "--out", str(tmp_path / "out")]) == 0
+    got = metrics(tmp_path / "out")
+    assert got["forget_judge_revealed"] == 1.0 and got["forget_judge_unparsable"] == 0.0
+    assert got["retain_judge_correct"] == got["ra_judge_correct"] == got["wf_judge_correct"] == 1.0
+    assert got["forget_judge_rouge_agreement"] == pytest.approx(1 / 3)  # ROUGE says yes to the first forget answer only
+    rows = samples(tmp_path / "out")
+    assert rows[0]["reply"].split()[0] == "Yes"
+    prov = results(tmp_path / "out")["configs"][JUDGED]["provenance"]["judge"]
+    from harness_ext.provenance import path_fingerprint
+
+    # the files' hashes as the provenance module takes them (no symbolic link in this folder)
+    assert prov == {"model": "yes_judge", "backend": "hf", "revision": f"sha256:{path_fingerprint(model)}"}
+
+
+# --------------------------------------------------------------------------- bad input
+def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
+    run = write_samples_run(tmp_path / "run")
+    link = tmp_path / "link.jsonl"
+    os.symlink(next(run.glob("samples_*")), link)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / f"samples_{TASK}_{STAMP}.jsonl").write_text('{"doc_id": 0, "doc": {"split": "forget"}, "filtered_resps": '
+                                                        '["x"]}\n')
+    cases = [
+        ([str(tmp_path / "missing"), "--judge", "j"], "does not exist"),
+        ([str(link), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1"],
+         "is a symbolic link"),
+        ([str(run), "--judge", "j", "--backend", "local-completions"], "needs --base-url"),
+        ([str(run), "--judge", "j", "--prompts", "nope", "--base-url", "http://x/v1", "--backend",
+          "local-completions"], "no such prompt family; known: ou-pr133, yes-no"),
+        ([str(bad), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1"],
+         "No lm-eval results_*.json"),
+        ([str(bad / f"samples_{TASK}_{STAMP}.jsonl"), "--judge", "j", "--backend", "local-completions",
+          "--base-url", "http://127.0.0.1:1/v1"], "needs an integer index and the question"),
+        ([str(run), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1",
+          "--out", str(run)], "--out"),
+    ]
+    for argv, message in cases:
+        capsys.readouterr()
+        assert main(["judge", *argv, "--cache-dir", str(tmp_path / "cache")]) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert message in err and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in run.iterdir()) == [f"results_{STAMP}.json", f"samples_{TASK}_{STAMP}.jsonl"]
+    assert not (tmp_path / "cache").exists()
+
+
+def test_a_server_that_is_down_is_one_line(tmp_path, capsys):
+    run = write_samples_run(tmp_path / "run")
+    assert main(["judge", str(run), "--judge", "j", "--backend", "local-completions", "--base-url",
+                 "http://127.0.0.1:9/v1/completions", "--cache-dir", str(tmp_path / "c"),
+                 "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "error: the judge could not be asked (ConnectionError" in err[-1]  # after lm-eval's progress bar
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- report, ci, leaderboard
+def test_report_ci_and_leaderboard_read_the_verdicts(tmp_path, capsys):
+    from unlearn_app.leaderboard.submission import build, write
+    from unlearn_app.leaderboard.validate import check_folder
+
+    run = write_samples_run(tmp_path / "run")
+    out = tmp_path / "judged"
+    with judge_server() as server:
+        assert judge(run, out, server.url) == 0
+    capsys.readouterr()
+    assert main(["report", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert f"## {JUDGED}" in table and "| forget_judge_revealed | 0.5" in table
+
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(f"tasks: [{JUDGED}]\nchecks:\n  - {JUDGED}/forget_judge_revealed <= 0.25\n"
+                     f"  - {JUDGED}/retain_judge_correct >= 0.9\n")
+    assert main(["ci", "--suite", str(suite), "--from-results", str(out), "--out", str(tmp_path / "ci")]) == 1
+    checks = json.loads((tmp_path / "ci" / "results.json").read_text())["checks"]
+    assert [c["passed"] for c in checks] == [False, True]
+
+    built = build([out], model_id="org/model", revision="0" * 40, method="ga")
+    check = check_folder(write(built, tmp_path / "board"))
+    finite = {k: v for k, v in EXPECTED.items() if not math.isnan(v)}
+    assert check.ok, check.errors
+    assert check.recomputed[JUDGED] == pytest.approx(finite) and check.validated
+
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    for f in out.iterdir():
+        text = f.read_text()
+        if f.name.startswith("results_"):
+            raw = json.loads(text)
+            raw["results"][JUDGED]["forget_judge_revealed,none"] = 0.25
+            text = json.dumps(raw)
+        (edited / f.name).write_text(text)
+    check = check_folder(write(build([edited], model_id="org/model", revision="0" * 40, method="ga"),
+                               tmp_path / "board2"))
+    assert check.mismatched == {JUDGED: ["forget_judge_revealed"]} and len(check.errors) == 1

@@ -1,0 +1,178 @@
+"""The generations a judge reads: question, ground-truth answer and the model's greedy answer of every item of the
+TOFU sets that are generated (forget, retain, real authors, world facts), from
+
+* lm-eval's samples files (``lm_eval --log_samples``: ``samples_<task>_<date>.jsonl`` of ``tofu_forgetNN`` or
+  ``tofu_forgetNN_rouge``; each line's ``doc`` holds ``split``, ``index``, ``question``, ``answer``, and its
+  ``filtered_resps`` the generation first), given as a file, an lm-eval output folder or its results file;
+* an ``unlearn run`` folder (its evaluation, ``eval/``, is such an lm-eval output folder);
+* an open-unlearning evaluation folder (``TOFU_EVAL.json``: ``<set>_Q_A_ROUGE.value_by_index`` holds per item
+  ``input``, ``ground_truth`` and ``generation``; ``input`` is the prompt as open-unlearning decoded it).
+
+The files are untrusted: no symbolic link is followed, and anything unreadable is a one-line
+:class:`JudgeInputError` naming the file."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unlearn_tasks.metrics.judge import SHARE_NAMES
+
+SETS = tuple(SHARE_NAMES)
+#: open-unlearning's key of each set's generations in TOFU_EVAL.json.
+OU_KEYS = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
+_SAMPLES_NAME = re.compile(r"samples_(?P<task>[A-Za-z0-9][\w.-]*?)_(?P<stamp>\d[\d\-T:.]*)\.jsonl")
+
+
+class JudgeInputError(ValueError):
+    """Generations that cannot be read; the one-line message names the file and what to give instead."""
+
+
+@dataclass(frozen=True)
+class Item:
+    """One generated answer to judge."""
+
+    split: str
+    index: int
+    question: str
+    ground_truth: str
+    answer: str
+
+
+@dataclass
+class Generations:
+    kind: str  # "lm-eval" or "open-unlearning"
+    items: dict[str, list[Item]] = field(default_factory=dict)  # source task -> items
+    files: list[Path] = field(default_factory=list)  # what was read
+
+
+def _no_link(path: Path, root: Path) -> Path:
+    """``path`` when neither it nor a folder between it and ``root`` (the RUN given) is a symbolic link."""
+    for p in (path, *path.parents):
+        if p.is_symlink():
+            raise JudgeInputError(f"{p} is a symbolic link; give the real path (links are not followed)")
+        if p == root:
+            break
+    return path
+
+
+def read_generations(run: str | Path) -> Generations:
+    """The generations of ``run`` (see the module docstring)."""
+    from unlearn_app.open_unlearning.reader import is_ou_folder
+    from unlearn_methods.checkpoint_folder import CONFIG_FILE
+
+    root = Path(run).expanduser().absolute()
+    path = _no_link(root, root)
+    if not path.exists():
+        raise JudgeInputError(f"{run} does not exist; give lm-eval's samples file or output folder (--log_samples), "
+                              "an `unlearn run` folder or an open-unlearning evaluation folder.")
+    if path.is_file() and _SAMPLES_NAME.fullmatch(path.name):
+        return _from_samples([path])
+    if is_ou_folder(path):
+        return _from_ou(path if path.is_dir() else path.parent, root)
+    if path.is_dir() and (path / CONFIG_FILE).is_file():
+        if not (path / "eval").is_dir():
+            raise JudgeInputError(f"{run} is an `unlearn run` folder without an evaluation (eval/); run it with "
+                                  "--eval-tasks tofu_forgetNN, or give the lm-eval output folder of its evaluation.")
+        path = _no_link(path / "eval", root)
+    return _from_samples(_samples_of_run(path, root))
+
+
+def _samples_of_run(path: Path, root: Path) -> list[Path]:
+    """The samples files of the TOFU tasks of the one run under ``path`` (its newest results file's)."""
+    from harness_ext.results import ResultsFileError, latest_results_file, read_results_file
+    from unlearn_app.leaderboard.recompute import samples_files
+    from unlearn_app.open_unlearning.writer import benchmark_of
+
+    try:
+        results = _no_link(latest_results_file(path), root)
+        tasks = [t for t in (read_results_file(results).get("results") or {}) if benchmark_of(t) == "TOFU"]
+    except (FileNotFoundError, ResultsFileError) as e:
+        raise JudgeInputError(str(e)) from None
+    files = [f for t in tasks for f in samples_files(results, t)]
+    if not files:
+        raise JudgeInputError(f"{results}: no samples file of a TOFU task beside it; run lm_eval with --log_samples "
+                              "(tasks tofu_forgetNN or tofu_forgetNN_rouge).")
+    return [_no_link(f, root) for f in files]
+
+
+def _generation(row: dict[str, Any]) -> str | None:
+    """The first text among a sample's filtered responses (the generate_until request comes first)."""
+    for resp in row.get("filtered_resps") or []:
+        if isinstance(resp, list) and resp and isinstance(resp[0], str):
+            return resp[0]
+        if isinstance(resp, str):
+            return resp
+    return None
+
+
+def _from_samples(files: list[Path]) -> Generations:
+    from unlearn_app.leaderboard.recompute import FILTER, SamplesError, parse_samples
+
+    out = Generations("lm-eval")
+    for file in files:
+        task = _SAMPLES_NAME.fullmatch(file.name).group("task")
+        try:
+            rows = parse_samples(file.read_bytes(), file.name)
+        except SamplesError as e:
+            raise JudgeInputError(str(e)) from None
+        except OSError as e:
+            raise JudgeInputError(f"cannot read {file}: {e.strerror}") from None
+        items = []
+        for row in rows:
+            doc = row.get("doc")
+            if str(row.get("filter", FILTER)) != FILTER or not isinstance(doc, dict) or doc.get("split") not in SETS:
+                continue
+            answer = _generation(row)
+            if answer is None:
+                continue
+            items.append(_item(doc.get("split"), doc.get("index"), doc.get("question"), doc.get("answer"), answer,
+                               f"{file.name} document {row['doc_id']}"))
+        if items:
+            out.items[task] = items
+            out.files.append(file)
+    if not out.items:
+        raise JudgeInputError(f"{', '.join(f.name for f in files)}: no generated answer of the forget, retain, ra or "
+                              "wf sets; give the samples of tofu_forgetNN or tofu_forgetNN_rouge (generation part).")
+    return out
+
+
+def _item(split: Any, index: Any, question: Any, truth: Any, answer: Any, where: str) -> Item:
+    if not isinstance(index, int) or isinstance(index, bool) or not all(
+            isinstance(x, str) for x in (question, truth, answer)):
+        raise JudgeInputError(f"{where}: needs an integer index and the question, ground truth and generation as "
+                              "text; give the file as the evaluation wrote it")
+    return Item(split, index, question, truth, answer)
+
+
+def _from_ou(folder: Path, root: Path) -> Generations:
+    from harness_ext.results import ResultsFileError
+    from unlearn_app.open_unlearning.reader import read_json, task_name
+
+    eval_file = _no_link(folder / "TOFU_EVAL.json", root)
+    if not eval_file.is_file():
+        raise JudgeInputError(f"{folder}: no TOFU_EVAL.json (open-unlearning's per-item log) to read generations from")
+    try:
+        logs = read_json(eval_file)
+    except ResultsFileError as e:
+        raise JudgeInputError(str(e)) from None
+    if not isinstance(logs, dict):
+        raise JudgeInputError(f"{eval_file}: not an open-unlearning evaluation log (a JSON object)")
+    items = []
+    for split, key in OU_KEYS.items():
+        entry = logs.get(key)
+        by_index = entry.get("value_by_index") if isinstance(entry, dict) else None
+        if not isinstance(by_index, dict):
+            continue
+        for idx, value in sorted(by_index.items(), key=lambda kv: (len(kv[0]), kv[0])):
+            where = f"{eval_file.name} {key}.value_by_index[{idx!r}]"
+            if not isinstance(value, dict) or not str(idx).isdigit():
+                raise JudgeInputError(f"{where}: not an item (an object under a numeric index)")
+            items.append(_item(split, int(idx), value.get("input"), value.get("ground_truth"), value.get("generation"),
+                               where))
+    if not items:
+        raise JudgeInputError(f"{eval_file}: no per-item generations ({', '.join(OU_KEYS.values())} value_by_index "
+                              "with input, ground_truth and generation)")
+    return Generations("open-unlearning", {task_name("TOFU", logs, folder): items}, [eval_file])

@@ -1,0 +1,87 @@
+"""One judge pass: every item's prompt, the replies (from the cache, else asked in one batch per prompt), their
+verdicts by the prompt's parse rule, ROUGE-L recall of the same answer, and the aggregates per source task."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unlearn_app.judge import cache as verdict_cache
+from unlearn_app.judge.inputs import Generations, Item
+from unlearn_app.judge.prompt_files import Prompt
+from unlearn_app.judge.results import PREFIX, Judged
+
+#: Asks the judge: (prompts, max_gen_toks) -> replies.
+Asker = Callable[[Sequence[str], int], list[str]]
+
+
+@dataclass
+class Pass:
+    tasks: dict[str, tuple[list[Judged], dict[str, float]]] = field(default_factory=dict)
+    asked: int = 0  # requests sent to the judge
+    cached: int = 0  # replies taken from the cache
+
+
+def has_chat_template(model: str) -> bool:
+    """Whether a local model folder's tokenizer has a chat template (``chat_template.jinja`` or the
+    ``chat_template`` of ``tokenizer_config.json``), read without loading it; for a Hub id, the same files in the
+    local Hub cache."""
+    folder = Path(model).expanduser()
+    if folder.is_dir():
+        jinja, config = folder / "chat_template.jinja", folder / "tokenizer_config.json"
+    else:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = [try_to_load_from_cache(model, name) for name in ("chat_template.jinja", "tokenizer_config.json")]
+        jinja, config = (Path(f) if isinstance(f, str) else Path("/nonexistent") for f in found)
+    if jinja.is_file():
+        return True
+    try:
+        return bool(json.loads(config.read_text()).get("chat_template")) if config.is_file() else False
+    except (ValueError, OSError, AttributeError):
+        return False
+
+
+def run_pass(gens: Generations, prompts: Mapping[str, Prompt], judge: Mapping[str, str], chat: bool,
+             cache: verdict_cache.VerdictCache, asker: Callable[[], Asker], threshold: float) -> Pass:
+    """Judge every item of ``gens``; ``asker`` makes the judge (called only when a reply is not cached)."""
+    from unlearn_tasks.metrics.judge import aggregate
+    from unlearn_tasks.metrics.rouge import rouge_l_recall
+
+    flat: list[tuple[str, Item, Prompt, str]] = []
+    for task, items in gens.items.items():
+        for item in items:
+            prompt = prompts[item.split]
+            key = verdict_cache.key(judge, prompt.identity(), chat, item.question, item.ground_truth, item.answer)
+            flat.append((task, item, prompt, key))
+    out = Pass()
+    missing: dict[str, tuple[Prompt, str]] = {}
+    for _, item, prompt, key in flat:
+        if cache.get(key) is None and key not in missing:
+            missing[key] = (prompt, prompt.render(item.question, item.ground_truth, item.answer))
+    out.cached = len(flat) - sum(1 for _, _, _, k in flat if k in missing)
+    if missing:
+        ask = asker()
+        for name in sorted({p.name for p, _ in missing.values()}):
+            keys = [k for k, (p, _) in missing.items() if p.name == name]
+            replies = ask([missing[k][1] for k in keys], missing[keys[0]][0].max_gen_toks)
+            cache.add(dict(zip(keys, replies, strict=True)))
+            out.asked += len(keys)
+    for task in gens.items:
+        judged = []
+        for t, item, prompt, key in flat:
+            if t != task:
+                continue
+            reply = cache.get(key) or ""
+            verdict, scores = prompt.verdict(reply)
+            record: dict[str, Any] = {"split": item.split, "index": item.index, "verdict": verdict,
+                                      "rougeL_recall": rouge_l_recall(item.ground_truth, item.answer)}
+            if scores is not None:
+                record["scores"] = scores
+            judged.append(Judged(item.split, item.index, item.question, item.ground_truth, item.answer, prompt.name,
+                                 reply, record))
+        out.tasks[PREFIX + task] = (judged, aggregate([j.record for j in judged], threshold))
+    return out

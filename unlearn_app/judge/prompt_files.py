@@ -1,0 +1,105 @@
+"""The judge's prompts: versioned files in ``unlearn_app/judge/prompts/``, each a header of ``key: value`` lines, a
+line ``---``, then the prompt with the fields ``{question}``, ``{ground_truth}`` and ``{answer}``.
+
+Header keys: ``name``, ``version``, ``family`` (what ``unlearn judge --prompts`` names: one prompt per evaluation
+set), ``sets`` (the TOFU sets it judges), ``parse`` (``yes-no``, or ``json-scores`` with ``keys``, ``verdict_key``
+and ``verdict``: ``yes below N`` or ``yes from N``), ``max_gen_toks``, ``source`` and, for text from elsewhere, its
+``licence``. A prompt is identified in every output by its name, version and the sha256 of its file."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from unlearn_tasks.metrics import judge as verdicts
+
+FOLDER = Path(__file__).with_name("prompts")
+SETS = tuple(verdicts.SHARE_NAMES)
+_FIELD = re.compile(r"\{(question|ground_truth|answer)\}")
+_RULE = re.compile(r"yes (below|from) (\d+(?:\.\d+)?)")
+
+
+class PromptError(ValueError):
+    """A prompt family or file that cannot be used; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Prompt:
+    name: str
+    version: str
+    family: str
+    sets: tuple[str, ...]
+    parse: str
+    max_gen_toks: int
+    template: str
+    sha256: str
+    keys: tuple[str, ...] = ()
+    verdict_key: str = ""
+    threshold: float = 0.0
+    yes_below: bool = False
+
+    def render(self, question: str, ground_truth: str, answer: str) -> str:
+        """The prompt with its fields filled in (one pass: text inside a field is never read as a field)."""
+        values = {"question": question, "ground_truth": ground_truth, "answer": answer}
+        return _FIELD.sub(lambda m: values[m.group(1)], self.template)
+
+    def verdict(self, text: str) -> tuple[str, dict[str, float] | None]:
+        """(verdict, scores) of the judge's ``text`` by this prompt's parse rule (scores: json-scores only)."""
+        if self.parse == "yes-no":
+            return verdicts.parse_yes_no(text), None
+        scores = verdicts.parse_json_scores(text, self.keys)
+        score = scores[self.verdict_key] if scores else None
+        return verdicts.verdict_from_score(score, self.threshold, self.yes_below), scores
+
+    def identity(self) -> dict[str, str]:
+        return {"name": self.name, "version": self.version, "sha256": self.sha256}
+
+
+def read_prompt(path: Path) -> Prompt:
+    """One prompt file; :class:`PromptError` naming the file when its header is incomplete or wrong."""
+    data = path.read_bytes()
+    head, sep, template = data.decode("utf-8").partition("\n---\n")
+    if not sep:
+        raise PromptError(f"{path.name}: no line '---' between the header and the prompt")
+    header = dict(line.split(": ", 1) for line in head.splitlines() if ": " in line)
+    missing = [k for k in ("name", "version", "family", "sets", "parse", "max_gen_toks") if k not in header]
+    if missing:
+        raise PromptError(f"{path.name}: header lacks {', '.join(missing)}")
+    sets = tuple(s.strip() for s in header["sets"].split(","))
+    if set(sets) - set(SETS) or set(_FIELD.findall(template)) != {"question", "ground_truth", "answer"}:
+        raise PromptError(f"{path.name}: sets must be among {', '.join(SETS)} and the prompt must hold {{question}}, "
+                          "{ground_truth} and {answer}")
+    extra = {}
+    if header["parse"] == "json-scores":
+        rule = _RULE.fullmatch(header.get("verdict", ""))
+        keys = tuple(k.strip() for k in header.get("keys", "").split(",") if k.strip())
+        if rule is None or header.get("verdict_key") not in keys:
+            raise PromptError(f"{path.name}: json-scores needs keys, a verdict_key among them and 'verdict: yes "
+                              "below N' or 'yes from N'")
+        extra = {"keys": keys, "verdict_key": header["verdict_key"], "threshold": float(rule.group(2)),
+                 "yes_below": rule.group(1) == "below"}
+    elif header["parse"] != "yes-no":
+        raise PromptError(f"{path.name}: parse must be yes-no or json-scores, not {header['parse']!r}")
+    return Prompt(header["name"], header["version"], header["family"], sets, header["parse"],
+                  int(header["max_gen_toks"]), template, hashlib.sha256(data).hexdigest(), **extra)
+
+
+def all_prompts(folder: Path = FOLDER) -> list[Prompt]:
+    return [read_prompt(p) for p in sorted(folder.glob("*.txt"))]
+
+
+def families(folder: Path = FOLDER) -> list[str]:
+    return sorted({p.family for p in all_prompts(folder)})
+
+
+def family_prompts(family: str, folder: Path = FOLDER) -> dict[str, Prompt]:
+    """The prompt of each evaluation set in ``family``; :class:`PromptError` listing the families otherwise."""
+    chosen = [p for p in all_prompts(folder) if p.family == family]
+    if not chosen:
+        raise PromptError(f"--prompts {family}: no such prompt family; known: {', '.join(families(folder))}")
+    by_set = {s: p for p in chosen for s in p.sets}
+    if sorted(by_set) != sorted(SETS) or sum(len(p.sets) for p in chosen) != len(SETS):
+        raise PromptError(f"--prompts {family}: its files must give exactly one prompt per set ({', '.join(SETS)})")
+    return by_set

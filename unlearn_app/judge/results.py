@@ -1,0 +1,104 @@
+"""The judge's output, in lm-eval's schema so that ``unlearn report``, ``unlearn ci --from-results`` and the
+leaderboard read it as a run: ``results_<date>.json`` with the aggregates of task ``judge_<task>`` (one per source
+task: ``judge_tofu_forget10``), their directions (``higher_is_better``) and provenance (the judge, its revision, each
+prompt's name, version and sha256, the ROUGE-L threshold), beside ``samples_judge_<task>_<date>.jsonl``: one line
+per item with its question, ground truth, answer, the judge's reply and the verdict record the aggregates are
+computed from (:func:`aggregates_from_samples`, what the leaderboard recomputes)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from unlearn_tasks.metrics import judge as verdicts
+
+PREFIX = "judge_"
+#: The key of a sample line that holds its verdict record.
+RECORD = "judge"
+#: ROUGE-L recall at or above which ROUGE says an answer carries the fact (the agreement's threshold).
+ROUGE_THRESHOLD = 0.5
+
+
+def is_judge_task(name: str) -> bool:
+    return name.startswith(PREFIX)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judged item: what was asked, the reply, and its verdict record."""
+
+    split: str
+    index: int
+    question: str
+    ground_truth: str
+    answer: str
+    prompt: str  # the prompt's name
+    reply: str
+    record: dict[str, Any]  # split, index, verdict, rougeL_recall (and scores)
+
+
+def sample_lines(judged: Sequence[Judged]) -> list[dict[str, Any]]:
+    """The samples file's lines (lm-eval's ``doc_id`` / ``doc`` / ``filter`` and the verdict record)."""
+    return [{"doc_id": i, "doc": {"split": j.split, "index": j.index, "question": j.question,
+                                  "ground_truth": j.ground_truth, "answer": j.answer},
+             "filter": "none", "prompt": j.prompt, "reply": j.reply, RECORD: j.record}
+            for i, j in enumerate(judged)]
+
+
+def threshold_of(modes: Mapping[str, Any] | None) -> float:
+    """The run's ROUGE-L threshold from its ``metric_modes``; ValueError when it is not a number in [0, 1]."""
+    value = (modes or {}).get("rouge_threshold", ROUGE_THRESHOLD)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"rouge_threshold {value!r} is not a number from 0 to 1")
+    return float(value)
+
+
+def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, float]:
+    """Every judge metric from the samples' verdict records; ValueError naming the first bad line."""
+    records = []
+    for row in rows:
+        rec = row.get(RECORD)
+        ok = isinstance(rec, dict) and rec.get("split") in verdicts.SHARE_NAMES and rec.get("verdict") in \
+            verdicts.VERDICTS and isinstance(rec.get("rougeL_recall"), (int, float)) and not isinstance(
+                rec.get("rougeL_recall"), bool) and math.isfinite(rec["rougeL_recall"])
+        if not ok:
+            raise ValueError(f"document {row.get('doc_id')} has no verdict record (split, verdict, rougeL_recall)")
+        records.append(rec)
+    return verdicts.aggregate(records, threshold)
+
+
+def directions(metrics: Mapping[str, float]) -> dict[str, bool]:
+    """lm-eval's ``higher_is_better`` of each metric."""
+    lower = verdicts.lower_is_better()
+    return {m: m not in lower for m in metrics}
+
+
+def stamp() -> str:
+    """lm-eval's date stamp of its output files."""
+    return datetime.datetime.now().strftime("%Y-%m-%dT%H-%M-%S.%f")
+
+
+def write_outputs(folder: Path, tasks: Mapping[str, tuple[Sequence[Judged], dict[str, float]]],
+                  provenance: Mapping[str, Any], when: str) -> list[Path]:
+    """``results_<when>.json`` and one samples file per judge task in ``folder``; returns the files written."""
+    results, configs, better, sizes, written = {}, {}, {}, {}, []
+    for task, (judged, metrics) in tasks.items():
+        results[task] = {"alias": task, **{f"{m},none": v for m, v in metrics.items()},
+                         **{f"{m}_stderr,none": "N/A" for m in metrics}}
+        configs[task] = {"task": task, "provenance": dict(provenance)}
+        better[task] = directions(metrics)
+        sizes[task] = {"original": len(judged), "effective": len(judged)}
+        path = folder / f"samples_{task}_{when}.jsonl"
+        path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in sample_lines(judged)),
+                        encoding="utf-8")
+        written.append(path)
+    path = folder / f"results_{when}.json"
+    path.write_text(json.dumps({"results": results, "configs": configs, "higher_is_better": better,
+                                "versions": dict.fromkeys(tasks, 1), "n-samples": sizes,
+                                "date": when}, indent=2, ensure_ascii=False), encoding="utf-8")
+    return [path, *written]
