@@ -10,7 +10,11 @@
 # Cost: PyPI's torch 2.4.1 is a CUDA build (a 797 MB wheel plus ~2 GB of nvidia-* wheels, 5.9 GB installed; it
 # imports and runs on the CPU, but not without the nvidia-* libraries). The venv is kept between runs (in the user's
 # cache folder, one per set of floors), so only the first run on a machine pays the download: 927 s cold on the shared 2-core machine (load 10-13), 77 s kept (load 8-10).
+# `bash .ci/floor_stage.sh install` only builds the venv, `... test` only checks and tests it (.ci/run builds it while
+# the main tests run); with no argument it does both.
 set -euo pipefail
+mode=${1:-all}
+case $mode in install|test|all) ;; *) echo "usage: bash $0 [install|test]" >&2; exit 2;; esac
 cd "$(dirname "$0")/.."
 if [ "${UNLEARN_SKIP_FLOOR:-0}" = "1" ]; then echo "floor stage skipped (UNLEARN_SKIP_FLOOR=1)"; exit 0; fi
 start=$(date +%s)
@@ -19,10 +23,13 @@ python .ci/floor_constraints.py > "$constraints"
 # The venv is kept outside the checkout, one per set of floors (the constraints' hash), so a fresh clone on the same
 # machine reuses it: every package in it is pinned to its floor, so reusing it changes nothing that is tested.
 venv=${FLOOR_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/lm-eval-unlearning/venv-floor-$(sha256sum "$constraints" | cut -c1-12)}
-[ -x "$venv/bin/python" ] || python -m venv "$venv"
-"$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" -e . pytest pytest-timeout rouge==1.0.1
-"$venv/bin/python" -m pip check
-echo "floor stage install: $(( $(date +%s) - start )) s"
+if [ "$mode" != test ]; then
+  [ -x "$venv/bin/python" ] || python -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -c "$constraints" -e . pytest pytest-timeout rouge==1.0.1
+  "$venv/bin/python" -m pip check
+  echo "floor stage install: $(( $(date +%s) - start )) s"
+fi
+[ "$mode" = install ] && exit 0
 "$venv/bin/python" - "$constraints" <<'EOF'
 import sys
 from importlib.metadata import version

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -116,11 +117,15 @@ def data_root(tmp_path_factory, demo_data_dir, muse_data_dir) -> Path:
 
 def _run_both(args: list[str], out: Path, env: dict[str, str] | None = None) -> tuple[tuple, tuple]:
     """The same lm_eval command on one process and under ``accelerate launch`` on two, each process on one thread
-    (as the launch runs them: a tiny random model's near-tied logits would otherwise pick other greedy tokens)."""
+    (as the launch runs them: a tiny random model's near-tied logits would otherwise pick other greedy tokens). The
+    two commands run at the same time, each in its own output folder (on one thread, the one process alone leaves a
+    second core idle)."""
     env = {"OMP_NUM_THREADS": "1", **(env or {})}
-    one = run_command([*args, "--device", "cpu", "--output_path", str(out / "one")], env=env)
+    with ThreadPoolExecutor(2) as pool:
+        one_run = pool.submit(run_command, [*args, "--device", "cpu", "--output_path", str(out / "one")], env=env)
+        two_run = pool.submit(launch, [*args, "--output_path", str(out / "two")], env=env)
+        one, two = one_run.result(), two_run.result()
     assert one.returncode == 0, one.stderr[-3000:]
-    two = launch([*args, "--output_path", str(out / "two")], env=env)
     assert two.returncode == 0, two.stderr[-3000:]
     assert "on rank 1" in two.stderr + two.stdout  # the second process built (and scored) its share
     return _results(out / "one"), _results(out / "two")
