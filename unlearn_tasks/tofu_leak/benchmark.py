@@ -1,9 +1,7 @@
 """TOFU Leak@k's declaration: its tasks, its report rows (the release's k) and the direction of its metrics."""
 
 from unlearn_tasks.benchmarks import Benchmark
-
-#: The k the Leak-k release reports (its ``whole_eval.py``); other k get rows after these, alphabetically.
-RELEASE_K = (1, 2, 4, 8, 16, 32, 64, 128)
+from unlearn_tasks.metrics.leak import RELEASE_K
 
 BENCHMARK = Benchmark(
     name="tofu_leak",
