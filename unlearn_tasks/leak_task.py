@@ -40,7 +40,7 @@ class LeakOptions(MetadataOptions):
 
     WHERE = "Leak@k task"
 
-    leak_n: int = param(200, "samples drawn per question (lm-eval's repeats)", ge=1)
+    leak_n: int = param(200, "samples drawn per prompt (lm-eval's repeats)", ge=1)
     leak_k: list[int] = param(list(RELEASE_K), "the k of the reported leak_at_k metrics (each <= leak_n)")
     leak_temperature: float = param(1.0, "sampling temperature", gt=0)
     leak_top_p: float = param(1.0, "nucleus sampling's top_p", gt=0, le=1)
