@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # 400 samples through both NLI paths: 3 to 9 minutes on a loaded 2-core machine
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_leak_release.py"
 
 
