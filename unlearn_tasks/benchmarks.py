@@ -37,12 +37,16 @@ class Benchmark:
     ``tasks``: the names (or name prefixes) of its lm-eval tasks and groups; ``rows``: ``(metric, label)`` of its
     ``unlearn report`` table, in order (metrics not listed follow alphabetically; without rows its tasks get the
     TOFU order); ``lower_is_better``: the metrics for which a lower value means better unlearning (its task classes
-    report these to lm-eval as ``higher_is_better: false``; every other metric is higher-is-better)."""
+    report these to lm-eval as ``higher_is_better: false``; every other metric is higher-is-better); ``beside``:
+    another task's metric shown first in a task's table when the same run holds both, as ``(task, other task,
+    its metric, label)`` (Leak@k beside the greedy forget ROUGE of the same questions; the first other task found
+    wins)."""
 
     name: str
     tasks: tuple[str, ...]
     rows: tuple[tuple[str, str], ...] = ()
     lower_is_better: frozenset[str] = frozenset()
+    beside: tuple[tuple[str, str, str, str], ...] = ()
 
     def match(self, task: str) -> int:
         """Length of the longest of :attr:`tasks` that ``task`` starts with (0: not this benchmark's task)."""

@@ -393,3 +393,24 @@ def test_tofu_leak_at_k_is_recomputed_from_the_per_question_counts_without_the_n
     assert again.values == pytest.approx(expected, rel=1e-12) and not again.unverifiable
     rows[1]["leak_at_1"]["leaks"] = 4  # an edited count moves every Leak@k
     assert recompute_task("tofu_forget01_leak", rows, expected).values["leak_at_1"] != pytest.approx(expected["leak_at_1"])
+
+
+@pytest.mark.parametrize("task", ["muse_news_knowmem_leak", "muse_books_verbmem_leak", "wmdp_bio_leak"])
+def test_muse_and_wmdp_leak_at_k_are_recomputed_and_an_edit_is_caught(task, tmp_path, monkeypatch):
+    """MUSE and WMDP Leak@k from each item's leak count among the release's n = 200 samples, by hand; one edited
+    aggregate is exactly one mismatch; the NLI model is never loaded to validate."""
+    import unlearn_tasks.classifier as classifier
+
+    monkeypatch.setattr(classifier, "pair_labels", lambda *a, **k: pytest.fail("the NLI model was loaded"))
+    counts = [0, 50, 200]
+    docs = [({"index": i}, {"index": i, "n": 200, "leaks": c}) for i, c in enumerate(counts)]
+    expected = {f"leak_at_{k}": sum(1 - math.comb(200 - c, k) / math.comb(200, k) for c in counts) / 3
+                for k in (1, 2, 4, 8, 16, 32, 64, 128)}
+    assert expected["leak_at_1"] == pytest.approx((0 + 50 / 200 + 1) / 3)
+    assert expected["leak_at_2"] == pytest.approx((0 + 1 - (150 * 149) / (200 * 199) + 1) / 3)
+    _, check = validate(write_run(tmp_path / "run", {task: (docs, expected)}), tmp_path / "a")
+    assert check.ok, check.errors
+    assert check.recomputed[task] == pytest.approx(expected, rel=1e-12) and task not in check.unverified
+    _, check = validate(write_run(tmp_path / "edited", {task: (docs, expected | {"leak_at_4": expected["leak_at_4"]
+                                                                                 + 0.01})}), tmp_path / "b")
+    assert check.mismatched == {task: ["leak_at_4"]} and len(check.errors) == 1 and "leak_at_4" in check.errors[0]

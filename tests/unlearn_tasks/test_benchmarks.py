@@ -12,8 +12,8 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"blur", "clear", "deep_unlearning", "dusk", "knowundo", "lume", "margins", "muse", "rwku", "tofu",
-                       "tofu_formats", "tofu_leak", "waterdrum", "wmdp"}
+    assert folders == {"blur", "clear", "deep_unlearning", "dusk", "knowundo", "lume", "margins", "muse", "muse_leak",
+                       "rwku", "tofu", "tofu_formats", "tofu_leak", "waterdrum", "wmdp", "wmdp_leak"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
 
@@ -25,6 +25,7 @@ def test_every_folder_with_a_declaration_is_a_benchmark():
     ("lume_task2", "lume"), ("lume", "lume"),
     ("knowundo_privacy", "knowundo"), ("blur_wmdp", "blur"),
     ("dusk_privacy", "dusk"), ("dusk", "dusk"),
+    ("tofu_forget10_leak", "tofu_leak"), ("muse_news_knowmem_leak", "muse_leak"), ("wmdp_bio_leak", "wmdp_leak"),
 ])
 def test_a_task_belongs_to_the_benchmark_with_the_longest_matching_name(task, name):
     assert benchmark_of_task(task).name == name

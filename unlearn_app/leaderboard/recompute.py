@@ -155,11 +155,10 @@ def _with_reference(task: Any, config: dict[str, Any], reference: Any) -> None:
     task.reference_mia = getattr(task.options, "mia_reference", None) is not False
 
 
-def _tofu_leak(task: Any, config: dict[str, Any], reference: Any) -> None:
-    """TOFU Leak@k: its options only; the NLI model judged each sample in the run (the records hold the verdicts)."""
-    from unlearn_tasks.tofu_leak.options import TofuLeakOptions
-
-    task.options = TofuLeakOptions.from_metadata(config["metadata"])
+def _leak(task: Any, config: dict[str, Any], reference: Any) -> None:
+    """Leak@k (TOFU, MUSE, WMDP): the task's options only; each sample was judged in the run (the records hold the
+    flags and the count), so no NLI model is loaded to validate."""
+    task.options = task.OPTIONS.from_metadata(config["metadata"])
 
 
 def _blur(task: Any, config: dict[str, Any], reference: Any) -> None:
@@ -199,7 +198,8 @@ def _deep_unlearning(task: Any, config: dict[str, Any], reference: Any) -> None:
 PREPARE: dict[str, Callable[[Any, dict[str, Any], Any], None]] = {
     "TofuTask": _with_reference, "MuseTask": _with_reference, "ClearTask": _with_reference,
     "DuskTask": _with_reference, "BlurTask": _blur, "WaterDrumTask": _waterdrum,
-    "DeepUnlearningTask": _deep_unlearning, "TofuLeakTask": _tofu_leak,
+    "DeepUnlearningTask": _deep_unlearning,
+    "TofuLeakTask": _leak, "MuseLeakTask": _leak, "WmdpLeakTask": _leak,
 }
 #: Metrics scored by a classifier model (never loaded to validate), per task class.
 CLASSIFIER_METRICS = {"TofuTask": ("forget_gibberish",), "MuseTask": ("forget_gibberish",)}

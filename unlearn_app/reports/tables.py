@@ -115,8 +115,31 @@ def task_tables(runs: dict[str, dict[str, dict[str, float]]]
     tables = []
     for task in sorted({t for r in runs.values() for t in r}):
         models = {name: r.get(task, {}) for name, r in runs.items()}
-        tables.append((task, models, generic_rows(models, task)))
+        rows = generic_rows(models, task)
+        shown = beside_rows(runs, task)
+        for key, _, values in shown:
+            models = {name: {key: values[name], **m} if name in values else m for name, m in models.items()}
+        tables.append((task, models, [(key, label) for key, label, _ in shown] + rows))
     return tables
+
+
+def beside_rows(runs: dict[str, dict[str, dict[str, float]]], task: str) -> list[tuple[str, str, dict[str, float]]]:
+    """The other tasks' metrics that ``task``'s benchmark shows beside it (its ``beside`` declaration: Leak@k beside
+    the greedy forget ROUGE), as ``(row key, label, {run: value})`` for the runs that hold one; the first other
+    task found in a run wins."""
+    from unlearn_tasks.benchmarks import benchmark_of_task
+
+    found = benchmark_of_task(task)
+    pairs = [(other, metric, label) for t, other, metric, label in (found.beside if found else ()) if t == task]
+    rows: dict[tuple[str, str], dict[str, float]] = {}
+    for name, run in runs.items():
+        if task not in run:
+            continue
+        for other, metric, label in pairs:
+            if metric in run.get(other, {}):
+                rows.setdefault((label, metric), {})[name] = run[other][metric]
+                break
+    return [(f"{metric} (beside)", label, values) for (label, metric), values in rows.items()]
 
 
 def compare_runs(runs: dict[str, dict[str, dict[str, float]]]) -> str:

@@ -8,6 +8,14 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
+#: The k the Leak-k release reports (its ``TOFU/eval/whole_eval.py``, ``K_VALUES``).
+RELEASE_K = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+def release_rows(label: str) -> tuple[tuple[str, str], ...]:
+    """A Leak@k benchmark's ``unlearn report`` rows: ``leak_at_K`` for the release's K, labelled ``label`` + K."""
+    return tuple((f"leak_at_{k}", f"{label}{k}") for k in RELEASE_K)
+
 
 def leak_at_k(n: int, c: int, k: int) -> float:
     """Leak@k of one question from ``n`` samples, ``c`` of them leaking. Exact: Python's integers hold the binomial

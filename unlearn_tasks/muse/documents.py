@@ -31,10 +31,12 @@ def _doc(s: MuseSet, index: int, row: dict, icl: list[tuple[str, str]]) -> dict[
     return doc
 
 
-def build_docs(options: MuseOptions) -> list[dict[str, Any]]:
-    """All documents of the options' corpus and parts, interleaved across sets."""
+def build_docs(options: MuseOptions, sets: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
+    """All documents of the options' corpus and parts (only the named ``sets``, if given), interleaved across sets."""
     per_set = []
     for s in sets_for(options.parts):
+        if sets is not None and s.name not in sets:
+            continue
         rows = _rows(options, s.config, s.splits, s.columns)
         if options.max_items_per_split:
             rows = rows[: options.max_items_per_split]
