@@ -55,6 +55,7 @@ import math
 import os
 import platform
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -234,13 +235,18 @@ def pairing(forget: list[dict], retain: list[dict], idk_answers: list[str], seed
 
 
 def our_command(method: Method, model: str, data_dir: Path, forget: str, retain: str, lora: bool, steps: int,
-                n_examples: int, batch_size: int, lr: float, idk_file: Path, out: Path) -> list[str]:
+                n_examples: int, batch_size: int, lr: float, idk_file: Path, out: Path,
+                checkpoints: bool = True) -> list[str]:
+    """``unlearn run`` as a user runs it; without ``checkpoints``, no checkpoint before the end (open-unlearning's
+    TOFU runs save none: its ``save_strategy: no``)."""
     cmd = [sys.executable, "-m", "unlearn_app", "run", "--method", method.ours, "--model", model, "--data", "tofu",
            "--data-dir", str(data_dir), "--forget", forget, "--retain", retain, "--lora" if lora else "--full",
            "--prompt-format", "chat", "--system-prompt", SYSTEM_PROMPT, "--chat-template-arg",
            f"date_string={DATE_STRING}", "--dtype", "float32", "--max-length", "512", "--seed", "0",
            "--batch-size", str(batch_size), "--epochs", repr(our_epochs(steps, n_examples, batch_size)),
            "--lr", repr(lr), "--idk-file", str(idk_file), "--out", str(out), "--overwrite", "--quiet"]
+    if not checkpoints:
+        cmd += ["--save-steps", str(steps + 1)]
     for key, value in method.params.items():
         cmd += ["--param", f"{key}={str(value).lower() if isinstance(value, bool) else value}"]
     return cmd
@@ -359,6 +365,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=4, help="Optimiser steps per run (default 4).")
     p.add_argument("--batch-size", type=int, default=4)
     p.add_argument("--lr", type=float, default=1e-5, help="Learning rate (default 1e-5, open-unlearning's TOFU one).")
+    p.add_argument("--no-checkpoints", action="store_true", help="Ours without its checkpoint at the end of each "
+                   "epoch (default: as a user runs it, checkpoints on; open-unlearning saves none).")
     p.add_argument("--markdown", metavar="FILE", help="Also write the table here.")
     p.add_argument("--json", metavar="FILE", help="Also write every run's figures here.")
     return p
@@ -446,7 +454,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"open-unlearning ({checkout.name}, {_git_head(checkout)}), "
                   f"{'its own venv' if isolated else 'a venv on our packages'}: {ou_versions}",
                   f"model {Path(model).name}, float32, chat setting; {args.steps} optimiser steps, batch "
-                  f"{args.batch_size}, lr {args.lr:g}, AdamW; data {'demo corpus' if not args.data_dir else data_dir}"]
+                  f"{args.batch_size}, lr {args.lr:g}, AdamW; data {'demo corpus' if not args.data_dir else data_dir}; ours "
+                  f"{'without checkpoints' if args.no_checkpoints else 'with its checkpoint at each epoch end'}"]
         print("\n".join(header), flush=True)
         rows, runs = [], []
         for method_key, forget, mode, threads in itertools.product(args.methods, args.forget, args.modes,
@@ -460,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             pairs: list[dict] = []
             for k in range(args.pairs):
                 ours_cmd = our_command(method, model, data_dir, forget, retain, lora, args.steps, len(forget_rows),
-                                       args.batch_size, args.lr, idk_file, work / "ours-out")
+                                       args.batch_size, args.lr, idk_file, work / "ours-out", not args.no_checkpoints)
                 ou_cmd = ou_command(python, launcher, checkout, method, ou_model, forget, retain, lora, args.steps,
                                     args.batch_size, args.lr, work / "ou-out")
                 ou_env = {**_env(threads, isolated), PAIRING_ENV: str(pairing_file)}
@@ -485,6 +494,8 @@ def run_pair(k: int, ours_cmd: list[str], ours_env: dict, ou_cmd: list[str], ou_
     """Pair ``k`` (from 0): both sides, ours first when ``k`` is even; each side's figures and the update
     difference."""
     pair: dict = {}
+    for folder in (work / "ours-out", work / "ou-out"):  # open-unlearning's run writes into a folder as it is:
+        shutil.rmtree(folder, ignore_errors=True)       # an earlier LoRA run's adapter would be read as its result
     for side in (("ours", "ou") if k % 2 == 0 else ("ou", "ours")):
         if side == "ours":
             wall, rss, _ = timed_run(ours_cmd, ours_env)

@@ -106,7 +106,10 @@ def test_commands_run_the_same_steps(bench, tmp_path) -> None:
     assert ["--param", "beta=0.1"] == ours[ours.index("--param"):ours.index("--param") + 2]
     rmu = bench.our_command(bench.METHODS["undial"], "M", tmp_path, "forget01", "retain99", False, 2, 6, 4, 1e-5,
                             tmp_path / "idk", tmp_path / "out")
-    assert "all_positions=true" in rmu and "--full" in rmu
+    assert "all_positions=true" in rmu and "--full" in rmu and "--save-steps" not in rmu
+    quiet = bench.our_command(npo, "M", tmp_path, "forget01", "retain99", False, 2, 6, 4, 1e-5, tmp_path / "idk",
+                              tmp_path / "out", checkpoints=False)
+    assert quiet[quiet.index("--save-steps") + 1] == "3"  # after the last step: no checkpoint before the end
     ou = bench.ou_command(Path("py"), Path("l.py"), Path("/ou"), npo, "M", "forget01", "retain99", True, 2, 4, 1e-5,
                           tmp_path / "ou-out")
     for override in ("trainer=NPO", "experiment=unlearn/tofu/default", "+trainer.args.max_steps=2",
