@@ -6,10 +6,14 @@ in the same order, the same AdamW) with each side's loss, compared weight by wei
         [--model tiny | smollm2 | DIR] [--steps 3] [--lr 1e-3] [--batch-size 4] [--json FILE]
     PYTHONPATH=. python benchmarks/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
         --smollm2 [npo | graddiff] --steps 2 --batch-size 1 --lr 1e-5
+    PYTHONPATH=. python benchmarks/bench_ou_trainers.py --open-unlearning /path/to/open-unlearning \\
+        --model smollm2 --steps 2 --step-parts NPO GradDiff [--ou-first]
 
 The second form runs ``unlearn run`` itself (chat format, full fine-tuning, float32) on SmolLM2-135M-Instruct against
 OU's trainer class under the Trainer on the same pairs, with OU's attention mask (our default) and without, and
-compares the weights after ``--steps`` steps.
+compares the weights after ``--steps`` steps. The third times one step of each side (the second of two, one torch
+thread), split into the model's forwards with gradients, its forwards without them (the reference model's),
+backward and the AdamW step: which part of a step dominates.
 
 open-unlearning (a checkout of github.com/locuslab/open-unlearning) is imported in this process from its ``src/``:
 its trainer package imports ``omegaconf`` (a type annotation) and ``deepspeed`` (RMU's type check of a wrapped
@@ -338,6 +342,51 @@ def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path,
     return result
 
 
+def step_parts(ou, case, model_dir: Path, data, work: Path, ou_first: bool = False) -> dict[str, dict[str, float]]:
+    """Seconds of the second of two AdamW steps on each side, split into the model's forwards with gradients, its
+    forwards without (the reference model's), backward and the optimiser step: which part of a step dominates."""
+    import time
+    from collections import defaultdict
+
+    from transformers import AutoModelForCausalLM
+
+    parts: dict[str, float] = defaultdict(float)
+    cls = type(AutoModelForCausalLM.from_pretrained(model_dir))
+    original = cls.forward
+
+    def timed_forward(self, *args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            parts["forward" if torch.is_grad_enabled() else "reference forward"] += time.perf_counter() - start
+
+    cls.forward = timed_forward
+    try:
+        ou_trainer, our_trainer = make_trainers(ou, case, model_dir, work)
+        sides = [("OU", ou_trainer), ("ours", our_trainer)]
+        out = {}
+        for side, trainer in sides if ou_first else sides[::-1]:
+            opt = torch.optim.AdamW(trainer.model.parameters(), lr=1e-5)
+            for step in range(2):
+                parts.clear()
+                ou_batch, our_batch = data[step % len(data)]
+                torch.manual_seed(0)
+                start = time.perf_counter()
+                loss = trainer.compute_loss(trainer.model, ou_inputs(ou_batch, case[5]) if side == "OU" else our_batch)
+                opt.zero_grad()
+                backward = time.perf_counter()
+                loss.backward()
+                stepped = time.perf_counter()
+                opt.step()
+                end = time.perf_counter()
+            out[side] = {**parts, "backward": stepped - backward, "optimiser step": end - stepped,
+                         "total": end - start}
+        return out
+    finally:
+        cls.forward = original
+
+
 def _ou_handling_hf5(cls):
     """OU's trainer class, its ``compute_loss`` taking the ``num_items_in_batch`` that transformers 5's training step
     passes (OU's signature predates it; the loss is OU's)."""
@@ -458,6 +507,9 @@ def main(argv: list[str] | None = None) -> int:
                         "SmolLM2-135M-Instruct against OU's trainer run by the Trainer on the same pairs; the weights "
                         "after --steps steps (--batch-size, --lr) on the demo corpus's forget01 compared, with OU's "
                         "attention mask (our default) and without it.")
+    parser.add_argument("--step-parts", nargs="+", metavar="CASE", help="Instead: time one step of these cases (labels "
+                        "as printed) on each side, split into forwards, reference forwards, backward and AdamW.")
+    parser.add_argument("--ou-first", action="store_true", help="With --step-parts: open-unlearning's side first.")
     args = parser.parse_args(argv)
 
     from transformers.utils import logging as hf_logging
@@ -495,6 +547,13 @@ def main(argv: list[str] | None = None) -> int:
         data, items = batches(ou, tok, template_args, args.batch_size, max(1, args.steps), write_corpus(work / "data"))
         from transformers import AutoConfig
 
+        if args.step_parts:
+            torch.set_num_threads(1)
+            layer = max(0, AutoConfig.from_pretrained(model_dir).num_hidden_layers // 2 - 1)
+            for case in [c for c in cases(layer) if c[0] in args.step_parts]:
+                for side, t in step_parts(ou, case, model_dir, data, work, args.ou_first).items():
+                    print(f"{case[0]} {side}: " + ", ".join(f"{k} {v:.2f} s" for k, v in t.items()), flush=True)
+            return 0
         rmu_layer = max(0, AutoConfig.from_pretrained(model_dir).num_hidden_layers // 2 - 1)
         print(f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC, {platform.node()} ({os.cpu_count()} CPUs, load "
               f"{os.getloadavg()[0]:.2f}), model {args.model}, batch {args.batch_size}, {args.steps} steps, lr {args.lr:g}; "
