@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 import torch
 from transformers import Trainer, TrainerCallback
 
+from unlearn_methods import reference
 from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, forward
 from unlearn_methods.params import MethodParams
 
@@ -136,6 +137,12 @@ class UnlearnTrainer(Trainer):
     def __init__(self, *args, method: UnlearnMethod, l1_lora: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.method = method
+        if method.reference_nll and self.train_dataset is not None and not isinstance(self.train_dataset,
+                                                                                      reference.WithReference):
+            # the run's training set comes with its values (unlearn_methods.training); any other, computed here
+            self.train_dataset, self.data_collator, _ = reference.attach(
+                self.model, self.train_dataset, self.data_collator, method.reference_nll,
+                self.args.per_device_train_batch_size)
         self.l1_lora = l1_lora
         self.ctx = MethodContext(trainer=self, reference=self._make_reference() if method.needs_reference else None)
         self._terms: dict[str, list[float]] = {}

@@ -17,6 +17,7 @@ Under a launcher the main process computes and writes them and the others receiv
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 from pathlib import Path
@@ -75,19 +76,22 @@ class ReferenceCollator:
 @torch.no_grad()
 def compute(model: Any, dataset: Dataset, collator: Any, parts: tuple[str, ...], batch_size: int,
             device: torch.device | str | None = None) -> dict[str, torch.Tensor]:
-    """Each row's summed answer NLL under ``model`` (eval mode, no gradient) for each of ``parts``: one pass over
-    ``dataset`` in order, ``batch_size`` rows at a time. Returns ``{part: float32 tensor [len(dataset)]}``."""
+    """Each row's summed answer NLL under ``model`` (eval mode, no gradient; a LoRA model with its adapter switched
+    off) for each of ``parts``: one pass over ``dataset`` in order, ``batch_size`` rows at a time. Returns
+    ``{part: float32 tensor [len(dataset)]}``."""
     was_training = model.training
     model.eval()
     device = device or next(model.parameters()).device
     values: dict[str, list[torch.Tensor]] = {part: [] for part in parts}
+    adapter_off = model.disable_adapter() if hasattr(model, "disable_adapter") else contextlib.nullcontext()
     try:
-        for start in range(0, len(dataset), batch_size):
-            batch = collator([dataset[k] for k in range(start, min(start + batch_size, len(dataset)))])
-            for part in parts:
-                b = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch[part].items()}
-                nll, _ = sequence_nll(forward(model, b).logits, b["labels"])
-                values[part].append(nll.float().cpu())
+        with adapter_off:
+            for start in range(0, len(dataset), batch_size):
+                batch = collator([dataset[k] for k in range(start, min(start + batch_size, len(dataset)))])
+                for part in parts:
+                    b = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch[part].items()}
+                    nll, _ = sequence_nll(forward(model, b).logits, b["labels"])
+                    values[part].append(nll.float().cpu())
     finally:
         model.train(was_training)
     return {part: torch.cat(chunks) for part, chunks in values.items()}
