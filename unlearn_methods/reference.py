@@ -97,6 +97,13 @@ def compute(model: Any, dataset: Dataset, collator: Any, parts: tuple[str, ...],
     return {part: torch.cat(chunks) for part, chunks in values.items()}
 
 
+def scored(model: Any, batch: dict[str, dict[str, Any]], parts: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """A copy of a collated ``batch`` whose ``parts`` carry their rows' summed answer NLL under ``model`` as it is
+    now (call it before training): for code that feeds the Trainer's ``compute_loss`` its own batches."""
+    values = compute(model, [batch], lambda rows: rows[0], parts, batch_size=1)
+    return {part: ({**b, REF_NLL_KEY: values[part]} if part in parts else b) for part, b in batch.items()}
+
+
 def rows_digest(dataset: Dataset, parts: tuple[str, ...]) -> str:
     """sha256 of the token ids and labels of ``parts`` of every row, in order: which rows the values belong to."""
     digest = hashlib.sha256()
