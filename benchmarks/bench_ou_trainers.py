@@ -311,6 +311,11 @@ def run_case(ou, case, model_dir: Path, data, steps: int, lr: float, work: Path,
     result: dict = {"case": case[0], "ou_losses": [], "our_losses": []}
     ou_opt = torch.optim.AdamW(ou_trainer.model.parameters(), lr=lr, weight_decay=0.0)
     our_opt = torch.optim.AdamW(our_trainer.model.parameters(), lr=lr, weight_decay=0.0)
+    from unlearn_methods import reference
+
+    # our batches carry the reference values the run's data loader would give them, computed before any step
+    data = [(ou_batch, reference.scored(our_trainer.model, our_batch, our_trainer.method.reference_nll))
+            for ou_batch, our_batch in data]
     for step in range(steps):
         ou_batch, our_batch = data[step % len(data)]
         torch.manual_seed(0)  # RMU's random direction: OU draws torch.rand from the global generator

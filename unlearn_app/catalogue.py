@@ -63,14 +63,15 @@ def methods_markdown() -> str:
     lines = [f"{len(methods)} methods. Set a hyperparameter with `--param NAME=VALUE` (or `method_params:` in a "
              "`--config` YAML); values are converted to the declared type and checked against its range.", "",
              "Capabilities, as the method classes declare them (`unlearn run` refuses a combination that does not "
-             "apply): *reference model*: its loss compares with the frozen model before unlearning "
-             "(`needs_reference`); *QA only*: its loss needs questions, so not raw text such as MUSE (`qa_only`); "
+             "apply): *reference model*: its loss compares with the frozen model before unlearning, "
+             "running it during training (`needs_reference`) or only through its answer NLL of each example, "
+             "computed once before training (`reference_nll`, no copy of the model kept); *QA only*: its loss needs questions, so not raw text such as MUSE (`qa_only`); "
              "*vision*: it can unlearn a vision-language model, `--data clear` (`vision`).", "",
              "| method | what it does | paper | reference model | QA only | vision | hyperparameters |",
              "|---|---|---|---|---|---|---|"]
     for name, cls in methods:
         params = ", ".join(f"[`{f.name}`](#{name}-params)" for f in cls.Params.fields()) or "none"
-        flags = " | ".join(_yes_no(v) for v in (cls.needs_reference, cls.qa_only, cls.vision))
+        flags = " | ".join(_yes_no(v) for v in (cls.uses_reference(), cls.qa_only, cls.vision))
         lines.append(f"| `{name}` | {_cell(cls.summary)} | {_cell(cls.paper)} | {flags} | {params} |")
     lines += ["", "### Hyperparameters", ""]
     for name, cls in methods:

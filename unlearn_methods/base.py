@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import torch
 from transformers import Trainer, TrainerCallback
 
-from unlearn_methods.losses import NORM_KEY, WEIGHT_KEY, forward
+from unlearn_methods import reference
+from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, forward
 from unlearn_methods.params import MethodParams
 
 #: The kinds of forget example a method may declare (:attr:`UnlearnMethod.forget_corpus`).
@@ -42,6 +43,9 @@ class MethodContext:
 
     def reference_outputs(self, batch: dict, **kwargs):
         """Outputs of the frozen reference model (the model before unlearning) on ``batch``."""
+        if self.reference is None:
+            raise RuntimeError("This run keeps no reference model: the method's needs_reference is False (its "
+                               "reference_nll values come with the batch).")
         with torch.no_grad():
             if self.reference == ADAPTER_DISABLED:
                 with self.trainer.model.disable_adapter():
@@ -64,7 +68,13 @@ class UnlearnMethod:
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
     paper: ClassVar[str] = ""  # the paper the loss comes from
-    needs_reference: ClassVar[bool] = False  # its loss compares with the frozen model before unlearning
+    #: Its loss runs the frozen model before unlearning (the reference) during training: a copy of it for full
+    #: fine-tuning, the base weights with the adapter off for LoRA (KL terms, distillation, activations).
+    needs_reference: ClassVar[bool] = False
+    #: The parts of a batch (e.g. "forget") whose rows' reference summed answer NLL its loss uses: computed once
+    #: before training and carried with each row (``batch[part][REF_NLL_KEY]``, :mod:`unlearn_methods.reference`),
+    #: so no reference model is kept for it unless ``needs_reference`` is also true.
+    reference_nll: ClassVar[tuple[str, ...]] = ()
     #: Its loss needs questions (a refusal, another item's or an alternate answer to them): not for raw text (MUSE).
     qa_only: ClassVar[bool] = False
     #: Available for vision-language models (--data clear); False for methods that fine-tune a text-only copy of
@@ -85,6 +95,12 @@ class UnlearnMethod:
 
     def loss(self, ctx: MethodContext, model, inputs: dict) -> tuple[torch.Tensor, dict[str, float]]:
         raise NotImplementedError
+
+    @classmethod
+    def uses_reference(cls) -> bool:
+        """Whether its loss compares with the frozen model before unlearning (per step or through values computed
+        once): the catalogue's *reference model* column."""
+        return cls.needs_reference or bool(cls.reference_nll)
 
     def counts(self, part: str, batch: dict) -> dict[str, torch.Tensor]:
         """Extra quantities of one micro-batch part that a mean of this method divides by (besides rows, answer tokens
@@ -121,6 +137,12 @@ class UnlearnTrainer(Trainer):
     def __init__(self, *args, method: UnlearnMethod, l1_lora: float = 0.0, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.method = method
+        if method.reference_nll and self.train_dataset is not None and not isinstance(self.train_dataset,
+                                                                                      reference.WithReference):
+            # the run's training set comes with its values (unlearn_methods.training); any other, computed here
+            self.train_dataset, self.data_collator, _ = reference.attach(
+                self.model, self.train_dataset, self.data_collator, method.reference_nll,
+                self.args.per_device_train_batch_size)
         self.l1_lora = l1_lora
         self.ctx = MethodContext(trainer=self, reference=self._make_reference() if method.needs_reference else None)
         self._terms: dict[str, list[float]] = {}
@@ -166,6 +188,8 @@ class UnlearnTrainer(Trainer):
                 b[WEIGHT_KEY] = weight
                 if "labels" in b and not bool(weight.all()):
                     b["labels"] = b["labels"].masked_fill(weight[:, None] == 0, -100)
+                    if REF_NLL_KEY in b:  # as the reference's NLL of a row without answer tokens
+                        b[REF_NLL_KEY] = b[REF_NLL_KEY] * weight.to(b[REF_NLL_KEY].dtype)
                 mask = b.get("attention_mask", torch.ones_like(b["input_ids"]))
                 counts = {"rows": weight.sum(), "positions": (mask * weight[:, None]).sum().float()}
                 if "labels" in b:

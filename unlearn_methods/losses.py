@@ -16,6 +16,9 @@ NORM_KEY = "global_norm"
 #: Set with it: each row's weight, 0 for a row repeated to fill the last batch of an epoch on several processes.
 WEIGHT_KEY = "row_weight"
 STEP_KEYS = (NORM_KEY, WEIGHT_KEY)
+#: Each row's reference value computed once before training (:mod:`unlearn_methods.reference`): the frozen reference
+#: model's summed answer NLL of the row, float32 [B], in the parts a method lists in ``reference_nll``.
+REF_NLL_KEY = "reference_nll"
 
 
 def share(batch: dict, kind: str, local: torch.Tensor) -> torch.Tensor:
@@ -47,7 +50,7 @@ def position_mask(batch: dict) -> torch.Tensor:
 def forward(model, batch: dict, **kwargs):
     """Run ``model`` on a batch (labels are not passed: every method computes its own loss). A vision-language
     batch also carries the processor's image tensors (``pixel_values``, ...), passed on as they are."""
-    images = {k: v for k, v in batch.items() if k not in TEXT_KEYS and k not in STEP_KEYS}
+    images = {k: v for k, v in batch.items() if k not in TEXT_KEYS and k not in STEP_KEYS and k != REF_NLL_KEY}
     return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
 
 

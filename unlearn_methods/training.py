@@ -2,9 +2,10 @@
 checkpoint folder. Evaluating it, writing its model card and pushing it are the application's
 (:mod:`unlearn_app.pipeline`).
 
-Under a launcher (``accelerate launch``, ``torchrun``) every process runs :func:`train`: each loads the model (and
-its reference copy) and trains on its share of every step; the main process alone prepares ``OUT.partial``, writes
-the files and publishes the folder, the others waiting for it (:func:`main_process`)."""
+Under a launcher (``accelerate launch``, ``torchrun``) every process runs :func:`train`: each loads the model (and,
+for a method that runs the reference during training, its reference copy) and trains on its share of every step;
+the main process alone prepares ``OUT.partial``, writes the files (the reference values a method computes once,
+:mod:`unlearn_methods.reference`) and publishes the folder, the others waiting for it (:func:`main_process`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from unlearn_methods import all_methods, checkpoint_folder, get_method
+from unlearn_methods import all_methods, checkpoint_folder, get_method, reference
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig, coerce_method_params, run_fields
 from unlearn_methods.eval_during import (
@@ -39,7 +40,7 @@ from unlearn_methods.eval_during import (
     lm_eval_evaluator,
 )
 from unlearn_methods.finetune import finetune
-from unlearn_methods.processes import main_process
+from unlearn_methods.processes import MainProcessError, main_process
 from unlearn_methods.prompt_format import prompt_format_of, resolve_prompt_format
 from unlearn_tasks.settings import read_settings
 
@@ -402,11 +403,16 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
     eval_record: dict[str, Any] | None = None
     adapter = False
     if method.trains:
-        model = _wrap_lora(cfg, model) if cfg.lora else model
-        adapter = cfg.lora and not cfg.merge
         dataset = source.training_set(run, tokenizer)
         check_answer_tokens(cfg, dataset)
         collator = source.collator(tokenizer, prompt_format_of(cfg))
+        try:  # the reference's per-row values, once, from the model before any adapter or training step
+            dataset, collator, reference_record = reference.attach(model, dataset, collator, method.reference_nll,
+                                                                   cfg.batch_size, out, cfg.resume)
+        except (reference.ReferenceValuesError, MainProcessError) as e:
+            raise UnlearningFailed(f"--resume: {e}") from None
+        model = _wrap_lora(cfg, model) if cfg.lora else model
+        adapter = cfg.lora and not cfg.merge
         callback = _eval_callback(cfg, tokenizer, data_dir, out, select, evaluator, on_row)
         trainer = UnlearnTrainer(model=model, args=_training_args(cfg, out, len(dataset)), train_dataset=dataset,
                                  data_collator=collator, method=method, l1_lora=cfg.l1_lora,
@@ -442,6 +448,8 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
         train_metrics = dict(result.metrics)
         model = trainer.model
         saved: dict[str, Any] = {"metrics": train_metrics, "log_history": trainer.state.log_history}
+        if reference_record:
+            saved["reference_nll"] = reference_record
         if callback:
             try:
                 selected = callback.restore_best(model, trainer.state.global_step)

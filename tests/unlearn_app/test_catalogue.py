@@ -134,7 +134,7 @@ def test_methods_table_shows_each_method_s_capabilities():
     assert "| method | what it does | paper | reference model | QA only | vision | hyperparameters |" in text
     flags = dict(re.findall(r"^\| `(\w+)` \|.*?\| ((?:yes|no) \| (?:yes|no) \| (?:yes|no)) \|", text, flags=re.M))
     yes_no = {True: "yes", False: "no"}
-    assert flags == {name: " | ".join(yes_no[v] for v in (cls.needs_reference, cls.qa_only, cls.vision))
+    assert flags == {name: " | ".join(yes_no[v] for v in (cls.uses_reference(), cls.qa_only, cls.vision))
                      for name, cls in all_methods().items()}
     # AltPO: DPO against the original model, on questions, generates alternates with the text tokenizer;
     # GA: plain ascent on any data; Task Vector: fine-tunes a text-only copy

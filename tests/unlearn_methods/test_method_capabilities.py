@@ -7,7 +7,12 @@ def test_capabilities_are_class_attributes():
     methods = all_methods()
     assert sorted(n for n, c in methods.items() if c.qa_only) == ["altpo", "dpo", "idk", "llmu"]
     assert sorted(n for n, c in methods.items() if not c.vision) == ["altpo", "task_vector", "whp"]
-    assert methods["npo"].needs_reference and not methods["ga"].needs_reference
+    assert methods["npo"].uses_reference() and not methods["ga"].uses_reference()
+    # the reference only through each row's answer NLL, computed once: no reference model kept during training
+    assert {n: c.reference_nll for n, c in methods.items() if c.reference_nll} == {
+        "altpo": ("forget_alternate", "forget"), "dpo": ("forget_idk", "forget"), "npo": ("forget",)}
+    assert not methods["npo"].needs_reference and methods["npo"]({"retain_loss": "kl"}).needs_reference
+    assert methods["kl"].needs_reference and methods["rmu"].needs_reference and methods["undial"].needs_reference
 
 
 def test_unlearn_methods_lists_the_limits():

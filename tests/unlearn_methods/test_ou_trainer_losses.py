@@ -63,7 +63,7 @@ def _our_losses(bench, case, model_dir, tok, batches, items, duals=None) -> list
     ``duals`` (a list the dual variable after each epoch is appended to) is given."""
     from transformers import AutoModelForCausalLM, TrainingArguments
 
-    from unlearn_methods import get_method
+    from unlearn_methods import get_method, reference
     from unlearn_methods.base import UnlearnTrainer
     from unlearn_methods.forget_retain import PairCollator
 
@@ -75,6 +75,8 @@ def _our_losses(bench, case, model_dir, tok, batches, items, duals=None) -> list
     trainer.state.epoch = 0.0
     optimiser = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     losses = []
+    # batches fed to compute_loss directly carry the reference values the run's data loader would give them
+    batches = [reference.scored(model, b, trainer.method.reference_nll) for b in batches]
     for step, batch in enumerate(batches):
         loss = trainer.compute_loss(model, batch)
         losses.append(float(loss.detach()))
