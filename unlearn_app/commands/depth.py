@@ -187,7 +187,7 @@ def _cmd_depth(args: argparse.Namespace) -> int:
     if not args.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=len(items), desc="UDS (2 stages x %d layers)" % len(layers), unit="question")
+        bar = tqdm(total=len(items), desc=f"UDS (2 stages x {len(layers)} layers)", unit="question")
     full, s1, s2 = depth_scores(models["target"], models["retain"], models["model"], items, pad_id,
                                 batch_size=args.batch_size, layers=layers, progress=bar.update if bar else None,
                                 states=args.states)

@@ -1,8 +1,8 @@
 """Every figure of the ``unlearn`` tools, in one module: TOFU's Forget Quality vs Model Utility scatter, grouped bars,
 labelled scatters, the attack recovery dot plot, metrics against the step (evaluation during unlearning), the
-KLoM margin histograms and the UDS per layer (``unlearn depth``). matplotlib is imported inside each function (``unlearn --help`` stays light). A benchmark's
-own paper figure (WaterDrum's evaluation plot, deep unlearning's Recall-Accuracy plot) stays in its benchmark
-package in ``unlearn_tasks``, below this layer, beside the report it belongs to."""
+KLoM margin histograms and the UDS per layer (``unlearn depth``). matplotlib is imported inside each function
+(``unlearn --help`` stays light). A benchmark's own paper figure (WaterDrum's evaluation plot, deep unlearning's
+Recall-Accuracy plot) stays in its benchmark package in ``unlearn_tasks``, below this layer, beside the report it belongs to."""
 
 from __future__ import annotations
 
