@@ -276,5 +276,8 @@ def depth_layers(rows: list[dict], uds: float | None, out: str | Path, title: st
     bottom.set_ylim(0, 1.05)
     bottom.set_ylabel("erasure ratio (KE layers)")
     bottom.set_xlabel("layer")
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
     bottom.grid(axis="y", alpha=0.3)
     return _save(plt, fig, out)
