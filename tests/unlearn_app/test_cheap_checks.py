@@ -67,6 +67,8 @@ CASES = [
     ("margins: missing model folder", "margins --model {tmp}/no/such/model --data tofu --out {tmp}/m.npy",
      "is neither a local folder nor a Hub id"),
     ("margins gather: missing run", "margins gather {tmp}/missing --out {tmp}/m.npy", "{tmp}/missing"),
+    ("depth: missing model folder", "depth --model {tmp}/no/such/model --target m --retain m --out {tmp}/d",
+     "--model {tmp}/no/such/model is neither a local folder nor a Hub id"),
     ("blur-references: unknown source", "blur-references --model m --out {tmp}/b --sources nope",
      "nope is not a BLUR source"),
     ("ci: missing suite", "ci --suite {tmp}/missing.yaml --out {tmp}/ci --model m", "suite file does not exist"),

@@ -13,7 +13,7 @@ def _top_level(parser: argparse.ArgumentParser) -> list[str]:
 def test_subcommands_in_help_order():
     assert _top_level(build_parser()) == [
         "demo", "run", "sweep", "report", "export-ou", "judge", "methods", "push", "submit", "leaderboard", "watermark", "verify", "waterdrum", "deep-unlearning", "klom",
-        "ulira", "margins", "blur-references", "ci", "attack", "tasks-dir"]
+        "ulira", "margins", "blur-references", "depth", "ci", "attack", "tasks-dir"]
 
 
 def test_each_command_module_adds_its_own_subcommands():

@@ -1,8 +1,8 @@
 """Every figure of the ``unlearn`` tools, in one module: TOFU's Forget Quality vs Model Utility scatter, grouped bars,
-labelled scatters, the attack recovery dot plot, metrics against the step (evaluation during unlearning) and the
-KLoM margin histograms. matplotlib is imported inside each function (``unlearn --help`` stays light). A benchmark's
-own paper figure (WaterDrum's evaluation plot, deep unlearning's Recall-Accuracy plot) stays in its benchmark
-package in ``unlearn_tasks``, below this layer, beside the report it belongs to."""
+labelled scatters, the attack recovery dot plot, metrics against the step (evaluation during unlearning), the
+KLoM margin histograms and the UDS per layer (``unlearn depth``). matplotlib is imported inside each function
+(``unlearn --help`` stays light). A benchmark's own paper figure (WaterDrum's evaluation plot, deep unlearning's
+Recall-Accuracy plot) stays in its benchmark package in ``unlearn_tasks``, below this layer, beside the report it belongs to."""
 
 from __future__ import annotations
 
@@ -253,3 +253,31 @@ def margin_histograms(unlearned: np.ndarray, oracle: np.ndarray, samples: list[i
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def depth_layers(rows: list[dict], uds: float | None, out: str | Path, title: str) -> Path:
+    """``unlearn depth``'s figure, one x position per patched layer: above, the mean drop of the answer's
+    log-probability with the retain model's (stage 1) and the unlearned model's (stage 2) states patched in; below,
+    the layer's d1-weighted erasure ratio over the questions where it encodes the answer, with the overall UDS."""
+    plt, fig, (top, bottom) = _figure(7.0, 5.2, rows=2)
+    layers = [r["layer"] for r in rows]
+    top.plot(layers, [r["mean_d1"] for r in rows], marker="o", label="stage 1: retain -> target")
+    top.plot(layers, [r["mean_d2"] for r in rows], marker="s", label="stage 2: unlearned -> target")
+    top.axhline(0, color="black", lw=0.6)
+    top.set_ylabel("mean log-prob drop")
+    top.legend(fontsize=8)
+    top.grid(alpha=0.3)
+    top.set_title(title)
+    ratios = [r["weighted_ler"] for r in rows]
+    bottom.bar(layers, [0 if v is None else v for v in ratios], color="tab:blue", alpha=0.8)
+    if uds is not None:
+        bottom.axhline(uds, color="tab:red", ls="--", lw=1.2, label=f"UDS {uds:.3f}")
+        bottom.legend(fontsize=8)
+    bottom.set_ylim(0, 1.05)
+    bottom.set_ylabel("erasure ratio (KE layers)")
+    bottom.set_xlabel("layer")
+    from matplotlib.ticker import MaxNLocator
+
+    bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+    bottom.grid(axis="y", alpha=0.3)
+    return _save(plt, fig, out)
