@@ -30,6 +30,18 @@ def file_sha256(path: str | Path, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def folder_sha256(folder: str | Path) -> str:
+    """sha256 of a folder's files (relative names and contents, sorted; symbolic links left out, none followed), each
+    file's hash remembered by :func:`cached_file_sha256`, so a rerun does not read a model's weights again."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    files = sorted(Path(root, name) for root, _, names in os.walk(folder) for name in names)
+    for f in files:
+        if f.is_file() and not f.is_symlink():
+            digest.update(f"{f.relative_to(folder).as_posix()}\0{cached_file_sha256(f)}\n".encode())
+    return digest.hexdigest()
+
+
 def hash_cache_file() -> Path:
     """Where :func:`cached_file_sha256` keeps its hashes (``$XDG_CACHE_HOME/lm-eval-unlearning/file-sha256.json``)."""
     base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")

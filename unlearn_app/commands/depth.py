@@ -106,25 +106,17 @@ def _load_model(model: str, dtype, device: str):
 
 def _model_record(model: str, loaded) -> dict[str, Any]:
     """Where a model came from: its Hub id and commit, or its folder and a hash of its files (an adapter: both)."""
-    from harness_ext.provenance import cached_file_sha256
+    from harness_ext.provenance import folder_sha256
     from unlearn_app.checkpoint.adapter import find_adapter
-
-    def folder_hash(folder: Path) -> str:
-        import hashlib
-
-        digest = hashlib.sha256()
-        for f in sorted(p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()):
-            digest.update(f"{f.relative_to(folder).as_posix()}\0{cached_file_sha256(f)}\n".encode())
-        return digest.hexdigest()
 
     adapter = find_adapter(model)
     record: dict[str, Any] = {"name": model}
     if adapter:
-        record["adapter_sha256"] = folder_hash(Path(adapter.path))
+        record["adapter_sha256"] = folder_sha256(Path(adapter.path))
         record["base"] = adapter.base
     source = Path(adapter.base if adapter else model).expanduser()
     if source.is_dir():
-        record["sha256"] = folder_hash(source)
+        record["sha256"] = folder_sha256(source)
     else:
         record["revision"] = getattr(loaded.config, "_commit_hash", None)
     return record

@@ -35,6 +35,8 @@ def identity(spec: JudgeSpec) -> dict[str, str]:
     folder = Path(spec.model).expanduser()
     if spec.backend not in SERVER_BACKENDS and folder.is_dir():
         out["model"] = folder.name
+        from harness_ext.provenance import folder_sha256
+
         out["revision"] = spec.revision or f"sha256:{folder_sha256(folder)}"
     elif spec.backend not in SERVER_BACKENDS:
         out["revision"] = spec.revision or _cached_commit(spec.model) or "unknown (not in the local Hub cache)"
@@ -42,23 +44,6 @@ def identity(spec: JudgeSpec) -> dict[str, str]:
         out["revision"] = spec.revision or "unknown (served model; pass --judge-revision)"
         out["server"] = spec.base_url or ""
     return out
-
-
-def folder_sha256(folder: Path) -> str:
-    """sha256 of a model folder's files (relative names and contents, sorted; symbolic links left out), each file's
-    hash remembered by path, size and time (:func:`harness_ext.provenance.cached_file_sha256`), so a rerun does not
-    read the weights again."""
-    import hashlib
-    import os
-
-    from harness_ext.provenance import cached_file_sha256
-
-    digest = hashlib.sha256()
-    files = sorted(Path(root, name) for root, _, names in os.walk(folder) for name in names)
-    for f in files:
-        if f.is_file() and not f.is_symlink():
-            digest.update(f"{f.relative_to(folder).as_posix()}\0{cached_file_sha256(f)}\n".encode())
-    return digest.hexdigest()
 
 
 def _cached_commit(repo_id: str) -> str | None:
