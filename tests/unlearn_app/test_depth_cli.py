@@ -108,3 +108,21 @@ def test_adapter_equals_merged_and_endpoints(three_models, demo_data_dir, tmp_pa
                        str(tmp_path / "ci")], capsys)
     checks = json.loads((tmp_path / "ci" / "results.json").read_text())["checks"]
     assert code == 1 and [c["passed"] for c in checks] == [True, False]
+
+
+def test_submit_carries_the_depth_results_and_validate_recomputes_them(three_models, demo_data_dir, tmp_path, capsys):
+    """The command's own output through `unlearn submit --to` and `unlearn leaderboard validate`: every number
+    recomputed from the carried per-layer scores at the run's tau, and validated."""
+    _depth(three_models, three_models["merged"], tmp_path / "u", demo_data_dir, capsys, "--tau", "0.01")
+    code, out, err = _run(["submit", str(tmp_path / "u"), "--model-dir", str(three_models["merged"]), "--method",
+                           "lora", "--to", str(tmp_path / "board")], capsys)
+    assert code == 0, err
+    assert "validated; 4 aggregate(s) recomputed from per-item values, 0 unverified" in out
+    assert "samples" not in err  # not reported as a task without per-item values
+    (folder,) = (tmp_path / "board" / "submissions").iterdir()
+    record = json.loads((folder / "submission.json").read_text())
+    entry = record["results"]["forget01_uds"]
+    assert entry["depth"] == "depth/forget01_uds.json" and entry["depth"] in record["files"]
+    assert entry["provenance"]["metric_modes"]["tau"] == 0.01
+    code, out, err = _run(["leaderboard", "validate", str(tmp_path / "board")], capsys)
+    assert code == 0 and out.startswith("validated "), out + err

@@ -135,6 +135,7 @@ def _cmd_depth(args: argparse.Namespace) -> int:
     from harness_ext import provenance
     from harness_ext.results import json_safe
     from unlearn_app.checkpoint.adapter import find_adapter
+    from unlearn_app.leaderboard.depth import PRODUCER
     from unlearn_app.reports.plots import depth_layers
     from unlearn_methods.data_sources import data_source
     from unlearn_methods.depth_items import DepthDataError, build_items, read_annotations
@@ -210,7 +211,7 @@ def _cmd_depth(args: argparse.Namespace) -> int:
             "models": {dest: _model_record(getattr(args, dest), models[dest]) for dest, _ in ROLES},
             "per_layer": rows, "per_item": per_item, "skipped": skipped,
         }},
-        "config": {"model": "unlearn depth", "device": device},
+        "config": {"model": PRODUCER, "device": device},
         "total_evaluation_time_seconds": round(time.perf_counter() - started, 3),
         "date": time.time(),
     }

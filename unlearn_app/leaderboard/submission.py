@@ -7,9 +7,10 @@ open-unlearning folder) and the reference (retain) run's (``reference/<task>/``;
 its folder name, the digest of these files and its model, see :mod:`.reference`). Every task of an lm-eval run
 carries lm-eval's samples file as it was written (``samples/<task>.jsonl``; the reference run's as
 ``reference/<task>/samples.jsonl``), which :mod:`unlearn_app.leaderboard.recompute` recomputes every aggregate
-from, and the versions that produced it (``produced_by``: lm-eval's, transformers', ours). Its id ends with the first 12 hex
-digits of a digest of its content (model, method, results, reference, file hashes; not the date or the submitter's
-text), so the same results submitted twice get the same id.
+from, and the versions that produced it (``produced_by``: lm-eval's, transformers', ours); an ``unlearn depth``
+task carries its per-question, per-layer scores instead (``depth/<task>.json``, :mod:`.depth`). Its id ends with
+the first 12 hex digits of a digest of its content (model, method, results, reference, file hashes; not the date or
+the submitter's text), so the same results submitted twice get the same id.
 """
 
 from __future__ import annotations
@@ -129,6 +130,7 @@ class TaskResult:
     samples: bytes | None = None  # lm-eval's samples file of the task (--log_samples)
     produced_by: dict[str, Any] | None = None
     group: bool = False  # an lm-eval group's row (recomputed from its tasks; no samples of its own)
+    depth: bytes | None = None  # `unlearn depth`'s per-question, per-layer scores (leaderboard.depth.carried)
 
 
 def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
@@ -141,6 +143,7 @@ def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[
 
 
 def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
+    from unlearn_app.leaderboard import depth
     from unlearn_app.leaderboard.recompute import samples_files
     from unlearn_app.open_unlearning.writer import ExportError, benchmark_of, export_task
 
@@ -155,7 +158,8 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
             continue
         bench = benchmark_of(task)
         items = None
-        if bench:
+        uds = depth.carried(raw, task) if depth.is_depth(raw, task) else None
+        if bench and uds is None:
             try:
                 _, logs, _ = export_task(raw, task, file)
                 items = logs if any("value_by_index" in e or "forget" in e for e in logs.values()) else None
@@ -166,7 +170,8 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
         found = samples_files(file, task)
         out.append(TaskResult(task, run, "lm-eval", bench, aggregates, items, (raw.get("versions") or {}).get(task),
                               provenance, found[0].read_bytes() if found else None, produced_by(raw, provenance),
-                              task in groups and task not in (raw.get("configs") or {})))
+                              task in groups and task not in (raw.get("configs") or {}),
+                              uds))
     if not out:
         raise SubmissionError(f"{file} holds no task with numeric results")
     return out
@@ -280,6 +285,9 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
             if ref_samples is not None:
                 entry["reference_samples"] = f"reference/{task}/samples.jsonl"
                 files[entry["reference_samples"]] = ref_samples
+        if t.depth is not None:
+            entry["depth"] = f"depth/{task}.json"
+            files[entry["depth"]] = t.depth
         if t.items:
             entry["items"] = f"items/{task}/{t.benchmark}_EVAL.json"
             files[entry["items"]] = _dumps(t.items)
@@ -311,7 +319,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
     for key in ("model", "method", "results"):  # the submitter's text is theirs to write
         record[key] = without_local_paths(record[key])
     record["id"] = f"{slug(name)}-{slug(str(method_name))}-{digest(record)[:12]}"
-    bare = sorted(t.task for t in tasks.values() if t.kind == "lm-eval" and t.samples is None and not t.group)
+    bare = sorted(t.task for t in tasks.values()
+                  if t.kind == "lm-eval" and t.samples is None and t.depth is None and not t.group)
     notes = [f"no samples file for {', '.join(bare)}: rerun lm_eval with --log_samples to have their numbers "
              "recomputed (without it they are shown unverified)"] if bare else []
     return Built(record, files, notes)

@@ -15,6 +15,8 @@ number with nothing to recompute it from is *unverified*. A submission is ``vali
 shows was recomputed and agrees; with unverified numbers it is ``partly verified (N of M)``.
 Every other number of a task that carries lm-eval's samples file is recomputed from it with the task's own
 aggregation (:func:`recompute_samples`, :mod:`unlearn_app.leaderboard.recompute`): every benchmark, groups included.
+An ``unlearn depth`` task's UDS (overall and per question) is recomputed from its per-layer scores with the
+command's own score function (:mod:`unlearn_app.leaderboard.depth`).
 """
 
 from __future__ import annotations
@@ -135,7 +137,7 @@ def _agree(a: float, b: float) -> bool:
 
 # --------------------------------------------------------------------------- reading it
 def _named_files(record: dict[str, Any]) -> set[str]:
-    return {e.get(k) for e in record["results"].values() for k in ("items", "reference", *SAMPLE_KEYS)} - {None}
+    return {e.get(k) for e in record["results"].values() for k in ("items", "reference", "depth", *SAMPLE_KEYS)} - {None}
 
 
 def read_record(folder: Path) -> dict[str, Any]:
@@ -210,6 +212,9 @@ def _check_task(check: Check, task: str, entry: dict[str, Any], files: dict[str,
     from unlearn_app.open_unlearning.reader import OuFolderError
 
     claimed = entry["aggregates"]
+    if entry.get("depth"):
+        _check_depth(check, task, entry, files)
+        return
     bench = benchmark_of(task)
     if not entry.get("items") or bench is None:
         check.unverified[task] = sorted(claimed)
@@ -241,6 +246,36 @@ def _check_task(check: Check, task: str, entry: dict[str, Any], files: dict[str,
             check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {again:.6g} "
                                 "recomputed from its per-item values"
                                 + (" and the reference" if metric in ("forget_quality", "privleak") else ""))
+
+
+def _check_depth(check: Check, task: str, entry: dict[str, Any], files: dict[str, bytes]) -> None:
+    """``unlearn depth``'s aggregates and per-question UDS recomputed from its per-layer scores (:mod:`.depth`), at
+    the threshold of the task's recorded options (missing or out of range: refused)."""
+    from unlearn_app.leaderboard import depth
+
+    try:
+        tau = depth.threshold_of((entry.get("provenance") or {}).get("metric_modes"))
+        content = untrusted.parse_json(files[entry["depth"]], entry["depth"])
+    except (depth.DepthError, untrusted.Unreadable) as e:
+        raise Refused(f"{task}: {e}" if isinstance(e, depth.DepthError) else str(e)) from None
+    try:
+        again = depth.recompute(content, tau)
+    except depth.DepthError as e:
+        check.errors.append(f"{check.id}: {task}: cannot recompute the UDS from {entry['depth']} ({e})")
+        return
+    check.errors += [f"{check.id}: {task}: {line}" for line in again.item_mismatches]
+    for metric, value in sorted(entry["aggregates"].items()):
+        if metric not in depth.AGGREGATES:
+            check.unverified.setdefault(task, []).append(metric)
+            continue
+        recomputed = again.values.get(metric)  # None: the UDS is undefined (no question has a KE layer)
+        if recomputed is not None:
+            check.recomputed.setdefault(task, {})[metric] = recomputed
+        if recomputed is None or not _agree(float(value), recomputed):
+            check.mismatched.setdefault(task, []).append(metric)
+            shown = "undefined (no question has a KE layer)" if recomputed is None else f"{recomputed:.6g}"
+            check.errors.append(f"{check.id}: {task}/{metric} = {value:.6g} submitted, but {shown} recomputed from "
+                                f"its per-layer scores ({entry['depth']})")
 
 
 def check_folder(folder: str | Path) -> Check:
