@@ -1,0 +1,83 @@
+"""Leak@k on lm-eval's vllm backend: the leak_n samples of a prompt are one engine request (SamplingParams n =
+leak_n, a seed of the prompt's own), n distinct samples per prompt, Leak@k computed from them; a prompt's samples do
+not depend on the other prompts of the run; a greedy task sends the engine exactly what lm-eval's own path sends."""
+
+import pytest
+
+from harness_ext.evaluate import evaluate_lm, model_arguments
+from harness_ext.vllm_samples import prompt_seed
+from unlearn_tasks.metrics.leak import mean_leak_at_k
+from unlearn_tasks.metrics.rouge import rouge_l_recall
+
+TASK = "tofu_forget01_leak"
+N = 6
+LEAK = {"leak_n": N, "leak_k": [1, 3, 6], "leak_max_new_tokens": 16, "leak_criterion": "rougeL_recall",
+        "leak_threshold": 0.2}
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    """One vLLM backend on the untrained tiny model (its samples differ from one another) for the whole module, with
+    every engine ``generate`` call recorded as (prompt token ids, sampling parameters) pairs."""
+    from lm_eval.models.vllm_causallms import VLLM
+
+    lm = VLLM(**model_arguments(tiny_model_dir, "vllm"), batch_size=16)
+    calls: list[list[tuple[list[int], object]]] = []
+    generate = lm.model.generate
+
+    def recorded(prompts, sampling_params=None, **kwargs):
+        params = sampling_params if isinstance(sampling_params, list) else [sampling_params] * len(prompts)
+        calls.append([(list(p["prompt_token_ids"]), sp) for p, sp in zip(prompts, params, strict=True)])
+        return generate(prompts, sampling_params=sampling_params, **kwargs)
+
+    lm.model.generate = recorded
+    return lm, calls
+
+
+def _leak_run(lm, demo_data_dir, tmp_path, limit=None):
+    meta = {"data_dir": str(demo_data_dir), **LEAK}
+    return evaluate_lm(lm, [TASK], tmp_path, meta, limit=limit, log_samples=True)
+
+
+def test_leak_samples_are_one_request_per_prompt(engine, demo_data_dir, tmp_path):
+    lm, calls = engine
+    calls.clear()
+    run = _leak_run(lm, demo_data_dir, tmp_path / "all")
+    docs = run["samples"][TASK]
+    sent = [pair for call in calls for pair in call]
+    assert len(docs) >= 2 and len(sent) == len(docs)  # one engine request per question, not leak_n
+    assert [sp.n for _, sp in sent] == [N] * len(docs)
+    assert [sp.seed for _, sp in sent] == [prompt_seed(1234, ids) for ids, _ in sent]  # the model arg seed 1234
+    assert all(sp.temperature == 1.0 and sp.top_p == 1.0 and sp.max_tokens == 16 for _, sp in sent)
+    by_question = {}
+    for doc in docs:
+        samples = doc["resps"][0]
+        assert len(samples) == N and len(set(samples)) == N  # n distinct samples, each handed to one copy
+        record = doc["leak_at_1"]
+        recalls = [rouge_l_recall(doc["doc"]["answer"], s.strip()) for s in samples]
+        assert record["rougeL_recall"] == pytest.approx(recalls)
+        assert record["leaks"] == sum(r >= 0.2 for r in recalls) and record["n"] == N
+        by_question[doc["doc_id"]] = samples
+    counts = [doc["leak_at_1"]["leaks"] for doc in docs]
+    metrics = run["results"][TASK]
+    for k in (1, 3, 6):
+        assert metrics[f"leak_at_{k},none"] == pytest.approx(mean_leak_at_k(counts, N, k))
+    # the same samples when the question is asked alone (--limit 1): the seed is the prompt's own
+    alone = _leak_run(lm, demo_data_dir, tmp_path / "one", limit=1)["samples"][TASK]
+    assert alone[0]["resps"][0] == by_question[alone[0]["doc_id"]]
+
+
+def test_a_greedy_task_sends_what_lm_eval_sends(engine, demo_data_dir, tmp_path, monkeypatch):
+    from lm_eval.models.vllm_causallms import VLLM
+
+    lm, calls = engine
+    meta = {"data_dir": str(demo_data_dir)}
+
+    def sent(out):
+        calls.clear()
+        evaluate_lm(lm, ["tofu_forget01_rouge"], out, meta, limit=3)
+        return [[(ids, repr(sp)) for ids, sp in call] for call in calls]
+
+    ours = sent(tmp_path / "ours")
+    monkeypatch.setattr(VLLM, "generate_until", VLLM.generate_until._unlearn_original)
+    assert ours and sent(tmp_path / "lm_eval") == ours
