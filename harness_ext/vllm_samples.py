@@ -6,7 +6,8 @@ marks its sampled requests with :func:`mark_samples_in_one_request`; the patched
 (:func:`patch_vllm_generation`) then groups the copies of each marked, sampled request (:func:`sample_groups`) and
 asks vLLM once per prompt with ``SamplingParams(n=...)``, handing the copies the n outputs in order. Everything else
 (greedy requests, unmarked ones, a marked request under ``--gen_kwargs do_sample=False``) takes lm-eval's path
-unchanged, in one call with the same arguments.
+unchanged, in one call with the same arguments. ``UNLEARN_VLLM_SAMPLES=0`` switches the grouping off (lm-eval's n
+copies).
 
 Seeds: each grouped prompt gets its own vLLM seed, :func:`prompt_seed` of the backend's ``seed`` model argument
 (lm-eval's default 1234) and the prompt's tokens (a seed among the generation keywords is used as given); vLLM draws
@@ -18,10 +19,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from typing import Any
 
+ENV_SWITCH = "UNLEARN_VLLM_SAMPLES"
 #: the request attribute a task sets to have vLLM draw a request's ``repeats`` samples in one request.
 SAMPLES_ATTRIBUTE = "unlearn_samples_in_one_request"
+
+
+def enabled() -> bool:
+    return os.environ.get(ENV_SWITCH, "1").strip().lower() not in {"0", "false", "no", "off"}
 
 
 def mark_samples_in_one_request(request: Any) -> Any:
@@ -101,7 +108,10 @@ def generate_sample_groups(lm: Any, requests: list, counts: list[int]) -> list[l
 
 def generate_until_grouped(lm: Any, requests: list, run: Any) -> list[str]:
     """lm-eval's ``generate_until`` (``run``) on the requests :func:`sample_groups` leaves alone (all of them, in
-    one call, when none is grouped), :func:`generate_sample_groups` on the groups; answers in request order."""
+    one call, when none is grouped or the grouping is off), :func:`generate_sample_groups` on the groups; answers in
+    request order."""
+    if not enabled():
+        return run(requests)
     plain, groups = sample_groups(requests)
     if not groups:
         return run(requests)
@@ -126,9 +136,8 @@ def patch_vllm_generation(cls: type) -> None:
         return generate_until_grouped(self, requests, lambda part: original(self, part, disable_tqdm))
 
     generate_until._unlearn_patched = True  # type: ignore[attr-defined]
-    generate_until._unlearn_original = original  # type: ignore[attr-defined]
     cls.generate_until = generate_until
 
 
-__all__ = ["SAMPLES_ATTRIBUTE", "generate_sample_groups", "generate_until_grouped", "is_sampled",
+__all__ = ["ENV_SWITCH", "SAMPLES_ATTRIBUTE", "enabled", "generate_sample_groups", "generate_until_grouped", "is_sampled",
            "mark_samples_in_one_request", "patch_vllm_generation", "prompt_seed", "sample_groups"]

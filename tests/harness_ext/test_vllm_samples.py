@@ -80,6 +80,14 @@ def test_without_marked_samples_lm_eval_gets_the_same_call():
     assert len(calls) == 1 and calls[0][0] is requests and calls[0][1] is True
 
 
+def test_switched_off_every_request_takes_lm_eval_s_path(monkeypatch):
+    monkeypatch.setenv(vllm_samples.ENV_SWITCH, "0")
+    requests = _requests()
+    calls = []
+    out = vllm_samples.generate_until_grouped(object(), requests, lambda part: calls.append(part) or ["x"] * len(part))
+    assert calls == [requests] and out == ["x"] * len(requests)
+
+
 def test_prompt_seed_is_the_sha256_of_seed_and_tokens():
     expected = int(hashlib.sha256(b"[1234, [5, 17, 3]]").hexdigest()[:12], 16)
     assert prompt_seed(1234, [5, 17, 3]) == expected

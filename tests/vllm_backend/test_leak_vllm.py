@@ -5,7 +5,7 @@ not depend on the other prompts of the run; a greedy task sends the engine exact
 import pytest
 
 from harness_ext.evaluate import evaluate_lm, model_arguments
-from harness_ext.vllm_samples import prompt_seed
+from harness_ext.vllm_samples import ENV_SWITCH, prompt_seed
 from unlearn_tasks.metrics.leak import mean_leak_at_k
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 
@@ -67,17 +67,26 @@ def test_leak_samples_are_one_request_per_prompt(engine, demo_data_dir, tmp_path
     assert alone[0]["resps"][0] == by_question[alone[0]["doc_id"]]
 
 
-def test_a_greedy_task_sends_what_lm_eval_sends(engine, demo_data_dir, tmp_path, monkeypatch):
-    from lm_eval.models.vllm_causallms import VLLM
+def _sent(lm, calls, task, out, metadata, monkeypatch, grouped: bool):
+    """What the engine was sent for one run of ``task`` (limit 3): per call, (prompt ids, sampling parameters)."""
+    monkeypatch.setenv(ENV_SWITCH, "1" if grouped else "0")
+    calls.clear()
+    evaluate_lm(lm, [task], out, metadata, limit=3)
+    return [[(ids, repr(sp)) for ids, sp in call] for call in calls]
 
+
+def test_a_greedy_task_sends_what_lm_eval_sends(engine, demo_data_dir, tmp_path, monkeypatch):
     lm, calls = engine
     meta = {"data_dir": str(demo_data_dir)}
+    ours = _sent(lm, calls, "tofu_forget01_rouge", tmp_path / "ours", meta, monkeypatch, grouped=True)
+    lm_eval = _sent(lm, calls, "tofu_forget01_rouge", tmp_path / "lm_eval", meta, monkeypatch, grouped=False)
+    assert ours and lm_eval == ours
+    assert all("n=1," in sp for call in ours for _, sp in call)
 
-    def sent(out):
-        calls.clear()
-        evaluate_lm(lm, ["tofu_forget01_rouge"], out, meta, limit=3)
-        return [[(ids, repr(sp)) for ids, sp in call] for call in calls]
 
-    ours = sent(tmp_path / "ours")
-    monkeypatch.setattr(VLLM, "generate_until", VLLM.generate_until._unlearn_original)
-    assert ours and sent(tmp_path / "lm_eval") == ours
+def test_switched_off_the_copies_are_lm_eval_s(engine, demo_data_dir, tmp_path, monkeypatch):
+    """``UNLEARN_VLLM_SAMPLES=0``: lm-eval's path, leak_n requests of n = 1 per question (what the grouping saves)."""
+    lm, calls = engine
+    meta = {"data_dir": str(demo_data_dir), **LEAK}
+    sent = _sent(lm, calls, TASK, tmp_path, meta, monkeypatch, grouped=False)
+    assert sum(len(call) for call in sent) == 3 * N and all("n=1," in sp for call in sent for _, sp in call)
