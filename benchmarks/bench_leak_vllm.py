@@ -1,7 +1,8 @@
 """What drawing a prompt's n samples in one vLLM request saves: ``tofu_forget01_leak`` on lm-eval's vllm backend with
 the n samples of a question as one request (``SamplingParams(n=...)``, :mod:`harness_ext.vllm_samples`) and as
 lm-eval's n copies of the prompt (``UNLEARN_VLLM_SAMPLES=0``), interleaved on one engine; prints wall time, the
-engine requests and samples, and the load average.
+engine requests and samples, a hash of the samples (equal between two invocations: the samples are repeatable), and
+the load average.
 
     PYTHONPATH=. python benchmarks/bench_leak_vllm.py [--model DIR] [--n 32] [--max-new-tokens 64] [--rounds 2]
 
@@ -13,6 +14,8 @@ Llama built here (its samples run to the token limit: it never stops early). Dat
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import logging
 import os
 import platform
@@ -80,8 +83,10 @@ def main() -> None:
                 requests.clear()
                 wall, samples = run_once(lm, data_dir, args.n, args.max_new_tokens)
                 total = sum(len(s) for s in samples)
+                digest = hashlib.sha256(json.dumps(samples).encode()).hexdigest()[:12]
                 print(f"{label}: {wall:.1f} s wall, {sum(requests)} engine requests, {total} samples "
-                      f"({1000 * wall / total:.1f} ms each); load average {os.getloadavg()[0]:.2f}", flush=True)
+                      f"({1000 * wall / total:.1f} ms each), samples {digest}; load average "
+                      f"{os.getloadavg()[0]:.2f}", flush=True)
 
 
 if __name__ == "__main__":

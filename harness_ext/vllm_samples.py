@@ -9,16 +9,15 @@ asks vLLM once per prompt with ``SamplingParams(n=...)``, handing the copies the
 unchanged, in one call with the same arguments. ``UNLEARN_VLLM_SAMPLES=0`` switches the grouping off (lm-eval's n
 copies).
 
-Seeds: each grouped prompt gets its own vLLM seed, :func:`prompt_seed` of the backend's ``seed`` model argument
-(lm-eval's default 1234) and the prompt's tokens (a seed among the generation keywords is used as given); vLLM draws
-the i-th sample with seed + i. A prompt's samples therefore depend on the model, the prompt, that seed and the
-sampling keywords only, not on the other prompts of the run or their order (lm-eval's ``--seed`` does not reach them).
+Seeds: none per request, as on lm-eval's own path: vLLM draws every sample from its engine-wide generator, seeded
+with the backend's ``seed`` model argument (lm-eval's default 1234), so the same run on a fresh engine gives the same
+samples. (A per-request ``SamplingParams.seed`` would make a prompt's samples its own, but vLLM 0.32 on CPU fails on
+a seeded request whose prompt is prefilled in chunks: "CPU Generator does not use offset"; a seed among the
+generation keywords is still passed on, as lm-eval passes it.)
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 from typing import Any
 
@@ -58,12 +57,6 @@ def sample_groups(requests: list) -> tuple[list[int], list[list[int]]]:
     return plain, list(groups.values())
 
 
-def prompt_seed(seed: int, tokens: list[int]) -> int:
-    """The vLLM seed of a prompt: the first 6 bytes of the SHA-256 of ``[seed, tokens]`` (JSON), as an integer."""
-    digest = hashlib.sha256(json.dumps([int(seed), [int(t) for t in tokens]]).encode()).digest()
-    return int.from_bytes(digest[:6], "big")
-
-
 def _stop_string(lm: Any) -> str:
     """The EOS text lm-eval's ``VLLM.generate_until`` adds to the stop sequences."""
     eos = lm.tokenizer.decode(lm.eot_token_id)
@@ -73,7 +66,7 @@ def _stop_string(lm: Any) -> str:
 def generate_sample_groups(lm: Any, requests: list, counts: list[int]) -> list[list[str]]:
     """``counts[j]`` samples of each request ``requests[j]`` (a ``generate_until`` request), one vLLM request each,
     built as lm-eval's ``VLLM.generate_until`` builds it (stop sequences, token budget, truncation, the texts'
-    post-processing and cache entries) with ``n`` and a seed (:func:`prompt_seed`) added."""
+    post-processing and cache entries) with ``n`` added."""
     from lm_eval.models.utils import maybe_truncate, postprocess_generated_text
     from vllm import SamplingParams
 
@@ -86,12 +79,10 @@ def generate_sample_groups(lm: Any, requests: list, counts: list[int]) -> list[l
                                                            default_max_gen_toks=lm.max_gen_toks)
         toks, max_gen_toks = maybe_truncate(toks, max_gen_toks=max_gen_toks, max_model_len=lm.max_length,
                                             side=lm.truncation_side, verbose=True)
-        keys.append(kwargs | {"until": until, "max_gen_toks": max_gen_toks})  # lm-eval's cache key
         stop = [s for s in until if s == eos] if lm.think_end_token else until
-        seed = kwargs.pop("seed", None)
-        seed = prompt_seed(lm.model_args.get("seed", 0), toks) if seed is None else int(seed)
         prompts.append(toks)
-        params.append(SamplingParams(n=count, seed=seed, max_tokens=max_gen_toks, stop=stop, **kwargs))
+        params.append(SamplingParams(n=count, max_tokens=max_gen_toks, stop=stop, **kwargs))
+        keys.append(kwargs | {"until": until, "max_gen_toks": max_gen_toks})  # lm-eval's cache key
     size = lm.batch_size if isinstance(lm.batch_size, int) and lm.batch_size > 0 else len(prompts) or 1
     results: list[list[str]] = []
     for start in range(0, len(prompts), size):
@@ -140,4 +131,4 @@ def patch_vllm_generation(cls: type) -> None:
 
 
 __all__ = ["ENV_SWITCH", "SAMPLES_ATTRIBUTE", "enabled", "generate_sample_groups", "generate_until_grouped", "is_sampled",
-           "mark_samples_in_one_request", "patch_vllm_generation", "prompt_seed", "sample_groups"]
+           "mark_samples_in_one_request", "patch_vllm_generation", "sample_groups"]

@@ -2,15 +2,12 @@
 vLLM: which requests are grouped, in what order, how the n samples go back to the copies, and that everything else
 reaches lm-eval's own generate_until unchanged (tests/vllm_backend/test_leak_vllm.py runs it on vLLM)."""
 
-import hashlib
-
 from lm_eval.api.instance import Instance
 
 import harness_ext.vllm_samples as vllm_samples
 from harness_ext.vllm_samples import (
     mark_samples_in_one_request,
     patch_vllm_generation,
-    prompt_seed,
     sample_groups,
 )
 
@@ -86,9 +83,3 @@ def test_switched_off_every_request_takes_lm_eval_s_path(monkeypatch):
     calls = []
     out = vllm_samples.generate_until_grouped(object(), requests, lambda part: calls.append(part) or ["x"] * len(part))
     assert calls == [requests] and out == ["x"] * len(requests)
-
-
-def test_prompt_seed_is_the_sha256_of_seed_and_tokens():
-    expected = int(hashlib.sha256(b"[1234, [5, 17, 3]]").hexdigest()[:12], 16)
-    assert prompt_seed(1234, [5, 17, 3]) == expected
-    assert prompt_seed(1235, [5, 17, 3]) != expected and prompt_seed(1234, [5, 17]) != expected
