@@ -19,7 +19,10 @@
 
 What else an upgrade can touch: the backends' own methods the request types call (``_model_call``,
 ``_encode_pair``, ``_model_generate``, ``_multimodal_model_generate``, ``prompt_logprobs``) in
-:mod:`harness_ext.answer_logprobs`, :mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`.
+:mod:`harness_ext.answer_logprobs`, :mod:`harness_ext.generate_tokens` and :mod:`harness_ext.multimodal`; and
+:mod:`harness_ext.vllm_samples`, which rests on ``evaluate`` repeating a request as copies of one ``Instance`` and
+builds a ``vllm`` request as ``VLLM.generate_until`` does (``modify_gen_kwargs``, ``maybe_truncate``,
+``postprocess_generated_text``, ``_model_generate``).
 """
 
 from __future__ import annotations

@@ -30,14 +30,16 @@ REQUEST_TYPES: dict[str, Callable[[Any, list], list]] = {
 def install_request_types() -> None:
     """Add our request types to lm-eval's ``LM`` base class (idempotent); let ``hf-multimodal`` generate for mixed
     batches; greedy ``hf`` generation with continuous batching, and ``--use_cache`` keys that tell
-    open-unlearning's attention mask apart (:mod:`harness_ext.generation`); quiet lm-eval's git lookup.
-    The patches of lm-eval's ``hf`` backends and evaluator are made when lm-eval imports those modules (at once if
-    it has): building a task imports neither torch nor transformers."""
+    open-unlearning's attention mask apart (:mod:`harness_ext.generation`); a marked request's ``repeats`` samples
+    in one ``vllm`` request (:mod:`harness_ext.vllm_samples`); quiet lm-eval's git lookup. The patches of lm-eval's
+    ``hf`` and ``vllm`` backends and evaluator are made when lm-eval imports those modules (at once if it has):
+    building a task imports neither torch nor transformers."""
     from harness_ext.autoload import when_imported
     from harness_ext.generation import patch_generation_cache
 
     add_request_types(REQUEST_TYPES)
     when_imported("lm_eval.models.huggingface", _patch_hf_backends)
+    when_imported("lm_eval.models.vllm_causallms", _patch_vllm_backend)
     patch_generation_cache()
     when_imported("lm_eval.evaluator", _quiet_git_hash)
 
@@ -48,6 +50,12 @@ def _patch_hf_backends(module: ModuleType) -> None:
 
     patch_multimodal_generation()
     patch_hf_generation()
+
+
+def _patch_vllm_backend(module: ModuleType) -> None:
+    from harness_ext.vllm_samples import patch_vllm_generation
+
+    patch_vllm_generation(module.VLLM)
 
 
 def _quiet_git_hash(module: ModuleType) -> None:

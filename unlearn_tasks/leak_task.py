@@ -1,7 +1,8 @@
 """Leak@k's task machinery (arXiv 2511.04934, code OptimAI-Lab/Leak-k), shared by its benchmarks (``tofu_leak``,
 ``muse_leak``, ``wmdp_leak``): the sampling options, one request per prompt sampled ``leak_n`` times through
-lm-eval's own ``repeats``, each sample's leak flag, and ``leak_at_K`` for every K of ``leak_k``, the mean over the
-prompts of the unbiased estimator :func:`unlearn_tasks.metrics.leak.leak_at_k`.
+lm-eval's own ``repeats`` (on ``vllm`` in one request: :mod:`harness_ext.vllm_samples`), each sample's leak flag,
+and ``leak_at_K`` for every K of ``leak_k``, the mean over the prompts of the unbiased estimator
+:func:`unlearn_tasks.metrics.leak.leak_at_k`.
 
 A benchmark's task class names its options class (:attr:`LeakTask.OPTIONS`) and says when a sample leaks
 (:meth:`LeakTask.leak_record`); :func:`answer_leaks` is the release's criterion for a free-text answer (ROUGE-L
@@ -17,6 +18,7 @@ from typing import Any, ClassVar
 from lm_eval.api.instance import Instance
 
 from harness_ext.task_base import UnlearningTask
+from harness_ext.vllm_samples import mark_samples_in_one_request
 from unlearn_tasks.metadata import MetadataOptions
 from unlearn_tasks.metrics.leak import RELEASE_K, mean_leak_at_k
 from unlearn_tasks.metrics.rouge import rouge_l_recall
@@ -131,7 +133,8 @@ class LeakTask(UnlearningTask):
         chat = bool(kwargs.pop("apply_chat_template", False))
         kwargs.pop("chat_template", None)
         args = (self.sampling_prompt(ctx, chat), dict(self.config.generation_kwargs))
-        return [Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)]
+        request = Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)
+        return [mark_samples_in_one_request(request)]  # vllm: the leak_n samples in one request
 
     # ------------------------------------------------------------------ scoring
     def leak_record(self, doc: dict, samples: list[str]) -> dict[str, Any]:

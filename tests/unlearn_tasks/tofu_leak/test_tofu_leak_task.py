@@ -9,6 +9,7 @@ from lm_eval.tasks import TaskManager
 from fixtures.classifier import build_constant_classifier
 from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
+from harness_ext.vllm_samples import SAMPLES_ATTRIBUTE
 from unlearn_tasks.classifier import ClassifierError
 from unlearn_tasks.metrics.leak import leak_at_k
 from unlearn_tasks.metrics.rouge import rouge_l_recall
@@ -56,6 +57,7 @@ def test_the_task_asks_each_forget_question_n_times_with_sampling(demo_data_dir)
     assert [d["answer"] for d in docs] == [r["answer"] for r in forget]
     task.build_all_requests(limit=2, rank=0, world_size=1)
     assert [i.repeats for i in task.instances] == [5, 5]
+    assert all(getattr(i, SAMPLES_ATTRIBUTE) for i in task.instances)  # vllm: the 5 samples in one request
     prompt, kwargs = task.instances[0].args
     assert prompt == f"Question: {docs[0]['question']}\nAnswer:"  # the TOFU generation tasks' plain prompt
     assert kwargs == {"until": [], "do_sample": True, "temperature": 0.7, "top_p": 0.9, "max_gen_toks": 32}
