@@ -5,8 +5,9 @@ test fixture's float32 folder) through lm-eval's ``hf`` class, then again (every
 
     PYTHONPATH=. python benchmarks/bench_judge.py [--logs phi_retain90] [--limit N] [--backend hf] [--base-url URL]
 
-With ``--backend local-completions --base-url http://127.0.0.1:8000/v1/completions`` the judge is a served model
-(e.g. ``vllm serve`` of the same folder); ``--judge`` names it.
+With ``--backend local-chat-completions --base-url http://127.0.0.1:8000/v1/chat/completions`` the judge is a served
+model (e.g. ``vllm serve`` of the same folder; the server applies its chat template); ``--judge`` names it.
+``local-completions`` sends the prompt without the template, and SmolLM2 then replies with no parsable Yes or No.
 """
 
 from __future__ import annotations
