@@ -130,7 +130,9 @@ def add_parsers(sub) -> None:
                    "open-unlearning evaluation folder (TOFU_EVAL.json).")
     p.add_argument("--judge", required=True, metavar="MODEL", help="The judge: a model folder or Hub id (hf, vllm), "
                    "or the model name the server serves (local-completions, local-chat-completions).")
-    p.add_argument("--backend", default="hf", choices=BACKENDS, help="lm-eval's model class that asks the judge.")
+    p.add_argument("--backend", default="hf", choices=BACKENDS, help="lm-eval's model class that asks the judge. "
+                   "A served instruct (chat) judge: local-chat-completions (local-completions sends the bare prompt, "
+                   "and a chat model then answers in sentences the parse rule cannot read).")
     p.add_argument("--base-url", dest="base_url", help="The server's completions URL (server backends only).")
     p.add_argument("--judge-revision", dest="judge_revision", help="The judge's Hub revision; for a served model, "
                    "the revision to record (default: a folder's file hash, the Hub cache's commit, or 'unknown').")
