@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -18,7 +18,7 @@ import torch
 from transformers import Trainer, TrainerCallback
 
 from unlearn_methods import reference
-from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, forward
+from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, answer_logits, forward
 from unlearn_methods.params import MethodParams
 
 #: The kinds of forget example a method may declare (:attr:`UnlearnMethod.forget_corpus`).
@@ -43,14 +43,21 @@ class MethodContext:
 
     def reference_outputs(self, batch: dict, **kwargs):
         """Outputs of the frozen reference model (the model before unlearning) on ``batch``."""
+        return self._with_reference(lambda model: forward(model, batch, **kwargs))
+
+    def reference_answer_logits(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        """:func:`~unlearn_methods.losses.answer_logits` of the frozen reference model on ``batch``."""
+        return self._with_reference(lambda model: answer_logits(model, batch))
+
+    def _with_reference(self, run: Callable[[Any], Any]) -> Any:
         if self.reference is None:
             raise RuntimeError("This run keeps no reference model: the method's needs_reference is False (its "
                                "reference_nll values come with the batch).")
         with torch.no_grad():
             if self.reference == ADAPTER_DISABLED:
                 with self.trainer.model.disable_adapter():
-                    return forward(self.trainer.model, batch, **kwargs)
-            return forward(self.reference, batch, **kwargs)
+                    return run(self.trainer.model)
+            return run(self.reference)
 
     @property
     def step(self) -> int:

@@ -49,17 +49,46 @@ def position_mask(batch: dict) -> torch.Tensor:
 
 def forward(model, batch: dict, **kwargs):
     """Run ``model`` on a batch (labels are not passed: every method computes its own loss). A vision-language
-    batch also carries the processor's image tensors (``pixel_values``, ...), passed on as they are."""
+    batch also carries the processor's image tensors (``pixel_values``, ...), passed on as they are. A model without
+    the ``logits_to_keep`` argument is run without it (every position's logits)."""
     images = {k: v for k, v in batch.items() if k not in TEXT_KEYS and k not in STEP_KEYS and k != REF_NLL_KEY}
-    return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
+    try:
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
+    except TypeError as e:  # a model whose forward has no logits_to_keep (remote code): every position's logits
+        if "logits_to_keep" not in kwargs or "logits_to_keep" not in str(e):
+            raise
+        kwargs = {k: v for k, v in kwargs.items() if k != "logits_to_keep"}
+        return model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **images, **kwargs)
+
+
+def answer_start(labels: torch.Tensor) -> int:
+    """The first position whose next-token prediction some row of the batch scores (an answer token follows it):
+    the positions before it predict prompt tokens only. 0 when no row has an answer token."""
+    scored = (labels[:, 1:] != -100).any(0).nonzero()
+    return int(scored[0, 0]) if len(scored) else 0
+
+
+def answer_logits(model, batch: dict, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels) of ``model`` on ``batch`` from :func:`answer_start` on: the earlier positions' logits (prompt
+    tokens only, in every row) are not computed (the model's ``logits_to_keep``) and the labels are cut to match, so
+    :func:`token_nll`, :func:`sequence_nll`, :func:`mean_nll` and :func:`kl_to_reference` give the values of the whole
+    sequence in less time and memory (the vocabulary projection and its softmax skip the prompt)."""
+    labels = batch["labels"]
+    start = answer_start(labels)
+    keep = labels.shape[1] - start
+    logits = forward(model, batch, logits_to_keep=keep, **kwargs).logits
+    if logits.shape[1] != keep:  # a model that computed every position's logits
+        logits = logits[:, start:]
+    return logits, labels[:, start:]
 
 
 def token_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-token NLL of the next-token predictions and the mask of scored positions (both [B, T-1])."""
     logits, labels = logits[:, :-1].float(), labels[:, 1:]
     mask = labels != -100
-    nll = F.cross_entropy(logits.transpose(1, 2), labels.clamp_min(0), reduction="none")
-    return nll * mask, mask
+    # rows of the vocabulary in memory order: 2-3x faster on a CPU than the [B, V, T] transpose of the same logits
+    nll = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.clamp_min(0).reshape(-1), reduction="none")
+    return nll.view(labels.shape) * mask, mask
 
 
 def sequence_nll(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

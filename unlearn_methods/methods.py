@@ -16,6 +16,7 @@ from unlearn_methods.losses import (
     NORM_KEY,
     REF_NLL_KEY,
     WEIGHT_KEY,
+    answer_logits,
     answer_mask,
     batch_mean,
     forward,
@@ -39,7 +40,13 @@ def _logged(t: torch.Tensor) -> float:
 
 
 def _nll(model, batch) -> torch.Tensor:
-    return mean_nll(forward(model, batch).logits, batch["labels"], batch)
+    return mean_nll(*answer_logits(model, batch), batch)
+
+
+def _kl(ctx: MethodContext, model, batch) -> torch.Tensor:
+    """KL(reference || model) averaged over the answer positions of ``batch``."""
+    logits, labels = answer_logits(model, batch)
+    return kl_to_reference(logits, ctx.reference_answer_logits(batch)[0], labels, batch)
 
 
 @dataclass
@@ -144,8 +151,7 @@ class KLMinimisation(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         forget = _nll(model, inputs["forget"])
-        r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"], r)
+        kl = _kl(ctx, model, inputs["retain"])
         return -p.gamma * forget + p.alpha * kl, {"forget_nll": _logged(forget), "retain_kl": _logged(kl)}
 
 
@@ -167,11 +173,11 @@ class IDKFinetune(UnlearnMethod):
 def _log_ratio(ctx: MethodContext, model, batch) -> tuple[torch.Tensor, torch.Tensor]:
     """(log pi(y|x) - log pi_ref(y|x) per sequence, model's summed NLL per sequence). The reference's NLL comes
     with the batch when computed before training (``reference_nll``), else from a forward of the reference."""
-    nll, _ = sequence_nll(forward(model, batch).logits, batch["labels"])
+    nll, _ = sequence_nll(*answer_logits(model, batch))
     if REF_NLL_KEY in batch:
         ref_nll = batch[REF_NLL_KEY].to(nll.device, nll.dtype)
     else:
-        ref_nll, _ = sequence_nll(ctx.reference_outputs(batch).logits, batch["labels"])
+        ref_nll, _ = sequence_nll(*ctx.reference_answer_logits(batch))
     return ref_nll - nll, nll
 
 
@@ -230,7 +236,7 @@ class SimNPO(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         f = inputs["forget"]
-        nll, n = sequence_nll(forward(model, f).logits, f["labels"])
+        nll, n = sequence_nll(*answer_logits(model, f))
         simnpo = batch_mean(-2.0 / p.beta * F.logsigmoid(p.beta * (nll / n - p.delta)), f)
         retain = _nll(model, inputs["retain"])
         return p.gamma * simnpo + p.alpha * retain, {"simnpo": _logged(simnpo), "retain_nll": _logged(retain)}
@@ -255,13 +261,12 @@ class SCRUB(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         if self.is_max_step(ctx):
-            f = inputs["forget"]
-            kl = kl_to_reference(forward(model, f).logits, ctx.reference_outputs(f).logits, f["labels"], f)
+            kl = _kl(ctx, model, inputs["forget"])
             return -self.params.gamma * kl, {"forget_kl": _logged(kl)}
         r = inputs["retain"]
-        logits = forward(model, r).logits
-        kl = kl_to_reference(logits, ctx.reference_outputs(r).logits, r["labels"], r)
-        nll = mean_nll(logits, r["labels"], r)
+        logits, labels = answer_logits(model, r)
+        kl = kl_to_reference(logits, ctx.reference_answer_logits(r)[0], labels, r)
+        nll = mean_nll(logits, labels, r)
         return kl + self.params.alpha * nll, {"retain_kl": _logged(kl), "retain_nll": _logged(nll)}
 
 
@@ -284,8 +289,7 @@ class LLMU(UnlearnMethod):
     def loss(self, ctx, model, inputs):
         p = self.params
         forget, mismatch = _nll(model, inputs["forget"]), _nll(model, inputs["forget_random"])
-        r = inputs["retain"]
-        kl = kl_to_reference(forward(model, r).logits, ctx.reference_outputs(r).logits, r["labels"], r)
+        kl = _kl(ctx, model, inputs["retain"])
         total = -p.eps_forget * forget + p.eps_random * mismatch + p.eps_retain * kl
         return total, {"forget_nll": _logged(forget), "random_nll": _logged(mismatch), "retain_kl": _logged(kl)}
 
@@ -330,7 +334,7 @@ class RMU(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         f, r = inputs["forget"], inputs["retain"]
-        out_f = forward(model, f, output_hidden_states=True)
+        out_f = forward(model, f, output_hidden_states=True, logits_to_keep=1)  # the logits are not used
         n_layers = len(out_f.hidden_states) - 1
         h_f = self._hidden(out_f, n_layers)
         if self.direction is None:
@@ -339,8 +343,8 @@ class RMU(UnlearnMethod):
             self.direction = u / u.norm()
         target = (self.params.steering_coeff * self.direction).to(h_f.device, h_f.dtype)
         forget = self._mse(h_f, target, f)
-        h_r = self._hidden(forward(model, r, output_hidden_states=True), n_layers)
-        h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True), n_layers)
+        h_r = self._hidden(forward(model, r, output_hidden_states=True, logits_to_keep=1), n_layers)
+        h_ref = self._hidden(ctx.reference_outputs(r, output_hidden_states=True, logits_to_keep=1), n_layers)
         retain = self._mse(h_r, h_ref, r)
         return forget + self.params.alpha * retain, {"forget_mse": _logged(forget), "retain_mse": _logged(retain)}
 
@@ -419,13 +423,14 @@ class WhosHarryPotter(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         f = inputs["forget"]
-        base = ctx.reference_outputs(f).logits.float()
+        base = ctx.reference_answer_logits(f)[0].float()
         reinforced_model = self.reinforced.to(base.device)
         with torch.no_grad():
-            reinforced = forward(reinforced_model, f).logits.float()
+            reinforced = answer_logits(reinforced_model, f)[0].float()
         generic = F.softmax(base - self.params.alpha * F.relu(reinforced - base), -1)[:, :-1]
-        logp = F.log_softmax(forward(model, f).logits[:, :-1].float(), -1)
-        mask = (f["labels"][:, 1:] != -100).float()
+        logits, labels = answer_logits(model, f)
+        logp = F.log_softmax(logits[:, :-1].float(), -1)
+        mask = (labels[:, 1:] != -100).float()
         distill = -((generic * logp).sum(-1) * mask).sum() / share(f, "tokens", mask.sum())
         terms = {"generic_ce": _logged(distill)}
         if self.params.retain_weight:
@@ -440,11 +445,17 @@ class WhosHarryPotter(UnlearnMethod):
 # the difference is said in the docstring (and in the README's methods table).
 
 
-def _token_terms(model, batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(per-token NLL [B, T-1], answer mask, logits) of ``model`` on ``batch``."""
-    logits = forward(model, batch).logits
-    nll, mask = token_nll(logits, batch["labels"])
-    return nll, mask, logits
+def _token_terms(model, batch, all_positions: bool = False
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(per-token NLL [B, T'-1], answer mask, logits [B, T', V], labels [B, T']) of ``model`` on ``batch``, from
+    the first position that predicts an answer token (:func:`~unlearn_methods.losses.answer_logits`), or from the
+    first position with ``all_positions``."""
+    if all_positions:
+        logits, labels = forward(model, batch).logits, batch["labels"]
+    else:
+        logits, labels = answer_logits(model, batch)
+    nll, mask = token_nll(logits, labels)
+    return nll, mask, logits, labels
 
 
 @register
@@ -473,9 +484,9 @@ class UNDIAL(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         p, f = self.params, inputs["forget"]
-        nll, mask, logits = _token_terms(model, f)
-        teacher = ctx.reference_outputs(f).logits[:, :-1].float()
-        labels = f["labels"][:, 1:]
+        nll, mask, logits, labels = _token_terms(model, f, p.all_positions)
+        teacher = (ctx.reference_outputs(f).logits if p.all_positions else ctx.reference_answer_logits(f)[0])
+        teacher, labels = teacher[:, :-1].float(), labels[:, 1:]
         # open-unlearning indexes the vocabulary with the label itself, so -100 selects entry V - 100
         answer = (labels % teacher.shape[-1] if p.all_positions else labels.clamp_min(0)).unsqueeze(-1)
         target = F.softmax(teacher.scatter_add(-1, answer, torch.full_like(answer, -p.beta, dtype=teacher.dtype)), -1)
@@ -492,7 +503,7 @@ class UNDIAL(UnlearnMethod):
 
 def _weighted_ascent(model, batch, weight) -> tuple[torch.Tensor, torch.Tensor]:
     """(mean over answer tokens of weight(p) * log p, with the weight not differentiated; mean token NLL)."""
-    nll, mask, _ = _token_terms(model, batch)
+    nll, mask, _, _ = _token_terms(model, batch)
     prob = torch.exp(-nll.detach())
     return masked_mean(-weight(prob) * nll, mask, batch), masked_mean(nll, mask, batch)
 
@@ -566,10 +577,10 @@ class CEU(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         f = inputs["forget"]
-        nll, mask, logits = _token_terms(model, f)
+        nll, mask, logits, labels = _token_terms(model, f)
         logits = logits[:, :-1].float()
-        keep = self._kept(f["labels"])
-        excluded = logits.detach().scatter(-1, f["labels"][:, 1:].clamp_min(0).unsqueeze(-1), float("-inf"))
+        keep = self._kept(labels)
+        excluded = logits.detach().scatter(-1, labels[:, 1:].clamp_min(0).unsqueeze(-1), float("-inf"))
         ceu = masked_mean(soft_cross_entropy(logits, F.softmax(excluded, -1)), keep, f, "ceu_kept")
         return ceu, {"ceu": _logged(ceu), "forget_nll": _logged(masked_mean(nll, mask, f))}
 
@@ -622,14 +633,16 @@ class PDU(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         p, f = self.params, inputs["forget"]
-        logits = forward(model, f).logits.float()
+        if p.all_positions or p.ou_positions:
+            logits = forward(model, f).logits.float()
         if p.all_positions:
             margin = batch_mean(((logits.max(-1).values - logits.mean(-1)) ** 2).mean(-1), f)
         elif p.ou_positions:
             margin = masked_mean((logits.max(-1).values - logits.mean(-1)) ** 2, f["labels"] != -100, f)
         else:
-            z = logits[:, :-1]
-            margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(f["labels"]), f)
+            logits, labels = answer_logits(model, f)
+            z = logits[:, :-1].float()
+            margin = masked_mean((z.max(-1).values - z.mean(-1)) ** 2, answer_mask(labels), f)
         r = inputs["retain"]
         retain = _nll(model, r)
         # retain is this micro-batch's share of the step's mean; the constant takes the same share

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from unlearn_methods.losses import REF_NLL_KEY, forward, sequence_nll
+from unlearn_methods.losses import REF_NLL_KEY, answer_logits, sequence_nll
 
 REFERENCE_FILE = "reference_nll.json"
 _FORMAT = 1
@@ -90,7 +90,7 @@ def compute(model: Any, dataset: Dataset, collator: Any, parts: tuple[str, ...],
                 batch = collator([dataset[k] for k in range(start, min(start + batch_size, len(dataset)))])
                 for part in parts:
                     b = {k: v.to(device) if torch.is_tensor(v) else v for k, v in batch[part].items()}
-                    nll, _ = sequence_nll(forward(model, b).logits, b["labels"])
+                    nll, _ = sequence_nll(*answer_logits(model, b))
                     values[part].append(nll.float().cpu())
     finally:
         model.train(was_training)
