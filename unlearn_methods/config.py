@@ -68,6 +68,9 @@ class RunConfig:
     batch_size: int = option(8, "Per-device batch size.", gt=0, resume=True)
     grad_accum: int = option(1, "Gradient accumulation steps.", gt=0, resume=True)
     warmup_steps: int = option(0, "Learning-rate warm-up steps.", flag=None, ge=0, resume=True)
+    gradient_checkpointing: bool = option(False, "Keep only each layer's input during the forward pass and recompute "
+                                          "the rest during backward: the activations' memory drops to a fraction, "
+                                          "each step does about one more forward pass, the weights are the same.")
     max_length: int = option(256, "Max tokens per QA pair or raw-text chunk (MUSE used 2048).", gt=0, resume=True)
     seed: int = option(0, "Seed for data pairing and training.", ge=0, le=MAX_SEED, resume=True)
     dtype: str = option("float32", "Weights' dtype.", choices=DTYPES, resume=True)

@@ -113,6 +113,11 @@ def _wrap_lora(cfg: RunConfig, model):
     return get_peft_model(model, lora)
 
 
+#: TrainingArguments' name of activation (gradient) checkpointing: transformers 5 renamed it.
+_CHECKPOINTING = next(name for name in ("activation_checkpointing", "gradient_checkpointing")
+                      if name in {f.name for f in dataclasses.fields(TrainingArguments)})
+
+
 def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArguments:
     args = TrainingArguments(
         output_dir=str(out / "checkpoints"),
@@ -123,6 +128,9 @@ def _training_args(cfg: RunConfig, out: Path, n_examples: int) -> TrainingArgume
         warmup_steps=cfg.warmup_steps,
         lr_scheduler_type="constant_with_warmup" if cfg.warmup_steps else "constant",
         weight_decay=0.0,
+        **{_CHECKPOINTING: cfg.gradient_checkpointing,
+           # non-reentrant: LoRA's gradients flow through the frozen embeddings' outputs without requires_grad
+           f"{_CHECKPOINTING}_kwargs": {"use_reentrant": False}},
         save_strategy="steps",
         save_total_limit=2,
         report_to=[],
