@@ -5,7 +5,8 @@ batches, seed and optimiser, a fixed number of optimiser steps.
     PYTHONPATH=. python benchmarks/bench_train_vs_ou.py --open-unlearning /path/to/open-unlearning \\
         [--ou-env own|ours] [--venv DIR] [--model smollm2 | DIR] [--data-dir DIR]
         [--methods graddiff npo simnpo idkdpo rmu undial] [--forget forget01 forget10] [--modes full lora]
-        [--threads 1 2] [--pairs 3] [--steps 4] [--batch-size 4] [--lr 1e-5] [--markdown FILE] [--json FILE]
+        [--threads 1 2] [--pairs 3] [--steps 4] [--batch-size 4] [--lr 1e-5] [--ours-arg ARG]
+        [--markdown FILE] [--json FILE]
 
 Settings: every (method, forget split, full / LoRA, torch threads) of the lists given (default: the whole matrix,
 which takes hours on a small machine). Each setting runs ``--pairs`` pairs, one side after the other (ours first in
@@ -367,6 +368,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-5, help="Learning rate (default 1e-5, open-unlearning's TOFU one).")
     p.add_argument("--no-checkpoints", action="store_true", help="Ours without its checkpoint at the end of each "
                    "epoch (default: as a user runs it, checkpoints on; open-unlearning saves none).")
+    p.add_argument("--ours-arg", action="append", default=[], metavar="ARG", help="An extra argument of ours' "
+                   "`unlearn run` (repeatable), e.g. --ours-arg=--gradient-checkpointing; named in the table's header.")
     p.add_argument("--markdown", metavar="FILE", help="Also write the table here.")
     p.add_argument("--json", metavar="FILE", help="Also write every run's figures here.")
     return p
@@ -455,7 +458,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'its own venv' if isolated else 'a venv on our packages'}: {ou_versions}",
                   f"model {Path(model).name}, float32, chat setting; {args.steps} optimiser steps, batch "
                   f"{args.batch_size}, lr {args.lr:g}, AdamW; data {'demo corpus' if not args.data_dir else data_dir}; ours "
-                  f"{'without checkpoints' if args.no_checkpoints else 'with its checkpoint at each epoch end'}"]
+                  f"{'without checkpoints' if args.no_checkpoints else 'with its checkpoint at each epoch end'}"
+                  f"{''.join(' ' + a for a in args.ours_arg)}"]
         print("\n".join(header), flush=True)
         rows, runs = [], []
         for method_key, forget, mode, threads in itertools.product(args.methods, args.forget, args.modes,
@@ -470,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(args.pairs):
                 ours_cmd = our_command(method, model, data_dir, forget, retain, lora, args.steps, len(forget_rows),
                                        args.batch_size, args.lr, idk_file, work / "ours-out", not args.no_checkpoints)
+                ours_cmd += args.ours_arg
                 ou_cmd = ou_command(python, launcher, checkout, method, ou_model, forget, retain, lora, args.steps,
                                     args.batch_size, args.lr, work / "ou-out")
                 ou_env = {**_env(threads, isolated), PAIRING_ENV: str(pairing_file)}
