@@ -261,12 +261,14 @@ def ou_command(python: Path, launcher: Path, checkout: Path, method: Method, mod
            "~model.model_args.attn_implementation", "model.model_args.torch_dtype=float32",
            f"model.model_args.pretrained_model_name_or_path={model}",
            f"model.tokenizer_args.pretrained_model_name_or_path={model}",
-           f"forget_split={forget}", f"retain_split={retain}", f"holdout_split={forget.replace('forget', 'holdout')}",
+           f"forget_split={forget}", f"retain_split={retain}",
            f"{a}per_device_train_batch_size={batch_size}", f"{a}gradient_accumulation_steps=1",
            f"{a}learning_rate={lr!r}", f"{a}weight_decay=0.0", f"~{a}warmup_epochs", f"+{a}max_steps={steps}",
            f"+{a}lr_scheduler_type=constant", f"{a}optim=adamw_torch", f"{a}bf16=false", f"{a}bf16_full_eval=false",
            f"{a}report_to=none", f"{a}do_eval=false", f"{a}eval_on_start=false", f"{a}eval_strategy=no",
            f"+{a}use_cpu=true", f"{a}logging_steps=1", f"task_name={out.name}", f"paths.output_dir={out}"]
+    if method.ou_experiment.endswith("/default"):  # its idk experiment has no holdout split to set
+        cmd.append(f"holdout_split={forget.replace('forget', 'holdout')}")
     if lora:
         cmd.append("+model.model_handler=BenchLoraCausalLM")
     return cmd

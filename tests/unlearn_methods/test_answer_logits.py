@@ -114,3 +114,18 @@ def test_every_methods_loss_and_gradient_equal_the_whole_sequences(tiny, monkeyp
     assert cut_grads.keys() == full_grads.keys() and cut_grads
     for n, g in full_grads.items():
         assert float((cut_grads[n] - g).norm()) <= 1e-4 * float(g.norm()) + 1e-7, n
+
+
+def test_a_vision_language_batch_of_image_and_text_rows_gives_the_same_values(tiny_llava_dir, clear_data_dir):
+    from unlearn_methods.vlm import clear_records, collate_vqa, encode_vqa, load_vision_model
+
+    processor, model = load_vision_model(str(tiny_llava_dir), torch.float32)
+    image, text = (clear_records("forget10", m, str(clear_data_dir))[0] for m in ("image", "text"))
+    batch = collate_vqa([encode_vqa(processor, image["question"], image["answer"], image["image"]),
+                         encode_vqa(processor, text["question"], text["answer"])], processor.tokenizer.pad_token_id)
+    with torch.no_grad():
+        full = forward(model, batch).logits
+        cut, labels = answer_logits(model, batch)
+    start = answer_start(batch["labels"])
+    assert start > 0 and cut.shape[1] == full.shape[1] - start
+    torch.testing.assert_close(cut, full[:, start:], rtol=1e-5, atol=1e-5)

@@ -24,6 +24,11 @@ from unlearn_methods.scaffolding.tofu_corpus import build_corpus
 from unlearn_methods.training import UnlearningFailed, train
 
 PAIRS = {"npo": ("forget",), "dpo": ("forget_idk", "forget"), "altpo": ("forget_alternate", "forget")}
+#: The weight updates' relative L2 difference of two runs whose losses agree to float summation order (1e-7): a row's
+#: reference NLL scored in another batch (another padding width, another first answer position) sums in another
+#: order, and AdamW's first steps move each weight by about lr * sign(gradient), so gradients at float noise level
+#: flip their weights' updates (SmolLM2: 6.8e-3 after 2 steps between two mathematically equal loss codes).
+UPDATES_EQUAL = 1e-4
 
 
 def _alternates(tmp_path):
@@ -120,7 +125,7 @@ def test_a_run_with_the_values_computed_once_is_the_run_with_a_reference_forward
     assert not (per_step / reference.REFERENCE_FILE).exists()
 
     difference, update = update_difference(tiny_model_dir, per_step, once)
-    assert update > 1e-3 and difference <= 1e-5
+    assert update > 1e-3 and difference <= UPDATES_EQUAL
     a, b = _history(per_step), _history(once)
     assert len(a) == 4 and [r.keys() for r in a] == [r.keys() for r in b]
     for row_a, row_b in zip(a, b):
@@ -137,7 +142,7 @@ def test_npo_with_a_kl_retain_term_keeps_the_reference_for_it(tiny_model_dir, de
     monkeypatch.setattr("unlearn_methods.training.get_method", lambda name, params: _per_step(name)(params))
     per_step = train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "npo", "per_step", False, **kw)).out
     difference, update = update_difference(tiny_model_dir, per_step, once)
-    assert update > 1e-3 and difference <= 1e-5
+    assert update > 1e-3 and difference <= UPDATES_EQUAL
     assert logged_losses(once) == pytest.approx(logged_losses(per_step), rel=1e-5)
 
 
