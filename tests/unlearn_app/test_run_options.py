@@ -188,7 +188,8 @@ def test_a_run_config_saved_before_loads_and_saves_the_same(tmp_path: Path):
     assert cfg.to_dict() == {**before, **yaml.safe_load(RWKU_DEFAULTS), **NEW_SOURCE_DEFAULTS,
                              "lume_subtask": [], "lume_split": "train",
                              "prompt_format": "auto", "system_prompt": None, "chat_template_args": {},
-                             "ou_chat_mask": True,  # and npo's retain term, added since, at its default
+                             "ou_chat_mask": True, "gradient_checkpointing": False,
+                             # and npo's retain term, added since, at its default
                              "method_params": {**before["method_params"], "retain_loss": "nll"}}
     assert set(cfg.to_dict()) == set(FIELDS)
 
