@@ -64,7 +64,7 @@ def forward(model, batch: dict, **kwargs):
 def answer_start(labels: torch.Tensor) -> int:
     """The first position whose next-token prediction some row of the batch scores (an answer token follows it):
     the positions before it predict prompt tokens only. 0 when no row has an answer token."""
-    scored = (labels[:, 1:] != -100).any(0).nonzero()
+    scored = answer_mask(labels).any(0).nonzero()
     return int(scored[0, 0]) if len(scored) else 0
 
 

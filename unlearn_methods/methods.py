@@ -633,12 +633,11 @@ class PDU(UnlearnMethod):
 
     def loss(self, ctx, model, inputs):
         p, f = self.params, inputs["forget"]
-        if p.all_positions or p.ou_positions:
+        if p.all_positions or p.ou_positions:  # every position's logits
             logits = forward(model, f).logits.float()
-        if p.all_positions:
-            margin = batch_mean(((logits.max(-1).values - logits.mean(-1)) ** 2).mean(-1), f)
-        elif p.ou_positions:
-            margin = masked_mean((logits.max(-1).values - logits.mean(-1)) ** 2, f["labels"] != -100, f)
+            squared = (logits.max(-1).values - logits.mean(-1)) ** 2
+            margin = (batch_mean(squared.mean(-1), f) if p.all_positions
+                      else masked_mean(squared, f["labels"] != -100, f))
         else:
             logits, labels = answer_logits(model, f)
             z = logits[:, :-1].float()
