@@ -359,7 +359,7 @@ def test_a_reply_above_the_limit_is_kept_cut_with_a_note(tmp_path, capsys):
 
 # --------------------------------------------------------------------------- the reply cache is never lost
 @pytest.mark.parametrize("source", ["--cache-dir new X, --out X", "--cache-dir, --out inside it",
-                                    "UNLEARN_JUDGE_CACHE, --out holding it", "the default, --out is it"])
+                                    "UNLEARN_JUDGE_CACHE, --out holding it", "the default, --out inside it"])
 def test_an_output_that_is_holds_or_lies_inside_the_cache_is_refused(tmp_path, capsys, monkeypatch, source):
     run = write_samples_run(tmp_path / "run")
     monkeypatch.delenv("UNLEARN_JUDGE_CACHE", raising=False)
@@ -369,7 +369,7 @@ def test_an_output_that_is_holds_or_lies_inside_the_cache_is_refused(tmp_path, c
         "--cache-dir new X, --out X": (tmp_path / "x", ["--cache-dir", tmp_path / "x", "--out", tmp_path / "x"]),
         "--cache-dir, --out inside it": (tmp_path / "c", ["--cache-dir", tmp_path / "c", "--out", tmp_path / "c/o"]),
         "UNLEARN_JUDGE_CACHE, --out holding it": (tmp_path / "env/c", ["--out", tmp_path / "env"]),
-        "the default, --out is it": (default, ["--out", default]),
+        "the default, --out inside it": (default, ["--out", default / "o"]),
     }[source]
     if source.startswith("UNLEARN"):
         monkeypatch.setenv("UNLEARN_JUDGE_CACHE", str(cache))
