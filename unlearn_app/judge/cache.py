@@ -89,6 +89,7 @@ class VerdictCache:
             try:
                 row = json.loads(line)
                 if isinstance(row.get("key"), str) and isinstance(row.get("reply"), str):
+                    row["reply"].encode("utf-8")  # a lone surrogate (UnicodeEncodeError): skipped, asked again
                     self.replies[row["key"]] = row["reply"][:MAX_REPLY_CHARS]
             except (ValueError, AttributeError, RecursionError):
                 continue
