@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.commands import run_unlearn_here
 from fixtures.judge_server import ITEMS, STAMP, TASK, judge_server, rigged_llama, write_ou_run, write_samples_run
 from unlearn_app.cli import main
+from unlearn_app.judge.cache import MAX_REPLY_CHARS
 from unlearn_app.judge.prompt_files import FOLDER, family_prompts
 from unlearn_tasks.metrics import judge as verdicts
 
@@ -91,6 +93,17 @@ def test_agreement_and_kappa_by_hand():
     assert agree == pytest.approx(0.8) and kappa == pytest.approx(0.32 / 0.52)
     assert verdicts.agreement(v, r, 0.05)[0] == pytest.approx(3 / 5)  # a lower threshold: ROUGE says yes to all
     assert all(math.isnan(x) for x in verdicts.agreement(["unparsable"], [1.0], 0.5))
+
+
+def test_kappa_where_the_judges_share_is_not_one_minus_rouges():
+    """The fixtures above have the judge's share of yes equal to 1 - ROUGE's (p_e = 2a(1 - a) either way). Here the
+    judge says yes 4/5, ROUGE 2/5: pairs (y,y) (y,y) (y,n) (y,n) (n,n): p_o = 3/5, p_e = 0.8 * 0.4 + 0.2 * 0.6 =
+    0.44, kappa = 0.16 / 0.56 = 2/7 (a p_e taken as 2ab would give -1/9, as 2a(1 - a) 0.28/0.68)."""
+    agree, kappa = verdicts.agreement(["yes", "yes", "yes", "yes", "no"], [0.7, 0.5, 0.2, 0.0, 0.3], 0.5)
+    assert agree == pytest.approx(3 / 5) and kappa == pytest.approx(2 / 7)
+    # and swapped: the judge yes 1/5, ROUGE 3/5: (y,y) (n,y) (n,y) (n,n) (n,n): p_o 3/5, p_e 0.2*0.6 + 0.8*0.4 = 0.44
+    assert verdicts.agreement(["yes", "no", "no", "no", "no"], [0.9, 0.6, 0.5, 0.1, 0.0], 0.5)[1] == pytest.approx(
+        (0.6 - 0.44) / 0.56)
 
 
 def test_aggregate_by_hand():
@@ -205,23 +218,50 @@ def test_open_unlearning_folder_and_unlearn_run_folder_are_read(tmp_path):
     assert same(metrics(tmp_path / "o2"), EXPECTED)
 
 
-def test_hf_backend_with_a_judge_that_always_says_yes(tmp_path):
-    """A tiny Llama rigged so that its greedy reply is " Yes Yes ...": every answer is revealed / correct."""
+def test_hf_backend_with_a_judge_that_always_says_yes(tmp_path, monkeypatch):
+    """A tiny Llama rigged so that its greedy reply is " Yes Yes ...": every answer is revealed / correct. Run as
+    docs/judge.md shows the command (no --device, no --cache-dir) on a machine where torch sees no GPU: lm-eval's hf
+    default device, "cuda", would fail there."""
+    import torch
+
     model = rigged_llama(tmp_path / "yes_judge", " Yes")
-    run = write_samples_run(tmp_path / "run")
-    assert main(["judge", str(run), "--judge", str(model), "--device", "cpu", "--cache-dir",
-                 str(tmp_path / "cache"), "--out", str(tmp_path / "out")]) == 0
-    got = metrics(tmp_path / "out")
+    write_samples_run(tmp_path / "eval" / "npo")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("UNLEARN_JUDGE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert main(["judge", "eval/npo", "--judge", str(model), "--out", "judged/npo"]) == 0
+    assert (tmp_path / "xdg" / "lm-eval-unlearning" / "judge" / "verdicts.jsonl").is_file()
+    out = tmp_path / "judged" / "npo"
+    got = metrics(out)
     assert got["forget_judge_revealed"] == 1.0 and got["forget_judge_unparsable"] == 0.0
     assert got["retain_judge_correct"] == got["ra_judge_correct"] == got["wf_judge_correct"] == 1.0
     assert got["forget_judge_rouge_agreement"] == pytest.approx(1 / 3)  # ROUGE says yes to the first forget answer only
-    rows = samples(tmp_path / "out")
+    rows = samples(out)
     assert rows[0]["reply"].split()[0] == "Yes"
-    prov = results(tmp_path / "out")["configs"][JUDGED]["provenance"]["judge"]
+    prov = results(out)["configs"][JUDGED]["provenance"]["judge"]
     from harness_ext.provenance import path_fingerprint
 
     # the files' hashes as the provenance module takes them (no symbolic link in this folder)
     assert prov == {"model": "yes_judge", "backend": "hf", "revision": f"sha256:{path_fingerprint(model)}"}
+
+
+def test_the_hf_judge_gets_the_cpu_when_torch_sees_no_gpu(monkeypatch):
+    """lm-eval's hf class defaults to "cuda", which fails on a machine without a GPU; the judge is given cuda only
+    when torch sees one (lm-eval's own fallback), and --device as given."""
+    import lm_eval.api.registry
+    import torch
+
+    from unlearn_app.judge.ask import JudgeSpec, make_lm
+
+    seen: list[dict] = []
+    monkeypatch.setattr(lm_eval.api.registry, "get_model", lambda name: lambda **kw: seen.append({name: kw}))
+    for cuda, device in ((False, None), (True, None), (False, "mps")):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda cuda=cuda: cuda)
+        make_lm(JudgeSpec("org/judge", device=device))
+    make_lm(JudgeSpec("judge-x", "local-completions", "http://127.0.0.1:1/v1/completions"))
+    assert [s.get("hf", {}).get("device") for s in seen[:3]] == ["cpu", "cuda", "mps"]
+    assert "device" not in seen[3]["local-completions"]
 
 
 # --------------------------------------------------------------------------- bad input
@@ -233,6 +273,13 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
     bad.mkdir()
     (bad / f"samples_{TASK}_{STAMP}.jsonl").write_text('{"doc_id": 0, "doc": {"split": "forget"}, "filtered_resps": '
                                                         '["x"]}\n')
+    surrogate = write_samples_run(tmp_path / "surrogate", [("forget", "Q?", "T.", "Yes \udc80")])  # "\\udc80" in JSON
+    ou_keys = {}
+    for name, key in (("long", "9" * 5000), ("arabic", "\u0663")):  # 5000 digits; ARABIC-INDIC DIGIT THREE
+        ou_keys[name] = write_ou_run(tmp_path / f"ou_{name}")
+        logs = json.loads((ou_keys[name] / "TOFU_EVAL.json").read_text())
+        logs["forget_Q_A_ROUGE"]["value_by_index"][key] = logs["forget_Q_A_ROUGE"]["value_by_index"].pop("0")
+        (ou_keys[name] / "TOFU_EVAL.json").write_text(json.dumps(logs))
     cases = [
         ([str(tmp_path / "missing"), "--judge", "j"], "does not exist"),
         ([str(link), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1"],
@@ -246,6 +293,12 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
           "--base-url", "http://127.0.0.1:1/v1"], "needs an integer index and the question"),
         ([str(run), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1",
           "--out", str(run)], "--out"),
+        ([str(surrogate), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1"],
+         "document 0: its generation is no text: it holds a lone surrogate ('\\udc80' at character 4)"),
+        ([str(ou_keys["long"]), "--judge", "j", "--backend", "local-completions", "--base-url",
+          "http://127.0.0.1:1/v1"], "value_by_index['99999999999999999999... (5000 characters)']: not an item"),
+        ([str(ou_keys["arabic"]), "--judge", "j", "--backend", "local-completions", "--base-url",
+          "http://127.0.0.1:1/v1"], "value_by_index['\u0663']: not an item (an object under an index of at most 9 ASCII"),
     ]
     for argv, message in cases:
         capsys.readouterr()
@@ -264,6 +317,148 @@ def test_a_server_that_is_down_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert "error: the judge could not be asked (ConnectionError" in err[-1]  # after lm-eval's progress bar
     assert not (tmp_path / "out").exists()
+
+
+def _choice(text: str) -> bytes:
+    return json.dumps({"choices": [{"index": 0, "text": text}]}).encode()
+
+
+@pytest.mark.parametrize("body, message", [
+    (b'{"choices": []}', "answer could not be read as OpenAI's completions schema (ValueError"),
+    (_choice("Yes \ud800"), "reply 1 is no text: it holds a lone surrogate ('\\ud800' at character 4)"),
+    (b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "schema (RecursionError"),
+    (b'{"choices": [{"index": 0, "text": "Yes"}], "n": ' + b"7" * 5000 + b"}", "schema (ValueError: Exceeds the limit"),
+], ids=["no-choices", "lone-surrogate", "nested-200k", "int-5000-digits"])
+def test_a_hostile_server_reply_is_one_line_and_writes_nothing(tmp_path, capsys, body, message):
+    run = write_samples_run(tmp_path / "run")
+    with judge_server(raw=body) as server:
+        done = run_unlearn_here(["judge", run, "--judge", "j", "--backend", "local-completions", "--base-url",
+                                 server.url + "/completions", "--cache-dir", tmp_path / "cache", "--out",
+                                 tmp_path / "out"], capsys)
+    errors = [line for line in done.stderr.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert done.returncode == 2 and len(errors) == 1 and message in errors[0], done.stderr
+    assert not (tmp_path / "out").exists() and not (tmp_path / "cache").exists()  # no empty verdicts.jsonl either
+
+
+def test_a_reply_above_the_limit_is_kept_cut_with_a_note(tmp_path, capsys):
+    """A server answering 40,000 characters (its first word Yes): the reply is kept cut to MAX_REPLY_CHARS in the
+    cache and the samples file, said once; the verdict is read from what is kept."""
+    run = write_samples_run(tmp_path / "run")
+    reply = "Yes " + "x" * 40_000
+    with judge_server(raw=_choice(reply)) as server:
+        done = run_unlearn_here(["judge", run, "--judge", "j", "--backend", "local-completions", "--base-url",
+                                 server.url + "/completions", "--cache-dir", tmp_path / "cache", "--out",
+                                 tmp_path / "out"], capsys)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count(f"note: {len(ITEMS)} of the judge's replies were longer than 32,768 characters") == 1
+    cached = [json.loads(x)["reply"] for x in (tmp_path / "cache" / "verdicts.jsonl").read_text().splitlines()]
+    assert cached == [reply[:MAX_REPLY_CHARS]] * len(ITEMS) and MAX_REPLY_CHARS == 32_768
+    rows = samples(tmp_path / "out")
+    assert [r["reply"] for r in rows] == cached and {r["judge"]["verdict"] for r in rows} == {"yes"}
+
+
+# --------------------------------------------------------------------------- the reply cache is never lost
+@pytest.mark.parametrize("source", ["--cache-dir new X, --out X", "--cache-dir, --out inside it",
+                                    "UNLEARN_JUDGE_CACHE, --out holding it", "the default, --out inside it"])
+def test_an_output_that_is_holds_or_lies_inside_the_cache_is_refused(tmp_path, capsys, monkeypatch, source):
+    run = write_samples_run(tmp_path / "run")
+    monkeypatch.delenv("UNLEARN_JUDGE_CACHE", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    default = tmp_path / "xdg" / "lm-eval-unlearning" / "judge"
+    cache, extra = {
+        "--cache-dir new X, --out X": (tmp_path / "x", ["--cache-dir", tmp_path / "x", "--out", tmp_path / "x"]),
+        "--cache-dir, --out inside it": (tmp_path / "c", ["--cache-dir", tmp_path / "c", "--out", tmp_path / "c/o"]),
+        "UNLEARN_JUDGE_CACHE, --out holding it": (tmp_path / "env/c", ["--out", tmp_path / "env"]),
+        "the default, --out inside it": (default, ["--out", default / "o"]),
+    }[source]
+    if source.startswith("UNLEARN"):
+        monkeypatch.setenv("UNLEARN_JUDGE_CACHE", str(cache))
+    if source != "--cache-dir new X, --out X":  # an existing cache, replaced whole by --overwrite if not refused
+        cache.mkdir(parents=True)
+        (cache / "verdicts.jsonl").write_text('{"key": "k", "reply": "Yes"}\n')
+    with judge_server() as server:
+        done = run_unlearn_here(["judge", run, "--judge", "j", "--backend", "local-completions", "--base-url",
+                                 server.url + "/completions", *extra, "--overwrite"], capsys)
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert not server.requests
+    assert "the judge's reply cache" in done.stderr or "the input --cache-dir" in done.stderr  # the general guard's
+    if source == "--cache-dir new X, --out X":
+        assert not cache.exists()
+    else:
+        assert (cache / "verdicts.jsonl").read_text() == '{"key": "k", "reply": "Yes"}\n'
+        assert sorted(p.name for p in cache.parent.iterdir() if p.name.startswith(".")) == []
+
+
+def test_a_last_line_cut_by_a_crash_is_dropped_once_not_appended_onto(tmp_path, capsys):
+    run = write_samples_run(tmp_path / "run")
+    cache = tmp_path / "cache" / "verdicts.jsonl"
+    cache.parent.mkdir()
+    cache.write_text('{"key": "k0", "reply": "Yes"}\n{"key": "k1", "rep')
+    with judge_server() as server:
+        args = ["judge", run, "--judge", "j", "--backend", "local-completions", "--base-url",
+                server.url + "/completions", "--cache-dir", cache.parent, "--out", tmp_path / "out"]
+        first = run_unlearn_here(args, capsys)
+        second = run_unlearn_here([*args, "--overwrite"], capsys)
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert first.stderr.count("ended in a line cut by a crash (18 bytes); dropped it") == 1
+    assert "cut by a crash" not in second.stderr and len(server.requests) == len(ITEMS)  # the rerun asks nothing
+    rows = [json.loads(x) for x in cache.read_text().splitlines()]  # every line whole
+    assert len(rows) == 1 + len(ITEMS) and rows[0] == {"key": "k0", "reply": "Yes"}
+
+
+def test_a_verdicts_file_that_is_a_link_is_refused(tmp_path, capsys):
+    """The cache's verdicts.jsonl a link to a regular file holding this run's replies: never read through nor
+    written through (one line, exit 2, nothing asked, the file unchanged)."""
+    run = write_samples_run(tmp_path / "run")
+    with judge_server() as server:
+        assert judge(run, tmp_path / "a", server.url) == 0  # fills tmp_path/cache
+        real = tmp_path / "elsewhere.jsonl"
+        os.replace(tmp_path / "cache" / "verdicts.jsonl", real)
+        os.symlink(real, tmp_path / "cache" / "verdicts.jsonl")
+        before = real.read_bytes()
+        done = run_unlearn_here(["judge", run, "--judge", "judge-x", "--backend", "local-completions",
+                                 "--base-url", server.url + "/completions", "--cache-dir", tmp_path / "cache",
+                                 "--out", tmp_path / "b"], capsys)
+        assert len(server.requests) == len(ITEMS)  # only the first run's
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "verdicts.jsonl is a symbolic link; it is never followed" in done.stderr
+    assert real.read_bytes() == before and not (tmp_path / "b").exists()
+
+
+def test_other_prompt_files_or_versions_ask_the_judge_again(tmp_path):
+    """One cache, the same generations and judge: the same prompt files ask nothing; a prompt file whose text
+    changed (same name and version) or whose version changed (same text) is asked anew, as is another family."""
+    from unlearn_app.judge.cache import VerdictCache
+    from unlearn_app.judge.inputs import read_generations
+    from unlearn_app.judge.judging import run_pass
+
+    def folder(name: str, edit) -> Path:
+        path = tmp_path / name
+        path.mkdir()
+        for f in FOLDER.glob("yes_no_*.txt"):
+            (path / f.name).write_text(edit(f.read_text()))
+        return path
+
+    same, reworded = folder("same", lambda t: t), folder("reworded", lambda t: t.replace("Reply with", "Answer with"))
+    bumped = folder("bumped", lambda t: t.replace("version: 1\n", "version: 2\n"))
+    original = family_prompts("yes-no")["forget"]
+    assert family_prompts("yes-no", reworded)["forget"].version == original.version == "1"
+    assert family_prompts("yes-no", bumped)["forget"].version == "2"
+    assert family_prompts("yes-no", bumped)["forget"].template == original.template
+    gens = read_generations(write_samples_run(tmp_path / "run"))
+    cache = VerdictCache(tmp_path / "cache")
+    asked: list[str] = []
+
+    def asker():
+        return lambda texts, _: asked.extend(texts) or ["Yes"] * len(texts)
+
+    counts = []
+    for prompts in (family_prompts("yes-no"), family_prompts("yes-no", same), family_prompts("yes-no", reworded),
+                    family_prompts("yes-no", bumped), family_prompts("ou-pr133")):
+        before = len(asked)
+        run_pass(gens, prompts, {"model": "j", "revision": "r"}, False, cache, asker, 0.5)
+        counts.append(len(asked) - before)
+    assert counts == [len(ITEMS), 0, len(ITEMS), len(ITEMS), len(ITEMS)]
 
 
 # --------------------------------------------------------------------------- report, ci, leaderboard

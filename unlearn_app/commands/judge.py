@@ -5,7 +5,9 @@ judge's agreement with ROUGE-L recall, in lm-eval's results schema (:mod:`unlear
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 from pathlib import Path
 
 from unlearn_app import output_guard
@@ -22,6 +24,32 @@ def _out_folder(args: argparse.Namespace) -> Path:
     name = Path(args.run).expanduser().absolute()
     name = name.parent if name.is_file() else name
     return Path(args.out or f"judge_{name.name}").expanduser()
+
+
+def _cache_folder(args: argparse.Namespace) -> tuple[Path, str]:
+    """The reply cache's folder and where it comes from (``--cache-dir``, ``$UNLEARN_JUDGE_CACHE``, the default)."""
+    from unlearn_app.judge.cache import cache_dir
+
+    if args.cache_dir:
+        return Path(args.cache_dir).expanduser(), "--cache-dir"
+    return cache_dir(), "$UNLEARN_JUDGE_CACHE" if os.environ.get("UNLEARN_JUDGE_CACHE") else "the default cache"
+
+
+def _cache_clash(args: argparse.Namespace, out: Path) -> str | None:
+    """Why ``out`` may not be written: it is, holds or lies inside the reply cache's folder (existing or not: the
+    run itself creates it), where ``--overwrite`` would delete the cached replies."""
+    folder, source = _cache_folder(args)
+    cache, target = folder.resolve(), out.resolve()
+    if target == cache:
+        why = "is"
+    elif cache.is_relative_to(target):
+        why = "holds"
+    elif target.is_relative_to(cache):
+        why = "lies inside"
+    else:
+        return None
+    return (f"--out {out} {why} the judge's reply cache {folder} ({source}); writing it could destroy the cached "
+            "replies. Choose an --out outside the cache.")
 
 
 def _problem(args: argparse.Namespace) -> str | None:
@@ -56,6 +84,9 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         output_guard.check(args, [("out", out)] if not args.out else [])
     except output_guard.OutputClash as e:
         return error(str(e))
+    clash = _cache_clash(args, out)
+    if clash:
+        return error(clash)
     from unlearn_app.judge.inputs import JudgeInputError, read_generations
 
     try:
@@ -81,14 +112,19 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
         chat = False
     else:
         chat = spec.chat_template if spec.chat_template is not None else has_chat_template(args.judge)
-    cache = VerdictCache(Path(args.cache_dir).expanduser() if args.cache_dir else None)
+    from unlearn_app.judge.cache import MAX_REPLY_CHARS, CacheError
+
+    server = args.backend in ask.SERVER_BACKENDS
 
     def asker():
         lm = ask.make_lm(spec)
-        return lambda texts, max_gen_toks: ask.ask(lm, texts, max_gen_toks, chat)
+        return lambda texts, max_gen_toks: ask.ask(lm, texts, max_gen_toks, chat, server)
 
     try:
+        cache = VerdictCache(_cache_folder(args)[0])
         done = run_pass(gens, prompts, judge, chat, cache, asker, args.rouge_threshold)
+    except (CacheError, ask.JudgeReplyError) as e:
+        return error(str(e))
     except ModuleNotFoundError as e:
         return error(f"--backend {args.backend} lacks a package ({e.name or str(e)[:160]}); server backends need "
                      "pip install 'lm-eval-unlearning[api]', vllm needs pip install vllm")
@@ -103,6 +139,10 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
     with output_guard.replaced_folder(out) as folder:
         write_outputs(folder, done.tasks, provenance, stamp())
     revision = judge["revision"][:19] if judge["revision"].startswith("sha256:") else judge["revision"]
+    if done.cut:
+        print(f"note: {done.cut} of the judge's replies were longer than {MAX_REPLY_CHARS:,} characters; each is "
+              "kept cut to that length (in the cache and the samples file) and its verdict read from what is kept",
+              file=sys.stderr)
     print(f"judge {judge['model']} ({judge['backend']}, revision {revision}), prompts {args.prompts}; "
           f"{done.asked} asked, {done.cached} from the cache ({cache.path})")
     for task, (judged, metrics) in done.tasks.items():
@@ -145,9 +185,9 @@ def add_parsers(sub) -> None:
                    help="ROUGE-L recall at or above which ROUGE counts an answer as carrying the fact (for the "
                    "agreement with the judge).")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=8, help="hf / vllm batch size.")
-    p.add_argument("--device", help="hf device (default: lm-eval's choice).")
+    p.add_argument("--device", help="hf device (default: cuda when torch sees a GPU, else cpu).")
     p.add_argument("--cache-dir", dest="cache_dir", help="The reply cache folder (default: $UNLEARN_JUDGE_CACHE, "
-                   "else ~/.cache/lm-eval-unlearning/judge).")
+                   "else ~/.cache/lm-eval-unlearning/judge); --out may not be, hold or lie inside it.")
     p.add_argument("--out", help="The output folder (default: judge_<RUN's name> in the working folder); with "
                    "--overwrite an existing one is replaced as a whole.")
     p.set_defaults(func=_cmd_judge)

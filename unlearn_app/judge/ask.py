@@ -57,6 +57,8 @@ def make_lm(spec: JudgeSpec) -> Any:
     """lm-eval's model object of ``spec.backend`` (each request carries its own ``max_gen_toks``)."""
     from lm_eval.api.registry import get_model
 
+    from harness_ext.evaluate import default_device
+
     args: dict[str, Any]
     if spec.backend in SERVER_BACKENDS:
         args = {"model": spec.model, "base_url": spec.base_url, "tokenizer_backend": None,
@@ -65,8 +67,9 @@ def make_lm(spec: JudgeSpec) -> Any:
         args = {"pretrained": spec.model, "batch_size": spec.batch_size}
         if spec.revision and not Path(spec.model).expanduser().is_dir():
             args["revision"] = spec.revision
-        if spec.device:
-            args["device"] = spec.device
+        device = spec.device or default_device(spec.backend)  # lm-eval's hf default, "cuda", fails without a GPU
+        if device:
+            args["device"] = device
     return get_model(spec.backend)(**args)
 
 
@@ -82,12 +85,24 @@ def uses_chat_template(lm: Any, spec: JudgeSpec) -> bool:
     return bool(getattr(getattr(lm, "tokenizer", None), "chat_template", None))
 
 
-def ask(lm: Any, prompts: Sequence[str], max_gen_toks: int, chat: bool) -> list[str]:
-    """The judge's replies to ``prompts`` (as user turns through its chat template when ``chat``)."""
+class JudgeReplyError(ValueError):
+    """A judge's reply that cannot be read (a server's malformed answer, a reply that is no text); one line."""
+
+
+def ask(lm: Any, prompts: Sequence[str], max_gen_toks: int, chat: bool, server: bool = False) -> list[str]:
+    """The judge's replies to ``prompts`` (as user turns through its chat template when ``chat``). ``server``: the
+    replies come from an OpenAI-compatible server, whose answer lm-eval parses: one it cannot parse (no choices,
+    JSON nested too deep, an integer too long to read, a missing field) is a :class:`JudgeReplyError`."""
     from lm_eval.api.instance import Instance
 
     gen = {"until": [], "max_gen_toks": max_gen_toks, "do_sample": False, "temperature": 0.0}
     contexts = [lm.apply_chat_template([{"role": "user", "content": p}]) if chat else p for p in prompts]
     requests = [Instance(request_type="generate_until", doc={}, arguments=(c, dict(gen)), idx=0) for c in contexts]
-    replies = lm.generate_until(requests)
+    try:
+        replies = lm.generate_until(requests)
+    except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as e:
+        if not server or isinstance(e, OSError):
+            raise
+        raise JudgeReplyError(f"the judge server's answer could not be read as OpenAI's completions schema "
+                              f"({type(e).__name__}: {str(e)[:160]}); check --base-url and the server") from None
     return [r if isinstance(r, str) else "" for r in replies]

@@ -23,6 +23,8 @@ from unlearn_tasks.metrics.judge import SHARE_NAMES
 SETS = tuple(SHARE_NAMES)
 #: open-unlearning's key of each set's generations in TOFU_EVAL.json.
 OU_KEYS = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
+#: An open-unlearning ``value_by_index`` key: the item's index in ASCII digits, without leading zeros, at most 9.
+_OU_INDEX = re.compile(r"0|[1-9][0-9]{0,8}")
 _SAMPLES_NAME = re.compile(r"samples_(?P<task>[A-Za-z0-9][\w.-]*?)_(?P<stamp>\d[\d\-T:.]*)\.jsonl")
 
 
@@ -144,6 +146,12 @@ def _item(split: Any, index: Any, question: Any, truth: Any, answer: Any, where:
             isinstance(x, str) for x in (question, truth, answer)):
         raise JudgeInputError(f"{where}: needs an integer index and the question, ground truth and generation as "
                               "text; give the file as the evaluation wrote it")
+    for name, text in (("question", question), ("ground truth", truth), ("generation", answer)):
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise JudgeInputError(f"{where}: its {name} is no text: it holds a lone surrogate ({text[e.start]!r} at "
+                                  f"character {e.start}); give the file as the evaluation wrote it") from None
     return Item(split, index, question, truth, answer)
 
 
@@ -167,9 +175,11 @@ def _from_ou(folder: Path, root: Path) -> Generations:
         if not isinstance(by_index, dict):
             continue
         for idx, value in sorted(by_index.items(), key=lambda kv: (len(kv[0]), kv[0])):
-            where = f"{eval_file.name} {key}.value_by_index[{idx!r}]"
-            if not isinstance(value, dict) or not str(idx).isdigit():
-                raise JudgeInputError(f"{where}: not an item (an object under a numeric index)")
+            shown = idx if len(idx) <= 40 else f"{idx[:20]}... ({len(idx)} characters)"
+            where = f"{eval_file.name} {key}.value_by_index[{shown!r}]"
+            if not isinstance(value, dict) or not _OU_INDEX.fullmatch(idx):
+                raise JudgeInputError(f"{where}: not an item (an object under an index of at most 9 ASCII digits, "
+                                      "as open-unlearning writes it)")
             items.append(_item(split, int(idx), value.get("input"), value.get("ground_truth"), value.get("generation"),
                                where))
     if not items:

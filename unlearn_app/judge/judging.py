@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from unlearn_app.judge import cache as verdict_cache
+from unlearn_app.judge.ask import JudgeReplyError
 from unlearn_app.judge.inputs import Generations, Item
 from unlearn_app.judge.prompt_files import Prompt
 from unlearn_app.judge.results import PREFIX, Judged
@@ -23,6 +24,23 @@ class Pass:
     tasks: dict[str, tuple[list[Judged], dict[str, float]]] = field(default_factory=dict)
     asked: int = 0  # requests sent to the judge
     cached: int = 0  # replies taken from the cache
+    cut: int = 0  # replies longer than MAX_REPLY_CHARS, kept cut
+
+
+def checked_replies(replies: Sequence[Any], asked: int) -> tuple[list[str], int]:
+    """The judge's ``replies`` to ``asked`` prompts, each cut to :data:`MAX_REPLY_CHARS`, and how many were cut;
+    :class:`JudgeReplyError` when there is not one text reply per prompt or a reply is no text (a lone surrogate)."""
+    if len(replies) != asked or not all(isinstance(r, str) for r in replies):
+        raise JudgeReplyError(f"the judge gave {len(replies)} replies to {asked} prompts; check the judge (a server "
+                              "must answer each prompt with one choice)")
+    for n, reply in enumerate(replies):
+        try:
+            reply.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise JudgeReplyError(f"the judge's reply {n + 1} is no text: it holds a lone surrogate "
+                                  f"({reply[e.start]!r} at character {e.start}); check the judge server") from None
+    cut = sum(len(r) > verdict_cache.MAX_REPLY_CHARS for r in replies)
+    return [r[:verdict_cache.MAX_REPLY_CHARS] for r in replies], cut
 
 
 def has_chat_template(model: str) -> bool:
@@ -67,9 +85,11 @@ def run_pass(gens: Generations, prompts: Mapping[str, Prompt], judge: Mapping[st
         ask = asker()
         for name in sorted({p.name for p, _ in missing.values()}):
             keys = [k for k, (p, _) in missing.items() if p.name == name]
-            replies = ask([missing[k][1] for k in keys], missing[keys[0]][0].max_gen_toks)
+            replies, cut = checked_replies(ask([missing[k][1] for k in keys], missing[keys[0]][0].max_gen_toks),
+                                           len(keys))
             cache.add(dict(zip(keys, replies, strict=True)))
             out.asked += len(keys)
+            out.cut += cut
     for task in gens.items:
         judged = []
         for t, item, prompt, key in flat:
