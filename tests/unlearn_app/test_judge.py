@@ -425,6 +425,20 @@ def test_a_verdicts_file_that_is_a_link_is_refused(tmp_path, capsys):
     assert real.read_bytes() == before and not (tmp_path / "b").exists()
 
 
+def test_a_cache_that_cannot_be_written_is_refused_before_the_judge_is_asked(tmp_path, capsys):
+    """A --cache-dir below a regular file can never hold the replies: refused in one line before any request,
+    so that no reply is asked for and then lost (the check runs only when something must be asked)."""
+    run = write_samples_run(tmp_path / "run")
+    (tmp_path / "file").write_text("not a folder")
+    with judge_server() as server:
+        done = run_unlearn_here(["judge", run, "--judge", "j", "--backend", "local-completions", "--base-url",
+                                 server.url + "/completions", "--cache-dir", tmp_path / "file" / "cache",
+                                 "--out", tmp_path / "out"], capsys)
+        assert server.requests == []
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done.stderr
+    assert "cannot be written" in done.stderr and not (tmp_path / "out").exists()
+
+
 def test_other_prompt_files_or_versions_ask_the_judge_again(tmp_path):
     """One cache, the same generations and judge: the same prompt files ask nothing; a prompt file whose text
     changed (same name and version) or whose version changed (same text) is asked anew, as is another family."""

@@ -107,6 +107,18 @@ class VerdictCache:
         self._append(text.encode("utf-8"))  # encoded first: a reply that is no text writes nothing
         self.replies.update(replies)
 
+    def check_writable(self) -> None:
+        """:class:`CacheError` unless new replies could be appended: checked before the judge is asked, so that no
+        reply is asked for and then lost (nothing is created here)."""
+        if self.path.exists():
+            writable, target = os.access(self.path, os.W_OK), self.path
+        else:
+            target = next(p for p in self.path.parents if p.exists())
+            writable = target.is_dir() and os.access(target, os.W_OK | os.X_OK)
+        if not writable:
+            raise CacheError(f"the judge cache {self.path} cannot be written ({target} is read-only or not a "
+                             "folder); give another --cache-dir")
+
     def _append(self, data: bytes) -> None:
         """Append ``data`` after the last whole line, holding the file's exclusive lock (a cut last line, left by a
         process that died mid-write, is dropped first)."""

@@ -82,6 +82,7 @@ def run_pass(gens: Generations, prompts: Mapping[str, Prompt], judge: Mapping[st
             missing[key] = (prompt, prompt.render(item.question, item.ground_truth, item.answer))
     out.cached = len(flat) - sum(1 for _, _, _, k in flat if k in missing)
     if missing:
+        cache.check_writable()
         ask = asker()
         for name in sorted({p.name for p, _ in missing.values()}):
             keys = [k for k, (p, _) in missing.items() if p.name == name]
