@@ -56,6 +56,9 @@ class Check:
     mismatched: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics the recomputation contradicts
     record: dict[str, Any] | None = None  # submission.json, once it reads and follows the schema
     refused: bool = False  # not a readable, safe submission: not shown, nothing published
+    #: sha256 of each file as validation read it (submission.json and the listed files whose hash matched): what
+    #: :func:`~unlearn_app.leaderboard.publish.publish` may copy, and only while its bytes still have this hash
+    hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -140,16 +143,17 @@ def _named_files(record: dict[str, Any]) -> set[str]:
     return {e.get(k) for e in record["results"].values() for k in ("items", "reference", "depth", *SAMPLE_KEYS)} - {None}
 
 
-def read_record(folder: Path) -> dict[str, Any]:
-    """``submission.json`` of ``folder``, checked before any other file is read (see the module docstring);
-    :class:`Refused` otherwise."""
+def read_record(folder: Path) -> tuple[dict[str, Any], str]:
+    """``submission.json`` of ``folder``, checked before any other file is read (see the module docstring), and the
+    sha256 of its bytes; :class:`Refused` otherwise."""
     if not ID.fullmatch(folder.name):
         raise Refused(f"the folder name {folder.name[:80]!r} is no submission id (<model>-<method>-<12 hex>)")
     link = untrusted.first_link(folder)
     if link is not None:
         raise Refused(f"{link} is a symbolic link; a submission holds regular files only")
     try:
-        record = untrusted.read_json(folder, SUBMISSION_FILE)
+        data = untrusted.read_bytes(folder, SUBMISSION_FILE)
+        record = untrusted.parse_json(data, SUBMISSION_FILE)
         bad = schema_errors(record)
     except untrusted.Unreadable as e:
         raise Refused(str(e)) from None
@@ -170,7 +174,7 @@ def read_record(folder: Path) -> dict[str, Any]:
         problem = untrusted.name_problem(rel)
         if problem:
             raise Refused(problem)
-    return record
+    return record, sha256(data)
 
 
 def _integrity(folder: Path, record: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
@@ -283,9 +287,10 @@ def check_folder(folder: str | Path) -> Check:
     folder = Path(folder)
     check = Check(folder.name, str(folder))
     try:
-        record = read_record(folder)
+        record, record_sha = read_record(folder)
         check.record = record
         errors, files = _integrity(folder, record)
+        check.hashes = {SUBMISSION_FILE: record_sha, **{rel: sha256(data) for rel, data in files.items()}}
         check.errors += [f"{check.id}: {line}" for line in errors]
         if check.errors:
             return check
@@ -293,7 +298,7 @@ def check_folder(folder: str | Path) -> Check:
             _check_task(check, task, entry, files)
         recompute_samples(check, record, files)
     except Refused as e:
-        check.refused, check.record = True, None
+        check.refused, check.record, check.hashes = True, None, {}
         check.recomputed, check.unverified, check.mismatched = {}, {}, {}
         check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
