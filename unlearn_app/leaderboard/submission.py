@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import json_safe, latest_results_file, read_results_file
+from harness_ext.results import json_safe, latest_results_file, partial_tasks, read_results_file
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
@@ -131,6 +131,9 @@ class TaskResult:
     produced_by: dict[str, Any] | None = None
     group: bool = False  # an lm-eval group's row (recomputed from its tasks; no samples of its own)
     depth: bytes | None = None  # `unlearn depth`'s per-question, per-layer scores (leaderboard.depth.carried)
+    limit: int | float | None = None  # lm_eval --limit, as its results file records it
+    documents: dict[str, int] | None = None  # lm-eval's n-samples of the task: original and effective documents
+    partial: str | None = None  # how much of the task was evaluated, when not all (harness_ext.results.partial_tasks)
 
 
 def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
@@ -150,6 +153,9 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
     file = latest_results_file(path)
     raw = read_results_file(file)
     groups = raw.get("group_subtasks") or {}
+    partial = partial_tasks(raw)
+    limit = (raw.get("config") or {}).get("limit") if isinstance(raw.get("config"), dict) else None
+    counts = raw.get("n-samples") if isinstance(raw.get("n-samples"), dict) else {}
     out = []
     for task, values in (raw.get("results") or {}).items():
         aggregates = {k.split(",")[0]: v for k, v in values.items()
@@ -171,10 +177,19 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
         out.append(TaskResult(task, run, "lm-eval", bench, aggregates, items, (raw.get("versions") or {}).get(task),
                               provenance, found[0].read_bytes() if found else None, produced_by(raw, provenance),
                               task in groups and task not in (raw.get("configs") or {}),
-                              uds))
+                              uds, limit if _number(limit) is not None else None, _documents(counts.get(task)),
+                              partial.get(task)))
     if not out:
         raise SubmissionError(f"{file} holds no task with numeric results")
     return out
+
+
+def _documents(counts: Any) -> dict[str, int] | None:
+    """lm-eval's ``n-samples`` of one task (``original`` and ``effective`` document counts), or None."""
+    if not isinstance(counts, dict):
+        return None
+    pair = {k: counts.get(k) for k in ("original", "effective")}
+    return pair if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair.values()) else None
 
 
 def _ou_tasks(path: Path, run: str) -> list[TaskResult]:
@@ -270,6 +285,11 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
         raise SubmissionError("name the method with --method (it is read from the run's config only for `unlearn run` folders)")
     params = dict(config.get("method_params") or {}) | dict(hyperparameters or {})
     name = model_id.split("/")[-1] if model_id else Path(model_dir).resolve().name
+    if reference is not None:
+        cut = sorted(f"{t.task} ({t.partial})" for t in read_run(reference)[0] if t.partial and t.task in tasks)
+        if cut:
+            raise SubmissionError(f"--reference {reference} is a partial evaluation: {', '.join(cut)}; Forget Quality "
+                                  "and PrivLeak need the whole retain run: rerun lm_eval on it without --limit")
     files: dict[str, bytes] = {}
     results: dict[str, Any] = {}
     for task, t in sorted(tasks.items()):
@@ -277,7 +297,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                                  "aggregates": t.aggregates, "items": None, "reference": None,
                                  "provenance": t.provenance}
         if t.kind == "lm-eval":
-            entry |= {"samples": None, "reference_samples": None, "produced_by": t.produced_by}
+            entry |= {"samples": None, "reference_samples": None, "produced_by": t.produced_by,
+                      "limit": t.limit, "documents": t.documents}
         if t.samples is not None:
             entry["samples"] = f"samples/{task}.jsonl"
             files[entry["samples"]] = t.samples

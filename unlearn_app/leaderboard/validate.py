@@ -54,6 +54,7 @@ class Check:
     recomputed: dict[str, dict[str, float]] = field(default_factory=dict)  # task -> metric -> recomputed value
     unverified: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics with no per-item values
     mismatched: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics the recomputation contradicts
+    notes: list[str] = field(default_factory=list)  # why numbers stay unverified, where a line can say it
     record: dict[str, Any] | None = None  # submission.json, once it reads and follows the schema
     refused: bool = False  # not a readable, safe submission: not shown, nothing published
     #: sha256 of each file as validation read it (submission.json and the listed files whose hash matched): what
@@ -139,6 +140,15 @@ def _agree(a: float, b: float) -> bool:
 
 
 # --------------------------------------------------------------------------- reading it
+def partial_of(task: str, entry: dict[str, Any]) -> str | None:
+    """How much of ``task`` a result entry says was evaluated when it is not all of it (its ``limit`` and
+    ``documents``, read by the rule of :func:`harness_ext.results.partial_tasks`); None for a whole evaluation."""
+    from harness_ext.results import partial_tasks
+
+    return partial_tasks({"config": {"limit": entry.get("limit")}, "n-samples": {task: entry.get("documents")},
+                          "results": {task: {}}}).get(task)
+
+
 def _named_files(record: dict[str, Any]) -> set[str]:
     return {e.get(k) for e in record["results"].values() for k in ("items", "reference", "depth", *SAMPLE_KEYS)} - {None}
 
@@ -167,6 +177,10 @@ def read_record(folder: Path) -> tuple[dict[str, Any], str]:
     for task, entry in record["results"].items():
         if not untrusted.TASK.fullmatch(task):
             raise Refused(f"the task name {task[:80]!r} is not a plain name (letters, digits, . _ -)")
+        cut = partial_of(task, entry)
+        if cut:
+            raise Refused(f"{task} is a partial evaluation: {cut}; the board shows whole evaluations only: rerun "
+                          "lm_eval without --limit")
         said, derived = entry.get("benchmark"), benchmark_of(task)
         if said is not None and said != derived:
             raise Refused(f"{task} says benchmark {said}, but the task is {derived or 'neither TOFU nor MUSE'}")
@@ -299,7 +313,7 @@ def check_folder(folder: str | Path) -> Check:
         recompute_samples(check, record, files)
     except Refused as e:
         check.refused, check.record, check.hashes = True, None, {}
-        check.recomputed, check.unverified, check.mismatched = {}, {}, {}
+        check.recomputed, check.unverified, check.mismatched, check.notes = {}, {}, {}, []
         check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
 
@@ -330,6 +344,7 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
         reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
         if not samples:
             return
+        _rederive_judged(check, results, samples)
         run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])
                                if _finite(e["aggregates"][m])} for t, e in results.items()},
                "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
@@ -359,6 +374,23 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
                                     "recomputed from its lm-eval samples")
         if not metrics:
             del check.unverified[task]
+
+
+def _rederive_judged(check: Check, results: dict[str, Any], samples: dict[str, list[dict[str, Any]]]) -> None:
+    """Replace each judge task's samples by their re-derived records (:mod:`.judged`): a stored record or answer
+    that differs is a problem; a judge task that cannot be re-derived is left unverified (taken out of ``samples``)."""
+    from unlearn_app.judge.results import is_judge_task
+    from unlearn_app.leaderboard import judged
+
+    for task in sorted(t for t in samples if is_judge_task(t)):
+        again = judged.rederive(task, samples[task], results[task].get("provenance"),
+                                samples.get(judged.source_task(task)))
+        check.errors += [f"{check.id}: {task}: {line}" for line in again.problems]
+        if again.rows is None:
+            del samples[task]
+            check.notes.append(f"{task}: the judge's numbers are unverified: {again.unverifiable}")
+        else:
+            samples[task] = again.rows
 
 
 def submission_folders(root: str | Path) -> list[Path]:
