@@ -247,6 +247,28 @@ def _reference_items(path: Path, task: TaskResult) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- building
+#: The metrics a run has only against a reference (retain) run.
+AGAINST_REFERENCE = ("forget_quality", "privleak")
+
+
+def against_reference(task: str, t: TaskResult, reference_items: dict[str, Any]) -> dict[str, float]:
+    """The :data:`AGAINST_REFERENCE` metrics ``t`` lacks (its run was evaluated without a reference), computed
+    from its per-item values and the reference's with the functions validation recomputes them with."""
+    import math
+
+    from unlearn_app.leaderboard.items import recompute
+    from unlearn_app.open_unlearning.reader import OuFolderError
+
+    wanted = [m for m in AGAINST_REFERENCE if m not in t.aggregates]
+    if not wanted or not t.benchmark:
+        return {}
+    try:
+        values = recompute(t.benchmark, task, t.items | dict.fromkeys(wanted, {}), reference_items)
+    except OuFolderError:  # validation says what is wrong with the per-item values
+        return {}
+    return {m: float(values[m]) for m in wanted if m in values and math.isfinite(values[m])}
+
+
 def build(runs: list[str | Path], *, reference: str | Path | None = None, model_id: str | None = None,
           revision: str | None = None, model_dir: str | Path | None = None, family: str | None = None,
           method: str | None = None, hyperparameters: dict[str, Any] | None = None, submitter: str = "",
@@ -292,6 +314,7 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                                   "and PrivLeak need the whole retain run: rerun lm_eval on it without --limit")
     files: dict[str, bytes] = {}
     results: dict[str, Any] = {}
+    computed: list[str] = []  # tasks whose reference metrics are computed here, against --reference
     for task, t in sorted(tasks.items()):
         entry: dict[str, Any] = {"run": t.run, "kind": t.kind, "benchmark": t.benchmark, "version": t.version,
                                  "aggregates": t.aggregates, "items": None, "reference": None,
@@ -310,8 +333,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
             entry["depth"] = f"depth/{task}.json"
             files[entry["depth"]] = t.depth
         if t.items:
+            items = t.items
             entry["items"] = f"items/{task}/{t.benchmark}_EVAL.json"
-            files[entry["items"]] = _dumps(t.items)
             ref_items = _reference_items(Path(reference), t) if reference is not None else None
             if ref_items:
                 shared = near_copy(t.benchmark, t.items, ref_items)
@@ -320,6 +343,12 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                                           "distinct evaluation; pass the retain model's evaluation")
                 entry["reference"] = f"reference/{task}/{t.benchmark}_EVAL.json"
                 files[entry["reference"]] = _dumps(ref_items)
+                added = against_reference(task, t, ref_items)
+                if added:  # stored as open-unlearning stores them (agg_value), recomputed on validation
+                    entry["aggregates"] = t.aggregates | added
+                    items = items | {m: {"agg_value": v} for m, v in added.items()}
+                    computed.append(f"{task} ({', '.join(sorted(added))})")
+            files[entry["items"]] = _dumps(items)
         results[task] = entry
     ref_record = None
     if reference is not None:  # by name, content hash and model: no local path goes into a shared submission
@@ -344,6 +373,9 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                   if t.kind == "lm-eval" and t.samples is None and t.depth is None and not t.group)
     notes = [f"no samples file for {', '.join(bare)}: rerun lm_eval with --log_samples to have their numbers "
              "recomputed (without it they are shown unverified)"] if bare else []
+    if computed:
+        notes.append(f"computed against --reference {Path(reference).name} (the run was evaluated without one): "
+                     f"{', '.join(computed)}")
     return Built(record, files, notes)
 
 

@@ -16,7 +16,9 @@ shows was recomputed and agrees; with unverified numbers it is ``partly verified
 Every other number of a task that carries lm-eval's samples file is recomputed from it with the task's own
 aggregation (:func:`recompute_samples`, :mod:`unlearn_app.leaderboard.recompute`): every benchmark, groups included.
 An ``unlearn depth`` task's UDS (overall and per question) is recomputed from its per-layer scores with the
-command's own score function (:mod:`unlearn_app.leaderboard.depth`).
+command's own score function (:mod:`unlearn_app.leaderboard.depth`); an ``unlearn judge`` task's verdict records are
+re-derived from their replies, answers and the judged run's samples first (:mod:`unlearn_app.leaderboard.judged`).
+A partial evaluation (``lm_eval --limit``: the record's ``limit`` and ``documents``) is refused.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from unlearn_app.leaderboard import untrusted
+from unlearn_app.leaderboard.items import recompute
 from unlearn_app.leaderboard.submission import SCHEMA_FILE, SUBMISSION_FILE, digest, schema_errors, sha256
 
 #: A submission id (and so the name of its folder): the schema's pattern.
@@ -93,37 +95,6 @@ class Check:
         if not self.ok:
             return "failed"
         return "validated" if self.validated else f"partly verified ({self.verified} of {self.shown})"
-
-
-def _stripped(logs: dict[str, Any]) -> dict[str, Any]:
-    """The EVAL log with only per-item values left (aggregates and MIA ``auc`` taken out)."""
-    out = {}
-    for key, entry in logs.items():
-        if not isinstance(entry, dict):
-            out[key] = {}
-            continue
-        out[key] = {k: v for k, v in entry.items() if k not in ("agg_value", "auc")}
-    return out
-
-
-def recompute(bench: str, task: str, items: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, float]:
-    """Every metric of ``items`` recomputed from its per-item values alone (NaN where there are none)."""
-    from unlearn_app.open_unlearning.reader import OuFolderError, read_benchmark
-
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / task  # the reader tells the TOFU split / MUSE corpus from the folder name
-        folder.mkdir()
-        eval_file = folder / f"{bench}_EVAL.json"
-        eval_file.write_text(json.dumps(_stripped(items)))
-        ref = None
-        if reference is not None:
-            ref = Path(tmp) / "reference" / task
-            ref.mkdir(parents=True)
-            (ref / f"{bench}_EVAL.json").write_text(json.dumps(reference))
-        try:
-            return read_benchmark(bench, folder, eval_file, None, str(ref) if ref else None).metrics
-        except OuFolderError as e:  # named without the temporary folder
-            raise OuFolderError(str(e).replace(f"{tmp}/", "")) from None
 
 
 def benchmark_of(task: str) -> str | None:
