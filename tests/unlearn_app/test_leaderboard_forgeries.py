@@ -76,7 +76,8 @@ def test_genuine_judge_samples_validate_and_without_their_evaluation_are_unverif
                            "it judged, are not in the submission: submit that evaluation with it"]
     capsys.readouterr()
     assert main(["leaderboard", "validate", str(alone)]) == 0
-    assert "partly verified (0 of 13)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "partly verified (0 of 13)" in out and f"  note: {check.notes[0]}" in out
 
 
 def test_a_flipped_verdict_whose_reply_says_yes_fails(judged_run, tmp_path):
@@ -115,6 +116,12 @@ def test_a_replaced_answer_fails_against_the_runs_own_samples(judged_run, tmp_pa
 def test_a_judged_item_left_out_fails_and_an_unknown_prompt_version_is_unverified(judged_run, tmp_path):
     failed_naming(forged(submitted(tmp_path / "a", list(judged_run)), lambda rows: rows.pop(2)),
                   f"1 of the 7 generated answers of {SOURCE}'s samples are not judged")
+
+    def huge(rows):  # ROUGE-L is quadratic: a validator is not kept busy for minutes
+        rows[0]["doc"]["ground_truth"] = rows[0]["doc"]["answer"] = "word " * 600
+
+    failed_naming(forged(submitted(tmp_path / "c", list(judged_run)), huge),
+                  "document 0: its ground truth (600 words) and answer (600 words) are too long to recompute ROUGE-L")
 
     def version(record):
         record["results"][JUDGED]["provenance"]["prompts"]["forget"]["version"] = "99"

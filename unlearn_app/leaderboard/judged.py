@@ -32,6 +32,9 @@ from unlearn_app.judge.results import PREFIX, RECORD
 
 #: At most this many per-item problems are listed for one task (then their count).
 SHOWN = 5
+#: Largest ground truth words x answer words whose ROUGE-L (a quadratic longest common subsequence) is recomputed:
+#: far above a TOFU item (about 30 x 200), far below what would keep a validator busy for minutes.
+MAX_ROUGE_CELLS = 250_000
 
 
 @dataclass
@@ -113,6 +116,11 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
         question, truth, answer = texts
         prompt = prompts[split]
         verdict, scores = prompt.verdict(reply)
+        if len(truth.split()) * len(answer.split()) > MAX_ROUGE_CELLS:
+            problems.append(f"document {n}: its ground truth ({len(truth.split())} words) and answer "
+                            f"({len(answer.split())} words) are too long to recompute ROUGE-L (at most "
+                            f"{MAX_ROUGE_CELLS} word pairs)")
+            continue
         rouge = rouge_l_recall(truth, answer)
         key = (split, index)
         if row.get("prompt") != prompt.name:
