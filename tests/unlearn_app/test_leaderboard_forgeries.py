@@ -72,8 +72,9 @@ def test_genuine_judge_samples_validate_and_without_their_evaluation_are_unverif
     alone = submitted(tmp_path / "alone", [out])
     check = check_folder(alone)
     assert check.ok and not check.validated and check.kind == "partly verified" and JUDGED not in check.recomputed
-    assert check.notes == [f"{JUDGED}: the judge's numbers are unverified: the samples of {SOURCE}, whose answers "
-                           "it judged, are not in the submission: submit that evaluation with it"]
+    assert check.notes == [f"{JUDGED}: the judge's numbers are unverified: the generations of {SOURCE} (its lm-eval "
+                           "samples, or open-unlearning's TOFU_EVAL.json), whose answers it judged, are not in the "
+                           "submission: submit that evaluation with it"]
     capsys.readouterr()
     assert main(["leaderboard", "validate", str(alone)]) == 0
     out = capsys.readouterr().out
@@ -109,13 +110,13 @@ def test_a_replaced_answer_fails_against_the_runs_own_samples(judged_run, tmp_pa
         rows[1]["judge"]["rougeL_recall"] = rouge_l_recall(doc["ground_truth"], doc["answer"])
 
     failed_naming(forged(submitted(tmp_path, list(judged_run)), replace),
-                  f"document 1: its question, ground truth or answer is not what {SOURCE}'s samples hold for forget "
-                  "item 1")
+                  f"document 1: its question, ground truth or answer is not what {SOURCE}'s generations hold for "
+                  "forget item 1")
 
 
 def test_a_judged_item_left_out_fails_and_an_unknown_prompt_version_is_unverified(judged_run, tmp_path):
     failed_naming(forged(submitted(tmp_path / "a", list(judged_run)), lambda rows: rows.pop(2)),
-                  f"1 of the 7 generated answers of {SOURCE}'s samples are not judged")
+                  f"1 of the 7 generated answers of {SOURCE} are not judged")
 
     def huge(rows):  # ROUGE-L is quadratic: a validator is not kept busy for minutes
         rows[0]["doc"]["ground_truth"] = rows[0]["doc"]["answer"] = "word " * 600
@@ -129,6 +130,24 @@ def test_a_judged_item_left_out_fails_and_an_unknown_prompt_version_is_unverifie
     check = check_folder(reseal(submitted(tmp_path / "b", list(judged_run)), version))
     assert check.ok and JUDGED not in check.recomputed and check.kind == "partly verified"
     assert "its forget prompt (yes-no-forget version 99) is not one this package holds" in check.notes[0]
+
+
+def test_an_open_unlearning_runs_generations_check_its_judge_samples_too(tmp_path):
+    from fixtures.judge_server import write_ou_run
+
+    ou = write_ou_run(tmp_path / "tofu_forget01")
+    with judge_server() as server:
+        assert main(["judge", str(ou), "--judge", "judge-x", "--backend", "local-completions", "--base-url",
+                     server.url + "/completions", "--cache-dir", str(tmp_path / "cache"), "--out",
+                     str(tmp_path / "out")]) == 0
+    check = check_folder(submitted(tmp_path / "b", [ou, tmp_path / "out"]))
+    judge_task = next(t for t in check.record["results"] if t.startswith("judge_"))
+    assert check.ok and len(check.recomputed[judge_task]) == 13, (check.errors, check.notes)
+    logs = json.loads((ou / "TOFU_EVAL.json").read_text())
+    logs["forget_Q_A_ROUGE"]["value_by_index"]["1"]["generation"] = "Something else."
+    (ou / "TOFU_EVAL.json").write_text(json.dumps(logs))  # the judge's answer is no longer the run's
+    failed_naming(submitted(tmp_path / "c", [ou, tmp_path / "out"]), "document 1: its question, ground truth or "
+                  "answer is not what tofu_forget01's generations hold for forget item 1")
 
 
 # --------------------------------------------------------------------------- partial evaluations (lm_eval --limit)

@@ -9,12 +9,12 @@ aggregates are computed from. Validation keeps none of the record:
   the item's set, a prompt file this package holds with that name, version and sha256
   (:mod:`unlearn_app.judge.prompt_files`);
 * **ROUGE-L recall** is recomputed from the item's answer and ground truth, with the function the judge uses;
-* every judged **answer** must be the generation that the submission's own lm-eval samples of the judged task
-  (``<task>``) hold for that item (split and index), with its question and ground truth, and every generated item
-  there must be judged once.
+* every judged **answer** must be the generation that the submission itself holds for that item (split and index)
+  of the judged task (``<task>``: its lm-eval samples, or an open-unlearning run's ``TOFU_EVAL.json``), with its
+  question and ground truth, and every generated item there must be judged once.
 
 The aggregates are then recomputed from the re-derived records. A stored record that differs, or an answer that is
-not the model's, is a problem (the submission fails). Without the judged task's samples in the submission, or with a
+not the model's, is a problem (the submission fails). Without the judged task's generations in the submission, or with a
 prompt this package does not hold, nothing ties the verdicts to the model: the judge's numbers stay unverified. The
 reply itself is the judge's: it is never asked again.
 """
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_app.judge.inputs import SETS, _generation
+from unlearn_app.judge.inputs import OU_KEYS, SETS, _generation
 from unlearn_app.judge.prompt_files import Prompt, all_prompts
 from unlearn_app.judge.results import PREFIX, RECORD
 
@@ -68,9 +68,9 @@ def _prompts(provenance: Mapping[str, Any] | None) -> dict[str, Prompt] | str:
     return out
 
 
-def _generations(rows: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any, Any, str]]:
-    """(split, index) -> (question, ground truth, generation) of the judged task's samples, as the judge reads
-    them (:mod:`unlearn_app.judge.inputs`)."""
+def generations_of_samples(rows: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any, Any, str]]:
+    """(split, index) -> (question, ground truth, generation) of the judged task's lm-eval samples, as the judge
+    reads them (:mod:`unlearn_app.judge.inputs`)."""
     out = {}
     for row in rows:
         doc = row.get("doc")
@@ -82,24 +82,38 @@ def _generations(rows: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any,
     return out
 
 
+def generations_of_ou(logs: dict[str, Any]) -> dict[tuple[str, int], tuple[Any, Any, Any]]:
+    """The same from an open-unlearning ``TOFU_EVAL.json`` (each set's ``value_by_index``: ``input``, used as the
+    question, ``ground_truth`` and ``generation``), as the judge reads it."""
+    out = {}
+    for split, key in OU_KEYS.items():
+        entry = logs.get(key)
+        by_index = entry.get("value_by_index") if isinstance(entry, dict) else None
+        for idx, value in (by_index.items() if isinstance(by_index, dict) else ()):
+            if isinstance(value, dict) and idx.isascii() and idx.isdigit() and len(idx) <= 9:
+                out[(split, int(idx))] = (value.get("input"), value.get("ground_truth"), value.get("generation"))
+    return out
+
+
 def _text(value: Any) -> str:
     text = str(value)
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
 def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any] | None,
-             source_rows: list[dict[str, Any]] | None) -> Rederived:
+             generated: Mapping[tuple[str, int], tuple[Any, Any, Any]] | None) -> Rederived:
     """``rows`` (the samples of judge task ``task``) with each verdict record re-derived (see the module
-    docstring); ``source_rows``: the submission's samples of the judged task, or None when it carries none."""
+    docstring); ``generated``: the judged task's generations the submission carries (:func:`generations_of_samples`,
+    :func:`generations_of_ou`), or None when it carries none."""
     from unlearn_tasks.metrics.rouge import rouge_l_recall
 
     prompts = _prompts(provenance)
     if isinstance(prompts, str):
         return Rederived(unverifiable=prompts)
-    if source_rows is None:
-        return Rederived(unverifiable=f"the samples of {source_task(task)}, whose answers it judged, are not in the "
+    if generated is None:
+        return Rederived(unverifiable=f"the generations of {source_task(task)} (its lm-eval samples, or "
+                                      "open-unlearning's TOFU_EVAL.json), whose answers it judged, are not in the "
                                       "submission: submit that evaluation with it")
-    generated = _generations(source_rows)
     out, problems, seen = [], [], set()
     for row in rows:
         if str(row.get("filter", "none")) != "none":
@@ -143,16 +157,16 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
             problems.append(f"document {n}: {split} item {index} is judged twice")
         elif key not in generated:
             problems.append(f"document {n}: {split} item {index} is no generated answer of "
-                            f"{source_task(task)}'s samples")
+                            f"{source_task(task)}'s generations")
         elif generated[key] != (question, truth, answer):
             problems.append(f"document {n}: its question, ground truth or answer is not what "
-                            f"{source_task(task)}'s samples hold for {split} item {index}")
+                            f"{source_task(task)}'s generations hold for {split} item {index}")
         seen.add(key)
         out.append({**row, RECORD: {"split": split, "index": index, "verdict": verdict, "rougeL_recall": rouge}
                     | ({"scores": scores} if scores is not None else {})})
     unjudged = len(set(generated) - seen)
     if unjudged:
-        problems.append(f"{unjudged} of the {len(generated)} generated answers of {source_task(task)}'s samples "
+        problems.append(f"{unjudged} of the {len(generated)} generated answers of {source_task(task)} "
                         "are not judged (a judge's share over part of the answers)")
     if len(problems) > SHOWN:
         problems = problems[:SHOWN] + [f"... and {len(problems) - SHOWN} more item problem(s)"]

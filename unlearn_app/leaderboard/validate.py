@@ -315,7 +315,7 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
         reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
         if not samples:
             return
-        _rederive_judged(check, results, samples)
+        _rederive_judged(check, results, samples, files)
         run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])
                                if _finite(e["aggregates"][m])} for t, e in results.items()},
                "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
@@ -347,15 +347,27 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
             del check.unverified[task]
 
 
-def _rederive_judged(check: Check, results: dict[str, Any], samples: dict[str, list[dict[str, Any]]]) -> None:
-    """Replace each judge task's samples by their re-derived records (:mod:`.judged`): a stored record or answer
-    that differs is a problem; a judge task that cannot be re-derived is left unverified (taken out of ``samples``)."""
+def _rederive_judged(check: Check, results: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
+                     files: dict[str, bytes]) -> None:
+    """Replace each judge task's samples by their re-derived records (:mod:`.judged`), against the judged task's
+    generations the submission carries (its lm-eval samples, or an open-unlearning run's per-item file): a stored
+    record or answer that differs is a problem; a judge task that cannot be re-derived is left unverified (taken out
+    of ``samples``)."""
     from unlearn_app.judge.results import is_judge_task
     from unlearn_app.leaderboard import judged
 
     for task in sorted(t for t in samples if is_judge_task(t)):
-        again = judged.rederive(task, samples[task], results[task].get("provenance"),
-                                samples.get(judged.source_task(task)))
+        source = judged.source_task(task)
+        entry = results.get(source) or {}
+        generated = None
+        if source in samples:
+            generated = judged.generations_of_samples(samples[source])
+        elif entry.get("kind") == "open-unlearning" and entry.get("items") in files:
+            try:
+                generated = judged.generations_of_ou(untrusted.parse_json(files[entry["items"]], entry["items"]))
+            except untrusted.Unreadable as e:
+                raise Refused(str(e)) from None
+        again = judged.rederive(task, samples[task], results[task].get("provenance"), generated)
         check.errors += [f"{check.id}: {task}: {line}" for line in again.problems]
         if again.rows is None:
             del samples[task]
