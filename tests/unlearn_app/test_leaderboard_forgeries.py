@@ -79,6 +79,9 @@ def test_genuine_judge_samples_validate_and_without_their_evaluation_are_unverif
     assert main(["leaderboard", "validate", str(alone)]) == 0
     out = capsys.readouterr().out
     assert "partly verified (0 of 13)" in out and f"  note: {check.notes[0]}" in out
+    assert main(["leaderboard", "build", "--from", str(alone.parent), "--out", str(tmp_path / "site")]) == 0
+    page = (tmp_path / "site" / "submissions" / f"{alone.name}.html").read_text()
+    assert "<h2>Not verified</h2>" in page and "whose answers it judged, are not in the submission" in page
 
 
 def test_a_flipped_verdict_whose_reply_says_yes_fails(judged_run, tmp_path):
