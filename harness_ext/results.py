@@ -23,6 +23,26 @@ def task_metrics(results: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+def partial_tasks(results: dict[str, Any]) -> dict[str, str]:
+    """The tasks of a results dict that were evaluated on part of their documents (``lm_eval --limit``), each with
+    how much: lm-eval records the limit as ``config.limit`` and, per task, ``n-samples`` (``original`` documents,
+    ``effective`` ones evaluated). A task whose counts show all its documents is whole whatever the limit; a task
+    without counts (a group) is partial when a limit was given."""
+    limit = (results.get("config") or {}).get("limit") if isinstance(results.get("config"), dict) else None
+    counts = results.get("n-samples") if isinstance(results.get("n-samples"), dict) else {}
+    flag = f"lm_eval --limit {limit}" if limit is not None else "fewer documents than the task has"
+    out = {}
+    for task in results.get("results") or {}:
+        n = counts.get(task)
+        original, effective = (n.get("original"), n.get("effective")) if isinstance(n, dict) else (None, None)
+        if isinstance(original, int) and isinstance(effective, int):
+            if effective < original:
+                out[task] = f"{effective} of {original} documents ({flag})"
+        elif limit is not None:
+            out[task] = f"part of its documents ({flag})"
+    return out
+
+
 class ResultsFileError(ValueError):
     """A results file that cannot be read; the message names it."""
 

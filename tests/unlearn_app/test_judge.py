@@ -496,7 +496,7 @@ def test_report_ci_and_leaderboard_read_the_verdicts(tmp_path, capsys):
     checks = json.loads((tmp_path / "ci" / "results.json").read_text())["checks"]
     assert [c["passed"] for c in checks] == [False, True]
 
-    built = build([out], model_id="org/model", revision="0" * 40, method="ga")
+    built = build([run, out], model_id="org/model", revision="0" * 40, method="ga")  # with the judged answers
     check = check_folder(write(built, tmp_path / "board"))
     finite = {k: v for k, v in EXPECTED.items() if not math.isnan(v)}
     assert check.ok, check.errors
@@ -511,6 +511,6 @@ def test_report_ci_and_leaderboard_read_the_verdicts(tmp_path, capsys):
             raw["results"][JUDGED]["forget_judge_revealed,none"] = 0.25
             text = json.dumps(raw)
         (edited / f.name).write_text(text)
-    check = check_folder(write(build([edited], model_id="org/model", revision="0" * 40, method="ga"),
+    check = check_folder(write(build([run, edited], model_id="org/model", revision="0" * 40, method="ga"),
                                tmp_path / "board2"))
     assert check.mismatched == {JUDGED: ["forget_judge_revealed"]} and len(check.errors) == 1

@@ -297,3 +297,52 @@ def test_a_muse_submission_is_recomputed_and_other_tasks_are_unverified(tmp_path
                                         method="npo"), tmp_path / "b"))
     assert bad.errors == [f"{bad.id}: muse_news/privleak = 12.5 submitted, but {expected['privleak']:.6g} recomputed "
                           "from its per-item values and the reference"]
+
+
+def _page_command(start: str) -> list[str]:
+    """The command of docs/leaderboard.md that starts with ``start``, its continuation lines joined, as argv."""
+    import shlex
+
+    page = (Path(__file__).parents[2] / "docs" / "leaderboard.md").read_text()
+    lines = page.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.strip().startswith(start))
+    text = ""
+    for line in lines[first:]:
+        text += line.strip().removesuffix("\\") + " "
+        if not line.rstrip().endswith("\\"):
+            break
+    return shlex.split(text)
+
+
+def test_the_pages_steps_give_a_full_row_with_forget_quality_privleak_and_the_picture(tmp_path, capsys, monkeypatch):
+    """docs/leaderboard.md's steps: two runs evaluated with --log_samples and no reference (their results have no
+    Forget Quality or PrivLeak), then the page's own `unlearn submit ... --reference runs/retain` (into a folder
+    instead of the Hub) and `unlearn leaderboard build`: the row has both numbers, recomputed, and the picture."""
+    from unlearn_app.leaderboard.validate import check_folder
+
+    monkeypatch.chdir(tmp_path)
+    npo = write_tofu_run(Path("runs/npo"), tofu_records(2, 0.3))  # as lm_eval --output_path runs/npo writes it
+    write_tofu_run(Path("runs/retain"), REF)
+    assert json.loads(npo.read_text())["results"][TASK].get("forget_quality,none") is None
+    argv = _page_command("unlearn submit runs/npo --reference runs/retain")
+    at = argv.index("--repo")
+    argv[at:at + 2] = ["--to", "board"]
+    argv[argv.index("--revision") + 1] = "a" * 40  # the page's placeholder SHA
+    capsys.readouterr()
+    assert main(argv[1:]) == 0
+    out, err = capsys.readouterr()
+    assert f"computed against --reference retain (the run was evaluated without one): {TASK} (forget_quality, " \
+           "privleak)" in err and ": validated;" in out
+    [folder] = Path("board/submissions").iterdir()
+    aggregates = json.loads((folder / "submission.json").read_text())["results"][TASK]["aggregates"]
+    forget = [x["truth_ratio"] for x in tofu_records(2, 0.3) if x["split"] == "forget"]
+    assert aggregates["forget_quality"] == pytest.approx(
+        forget_quality(forget, [x["truth_ratio"] for x in REF if x["split"] == "forget"]), rel=1e-12)
+    check = check_folder(folder)
+    assert check.validated and {"forget_quality", "privleak", "model_utility"} <= set(check.recomputed[TASK])
+    assert main(["leaderboard", "build", "--from", "board", "--out", "site"]) == 0
+    assert Path(f"site/pareto_{TASK}.png").is_file()
+    html = Path("site/index.html").read_text()
+    assert re.search(r"<th[^>]*>forget_quality</th>", html) and re.search(r"<th[^>]*>privleak</th>", html)
+    assert f'<td class="recomputed" title="recomputed from the per-item values" data-value="{aggregates["privleak"]}"' \
+        in html

@@ -143,6 +143,57 @@ def test_paths_out_of_the_folder_are_refused_before_anything_is_read(tmp_path, c
     assert "missing" not in line and hashlib.sha256(secret.read_bytes()).hexdigest()[:12] not in line
 
 
+def _linked(folder: Path, rel: str, outside: Path) -> None:
+    """``folder/rel`` replaced by a link to an identical copy outside (same bytes, same hash)."""
+    outside.mkdir(exist_ok=True)
+    shutil.copy(folder / rel, outside / Path(rel).name)
+    (folder / rel).unlink()
+    (folder / rel).symlink_to(outside / Path(rel).name)
+
+
+@pytest.mark.parametrize("where", ["file", "folder"])
+def test_the_read_itself_refuses_a_link_that_an_earlier_walk_missed(tmp_path, monkeypatch, where):
+    """Each layer alone: the lstat look (``regular_file``), the O_NOFOLLOW open (``open_no_follow``), then a
+    validation whose walk (``first_link``) saw nothing and a publish after a link was made: refused, never followed."""
+    from unlearn_app.leaderboard import untrusted, validate
+    from unlearn_app.leaderboard.publish import publish
+
+    folder = submit(tmp_path)
+    good = check_folder(folder)
+    assert good.validated
+    if where == "file":
+        _linked(folder, ITEMS, tmp_path / "outside")
+    else:  # the folder on the way is the link
+        shutil.move(folder / "items", tmp_path / "outside")
+        (folder / "items").symlink_to(tmp_path / "outside")
+    with pytest.raises(untrusted.Unsafe, match="symbolic link"):
+        untrusted.regular_file(folder, ITEMS)
+    with pytest.raises(untrusted.Unsafe, match="symbolic link"):
+        os.close(untrusted.open_no_follow(folder, ITEMS))
+    assert untrusted.read_bytes(folder, REFERENCE) == (folder / REFERENCE).read_bytes()  # the others still read
+    monkeypatch.setattr(validate.untrusted, "first_link", lambda folder: None)  # the walk misses it
+    again = check_folder(folder)
+    assert again.refused and "symbolic link" in again.errors[0], again.errors
+    assert ITEMS not in publish(good, tmp_path / "data") and not (tmp_path / "data" / ITEMS).exists()
+    assert REFERENCE in publish(good, tmp_path / "data")
+
+
+def test_publish_copies_nothing_whose_hash_changed_after_validation(tmp_path):
+    from unlearn_app.leaderboard.publish import publish
+
+    folder = submit(tmp_path)
+    check = check_folder(folder)
+    assert check.validated
+    record = json.loads((folder / "submission.json").read_text())
+    record["submitter"]["notes"] = "edited after validation"  # not digested: the id still agrees
+    (folder / "submission.json").write_text(json.dumps(record))
+    (folder / ITEMS).write_text((folder / ITEMS).read_text() + " ")
+    copied = publish(check, tmp_path / "data")
+    assert "submission.json" not in copied and ITEMS not in copied
+    assert sorted(copied) == sorted(set(record["files"]) - {ITEMS})
+    assert not (tmp_path / "data" / "submission.json").exists() and not (tmp_path / "data" / ITEMS).exists()
+
+
 # --------------------------------------------------------------------------- 4-5: names, ids
 def test_a_task_name_with_a_path_is_refused_and_pictures_stay_under_out(tmp_path, capsys):
     folder = submit(tmp_path)

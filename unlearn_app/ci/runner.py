@@ -23,7 +23,7 @@ from typing import Any
 
 from harness_ext import provenance
 from harness_ext.evaluate import is_main_process
-from harness_ext.results import json_safe, latest_results_file, read_results_file, task_metrics
+from harness_ext.results import json_safe, latest_results_file, partial_tasks, read_results_file, task_metrics
 from unlearn_app.checkpoint.adapter import Adapter, AdapterError, find_adapter
 from unlearn_app.ci.cache import ResultsCache, cache_key, model_revision
 from unlearn_app.ci.checks import MissingValue, Outcome, evaluate, lookup_in
@@ -387,6 +387,7 @@ def run_ci(opts: CiOptions) -> int:
             "baseline_results": baseline,
             "checks": [o.as_dict() for o in outcomes],
             "passed": all(o.passed for o in outcomes),
+            "partial": partial_tasks(raw),  # tasks evaluated on part of their documents (lm_eval --limit)
         })
         record["provenance"].update({
             "tasks": {t: (configs.get(t) or {}).get("provenance") for t in metrics if t in configs},
@@ -394,6 +395,9 @@ def run_ci(opts: CiOptions) -> int:
             "lm_eval_version": (raw.get("lm_eval_version") or raw.get("versions", {}).get("lm_eval")),
         })
         write_outputs(out, record)
+        for task, how in record["partial"].items():
+            print(f"unlearn ci: warning: {task} is a partial evaluation, {how}: its numbers are not the whole "
+                  "task's")
         for o in outcomes:
             print(o.message)
         if opts.update_card:

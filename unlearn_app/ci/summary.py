@@ -51,6 +51,8 @@ def markdown_summary(record: dict[str, Any]) -> str:
               f"- results: read from `{record['from_results']}`" if record.get("from_results") else
               f"- results: {'from the cache' if cache.get('hit') else 'evaluated now' if record.get('results') else 'none'}"
               + (f" (key `{cache['key'][:12]}`)" if cache.get("key") else ""),
+              *[f"- **partial evaluation**: `{task}` on {how}: not the whole task's numbers"
+                for task, how in (record.get("partial") or {}).items()],
               f"- lm-eval-unlearning {prov.get('software', {}).get('version')}, git "
               f"`{prov.get('software', {}).get('git_commit') or MISSING}`", ""]
     if checks:

@@ -55,6 +55,8 @@ def _cmd_validate(args: argparse.Namespace) -> int:
             "" if c.ok else f", {len(c.errors)} problem(s)"))
         for line in c.errors:
             print(f"  {line}")
+        for line in c.notes:
+            print(f"  note: {line}")
     counts = {s: sum(1 for c in checks if c.kind == s) for s in ("validated", "partly verified", "failed", "refused")}
     print(", ".join(f"{n} {s}" for s, n in counts.items()) + f" (of {len(checks)} submission(s))", file=sys.stderr)
     return 2 if counts["refused"] else 1 if counts["failed"] else 0

@@ -36,10 +36,14 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return error(str(e))
     warnings = provenance_differences(loaded)
     notes = [n for r in loaded for n in r.notes]
-    for w in warnings + notes:
+    partial = [p for r in loaded for p in r.partial]
+    for w in partial + warnings + notes:
         print(f"warning: {w}", file=sys.stderr)
     listing = "\n".join(f"- {name}: {file}" for name, file in sources)
     text = compare_runs(runs) + "\n" + provenance_markdown(loaded)
+    if partial:
+        text += ("\n**Partial evaluations** (lm_eval --limit: their numbers are not those of the whole task, nor "
+                 "comparable with a whole evaluation's):\n\n") + "\n".join(f"- {p}" for p in partial) + "\n"
     if warnings:
         text += "\n**Provenance differs:**\n\n" + "\n".join(f"- {w}" for w in warnings) + "\n"
     if notes:

@@ -49,6 +49,8 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         return error(check.errors[0])
     for line in check.errors:
         print(line, file=sys.stderr)
+    for line in check.notes:
+        print(f"unlearn submit: {line}", file=sys.stderr)
     if check.errors and not args.allow_mismatch:
         print(f"unlearn submit: {built.id} does not validate ({len(check.errors)} problem(s)); nothing uploaded",
               file=sys.stderr)

@@ -1,8 +1,9 @@
 """What the site publishes, and how a build replaces the previous one in ``--out``.
 
 :func:`publish` copies a submission's ``submission.json`` and the files it lists (each a regular file inside the
-folder, read without following links, with the sha256 the record gives it) and nothing else: an extra file, a
-symbolic link or a file whose hash differs is not copied. :func:`install` moves a site built in a staging folder
+folder, read without following links, with the sha256 it had when validation read it) and nothing else: an extra
+file, a symbolic link, a file whose hash differs from the record's, or any file changed after validation is not
+copied. :func:`install` moves a site built in a staging folder
 into ``--out`` and removes the files the previous build wrote that this one did not (a submission no longer on the
 board); it knows them from :data:`MANIFEST`, the list of files each build writes, so a file the builder did not write
 is never removed.
@@ -16,7 +17,7 @@ import shutil
 from pathlib import Path
 
 from unlearn_app.leaderboard import untrusted
-from unlearn_app.leaderboard.submission import SUBMISSION_FILE, sha256
+from unlearn_app.leaderboard.submission import sha256
 from unlearn_app.leaderboard.validate import Check
 
 #: The list of files the last build wrote, relative to ``--out``.
@@ -24,20 +25,21 @@ MANIFEST = ".leaderboard-files.json"
 
 
 def publish(check: Check, out: str | Path) -> list[str]:
-    """Copy the listed files of ``check``'s submission into ``out``; the relative paths copied, sorted."""
+    """Copy the files of ``check``'s submission that validation read (``submission.json`` and the listed files whose
+    hash matched) into ``out``, each only when its bytes still have the sha256 they had then; the relative paths
+    copied, sorted."""
     if check.refused or check.record is None:
         return []
     folder, out = Path(check.folder), Path(out)
-    wanted = {SUBMISSION_FILE: None, **check.record["files"]}
     done = []
-    for rel, expected in sorted(wanted.items()):
+    for rel, validated in sorted(check.hashes.items()):
         if untrusted.name_problem(rel):
             continue
         try:
             data = untrusted.read_bytes(folder, rel)
         except untrusted.Unreadable:
             continue
-        if expected is not None and sha256(data) != expected:
+        if sha256(data) != validated:  # changed since it was validated
             continue
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         (out / rel).write_bytes(data)

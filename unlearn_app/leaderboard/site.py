@@ -172,7 +172,7 @@ def submission_results(check: Check) -> list[dict[str, Any]]:
 
 def _submission_page(check: Check, files: list[str]) -> str:
     return pages.render("leaderboard_submission.html", title=check.id, id=check.id, facts=submission_facts(check),
-                        errors=check.errors, results=submission_results(check), files=files)
+                        errors=check.errors, notes=check.notes, results=submission_results(check), files=files)
 
 
 def build_site(checks: list[Check], imported: list[Row], out: str | Path, title: str = "Unlearning leaderboard") -> Path:

@@ -25,7 +25,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import json_safe, latest_results_file, read_results_file
+from harness_ext.results import json_safe, latest_results_file, partial_tasks, read_results_file
 
 SCHEMA_VERSION = 1
 SCHEMA_FILE = Path(__file__).with_name("submission.schema.json")
@@ -131,6 +131,9 @@ class TaskResult:
     produced_by: dict[str, Any] | None = None
     group: bool = False  # an lm-eval group's row (recomputed from its tasks; no samples of its own)
     depth: bytes | None = None  # `unlearn depth`'s per-question, per-layer scores (leaderboard.depth.carried)
+    limit: int | float | None = None  # lm_eval --limit, as its results file records it
+    documents: dict[str, int] | None = None  # lm-eval's n-samples of the task: original and effective documents
+    partial: str | None = None  # how much of the task was evaluated, when not all (harness_ext.results.partial_tasks)
 
 
 def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[str, Any]:
@@ -150,6 +153,9 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
     file = latest_results_file(path)
     raw = read_results_file(file)
     groups = raw.get("group_subtasks") or {}
+    partial = partial_tasks(raw)
+    limit = (raw.get("config") or {}).get("limit") if isinstance(raw.get("config"), dict) else None
+    counts = raw.get("n-samples") if isinstance(raw.get("n-samples"), dict) else {}
     out = []
     for task, values in (raw.get("results") or {}).items():
         aggregates = {k.split(",")[0]: v for k, v in values.items()
@@ -171,10 +177,19 @@ def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
         out.append(TaskResult(task, run, "lm-eval", bench, aggregates, items, (raw.get("versions") or {}).get(task),
                               provenance, found[0].read_bytes() if found else None, produced_by(raw, provenance),
                               task in groups and task not in (raw.get("configs") or {}),
-                              uds))
+                              uds, limit if _number(limit) is not None else None, _documents(counts.get(task)),
+                              partial.get(task)))
     if not out:
         raise SubmissionError(f"{file} holds no task with numeric results")
     return out
+
+
+def _documents(counts: Any) -> dict[str, int] | None:
+    """lm-eval's ``n-samples`` of one task (``original`` and ``effective`` document counts), or None."""
+    if not isinstance(counts, dict):
+        return None
+    pair = {k: counts.get(k) for k in ("original", "effective")}
+    return pair if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in pair.values()) else None
 
 
 def _ou_tasks(path: Path, run: str) -> list[TaskResult]:
@@ -232,6 +247,28 @@ def _reference_items(path: Path, task: TaskResult) -> dict[str, Any] | None:
 
 
 # --------------------------------------------------------------------------- building
+#: The metrics a run has only against a reference (retain) run.
+AGAINST_REFERENCE = ("forget_quality", "privleak")
+
+
+def against_reference(task: str, t: TaskResult, reference_items: dict[str, Any]) -> dict[str, float]:
+    """The :data:`AGAINST_REFERENCE` metrics ``t`` lacks (its run was evaluated without a reference), computed
+    from its per-item values and the reference's with the functions validation recomputes them with."""
+    import math
+
+    from unlearn_app.leaderboard.items import recompute
+    from unlearn_app.open_unlearning.reader import OuFolderError
+
+    wanted = [m for m in AGAINST_REFERENCE if m not in t.aggregates]
+    if not wanted or not t.benchmark:
+        return {}
+    try:
+        values = recompute(t.benchmark, task, t.items | dict.fromkeys(wanted, {}), reference_items)
+    except OuFolderError:  # validation says what is wrong with the per-item values
+        return {}
+    return {m: float(values[m]) for m in wanted if m in values and math.isfinite(values[m])}
+
+
 def build(runs: list[str | Path], *, reference: str | Path | None = None, model_id: str | None = None,
           revision: str | None = None, model_dir: str | Path | None = None, family: str | None = None,
           method: str | None = None, hyperparameters: dict[str, Any] | None = None, submitter: str = "",
@@ -270,14 +307,21 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
         raise SubmissionError("name the method with --method (it is read from the run's config only for `unlearn run` folders)")
     params = dict(config.get("method_params") or {}) | dict(hyperparameters or {})
     name = model_id.split("/")[-1] if model_id else Path(model_dir).resolve().name
+    if reference is not None:
+        cut = sorted(f"{t.task} ({t.partial})" for t in read_run(reference)[0] if t.partial and t.task in tasks)
+        if cut:
+            raise SubmissionError(f"--reference {reference} is a partial evaluation: {', '.join(cut)}; Forget Quality "
+                                  "and PrivLeak need the whole retain run: rerun lm_eval on it without --limit")
     files: dict[str, bytes] = {}
     results: dict[str, Any] = {}
+    computed: list[str] = []  # tasks whose reference metrics are computed here, against --reference
     for task, t in sorted(tasks.items()):
         entry: dict[str, Any] = {"run": t.run, "kind": t.kind, "benchmark": t.benchmark, "version": t.version,
                                  "aggregates": t.aggregates, "items": None, "reference": None,
                                  "provenance": t.provenance}
         if t.kind == "lm-eval":
-            entry |= {"samples": None, "reference_samples": None, "produced_by": t.produced_by}
+            entry |= {"samples": None, "reference_samples": None, "produced_by": t.produced_by,
+                      "limit": t.limit, "documents": t.documents}
         if t.samples is not None:
             entry["samples"] = f"samples/{task}.jsonl"
             files[entry["samples"]] = t.samples
@@ -289,8 +333,8 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
             entry["depth"] = f"depth/{task}.json"
             files[entry["depth"]] = t.depth
         if t.items:
+            items = t.items
             entry["items"] = f"items/{task}/{t.benchmark}_EVAL.json"
-            files[entry["items"]] = _dumps(t.items)
             ref_items = _reference_items(Path(reference), t) if reference is not None else None
             if ref_items:
                 shared = near_copy(t.benchmark, t.items, ref_items)
@@ -299,6 +343,12 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                                           "distinct evaluation; pass the retain model's evaluation")
                 entry["reference"] = f"reference/{task}/{t.benchmark}_EVAL.json"
                 files[entry["reference"]] = _dumps(ref_items)
+                added = against_reference(task, t, ref_items)
+                if added:  # stored as open-unlearning stores them (agg_value), recomputed on validation
+                    entry["aggregates"] = t.aggregates | added
+                    items = items | {m: {"agg_value": v} for m, v in added.items()}
+                    computed.append(f"{task} ({', '.join(sorted(added))})")
+            files[entry["items"]] = _dumps(items)
         results[task] = entry
     ref_record = None
     if reference is not None:  # by name, content hash and model: no local path goes into a shared submission
@@ -323,6 +373,9 @@ def build(runs: list[str | Path], *, reference: str | Path | None = None, model_
                   if t.kind == "lm-eval" and t.samples is None and t.depth is None and not t.group)
     notes = [f"no samples file for {', '.join(bare)}: rerun lm_eval with --log_samples to have their numbers "
              "recomputed (without it they are shown unverified)"] if bare else []
+    if computed:
+        notes.append(f"computed against --reference {Path(reference).name} (the run was evaluated without one): "
+                     f"{', '.join(computed)}")
     return Built(record, files, notes)
 
 

@@ -4,11 +4,13 @@ folder, never through a symbolic link, and JSON parsed so that any bad content i
 A name is checked (:func:`name_problem`) before anything is read, so nothing outside the folder is opened or probed
 (an absolute path or a ``..`` is refused as text). A symbolic link anywhere in the folder (the folder
 itself, a folder or file inside it, listed or not) is refused, never followed (:func:`first_link`); every part of a
-listed path is looked at again with ``lstat`` when it is read.
+listed path is looked at again with ``lstat`` when it is read, and the read itself opens one part at a time with
+``O_NOFOLLOW`` (:func:`open_no_follow`): a link made after the walk is refused at read time.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -89,15 +91,51 @@ def regular_file(folder: Path, rel: str) -> Path:
     return path
 
 
-def read_bytes(folder: Path, rel: str) -> bytes:
-    """The bytes of the listed file ``rel`` of ``folder`` (see :func:`regular_file`), opened without following a
-    link."""
-    path = regular_file(folder, rel)
+def open_no_follow(folder: Path, rel: str) -> int:
+    """A read-only descriptor of the regular file ``folder/rel``, opened one part at a time from ``folder``, each
+    part with ``O_NOFOLLOW`` relative to the folder opened before it: a symbolic link anywhere on the way, ``folder``
+    itself included, is refused (:class:`Unsafe`) even when it appeared after every earlier look; what is opened is
+    checked to be a regular file (a FIFO or device swapped in is not read)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    parts = rel.split("/")
+    by_part = os.open in os.supports_dir_fd
+    fds: list[int] = []
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as e:
-        raise Unreadable(f"{rel} cannot be read ({type(e).__name__})") from None
-    with os.fdopen(fd, "rb") as f:
+        try:
+            if not by_part:  # no openat (Windows): the whole path, its last part not followed
+                fds.append(os.open(Path(folder, *parts), flags | getattr(os, "O_NONBLOCK", 0)))
+            else:
+                fds.append(os.open(folder, flags | getattr(os, "O_DIRECTORY", 0)))
+                for part in parts[:-1]:
+                    fds.append(os.open(part, flags | getattr(os, "O_DIRECTORY", 0), dir_fd=fds[-1]))
+                fds.append(os.open(parts[-1], flags | getattr(os, "O_NONBLOCK", 0), dir_fd=fds[-1]))
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.EMLINK) or _is_link_on_the_way(folder, parts):
+                raise Unsafe(f"{rel} (or a folder on its way) is a symbolic link; a submission holds regular files "
+                             "only") from None
+            raise Unreadable(f"{rel} cannot be read ({type(e).__name__})") from None
+        if not stat.S_ISREG(os.fstat(fds[-1]).st_mode):
+            raise Unreadable(f"{rel} is not a regular file")
+        return fds.pop()
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _is_link_on_the_way(folder: Path, parts: list[str]) -> bool:
+    path = Path(folder)
+    for part in ("", *parts):
+        path = path / part if part else path
+        if path.is_symlink():
+            return True
+    return False
+
+
+def read_bytes(folder: Path, rel: str) -> bytes:
+    """The bytes of the listed file ``rel`` of ``folder``: looked at with ``lstat`` (:func:`regular_file`), then
+    opened without following a link (:func:`open_no_follow`), so a link made between the two is refused too."""
+    regular_file(folder, rel)
+    with os.fdopen(open_no_follow(folder, rel), "rb") as f:
         data = f.read(MAX_BYTES + 1)
     if len(data) > MAX_BYTES:
         raise Unreadable(f"{rel} is larger than {MAX_BYTES // 2**20} MiB")

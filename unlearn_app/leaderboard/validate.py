@@ -16,7 +16,9 @@ shows was recomputed and agrees; with unverified numbers it is ``partly verified
 Every other number of a task that carries lm-eval's samples file is recomputed from it with the task's own
 aggregation (:func:`recompute_samples`, :mod:`unlearn_app.leaderboard.recompute`): every benchmark, groups included.
 An ``unlearn depth`` task's UDS (overall and per question) is recomputed from its per-layer scores with the
-command's own score function (:mod:`unlearn_app.leaderboard.depth`).
+command's own score function (:mod:`unlearn_app.leaderboard.depth`); an ``unlearn judge`` task's verdict records are
+re-derived from their replies, answers and the judged run's samples first (:mod:`unlearn_app.leaderboard.judged`).
+A partial evaluation (``lm_eval --limit``: the record's ``limit`` and ``documents``) is refused.
 """
 
 from __future__ import annotations
@@ -24,12 +26,12 @@ from __future__ import annotations
 import json
 import math
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from unlearn_app.leaderboard import untrusted
+from unlearn_app.leaderboard.items import recompute
 from unlearn_app.leaderboard.submission import SCHEMA_FILE, SUBMISSION_FILE, digest, schema_errors, sha256
 
 #: A submission id (and so the name of its folder): the schema's pattern.
@@ -54,8 +56,12 @@ class Check:
     recomputed: dict[str, dict[str, float]] = field(default_factory=dict)  # task -> metric -> recomputed value
     unverified: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics with no per-item values
     mismatched: dict[str, list[str]] = field(default_factory=dict)  # task -> metrics the recomputation contradicts
+    notes: list[str] = field(default_factory=list)  # why numbers stay unverified, where a line can say it
     record: dict[str, Any] | None = None  # submission.json, once it reads and follows the schema
     refused: bool = False  # not a readable, safe submission: not shown, nothing published
+    #: sha256 of each file as validation read it (submission.json and the listed files whose hash matched): what
+    #: :func:`~unlearn_app.leaderboard.publish.publish` may copy, and only while its bytes still have this hash
+    hashes: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -91,37 +97,6 @@ class Check:
         return "validated" if self.validated else f"partly verified ({self.verified} of {self.shown})"
 
 
-def _stripped(logs: dict[str, Any]) -> dict[str, Any]:
-    """The EVAL log with only per-item values left (aggregates and MIA ``auc`` taken out)."""
-    out = {}
-    for key, entry in logs.items():
-        if not isinstance(entry, dict):
-            out[key] = {}
-            continue
-        out[key] = {k: v for k, v in entry.items() if k not in ("agg_value", "auc")}
-    return out
-
-
-def recompute(bench: str, task: str, items: dict[str, Any], reference: dict[str, Any] | None) -> dict[str, float]:
-    """Every metric of ``items`` recomputed from its per-item values alone (NaN where there are none)."""
-    from unlearn_app.open_unlearning.reader import OuFolderError, read_benchmark
-
-    with tempfile.TemporaryDirectory() as tmp:
-        folder = Path(tmp) / task  # the reader tells the TOFU split / MUSE corpus from the folder name
-        folder.mkdir()
-        eval_file = folder / f"{bench}_EVAL.json"
-        eval_file.write_text(json.dumps(_stripped(items)))
-        ref = None
-        if reference is not None:
-            ref = Path(tmp) / "reference" / task
-            ref.mkdir(parents=True)
-            (ref / f"{bench}_EVAL.json").write_text(json.dumps(reference))
-        try:
-            return read_benchmark(bench, folder, eval_file, None, str(ref) if ref else None).metrics
-        except OuFolderError as e:  # named without the temporary folder
-            raise OuFolderError(str(e).replace(f"{tmp}/", "")) from None
-
-
 def benchmark_of(task: str) -> str | None:
     """TOFU / MUSE from the task name; the record's ``benchmark`` is not trusted."""
     from unlearn_app.open_unlearning.writer import benchmark_of as of_task
@@ -136,20 +111,30 @@ def _agree(a: float, b: float) -> bool:
 
 
 # --------------------------------------------------------------------------- reading it
+def partial_of(task: str, entry: dict[str, Any]) -> str | None:
+    """How much of ``task`` a result entry says was evaluated when it is not all of it (its ``limit`` and
+    ``documents``, read by the rule of :func:`harness_ext.results.partial_tasks`); None for a whole evaluation."""
+    from harness_ext.results import partial_tasks
+
+    return partial_tasks({"config": {"limit": entry.get("limit")}, "n-samples": {task: entry.get("documents")},
+                          "results": {task: {}}}).get(task)
+
+
 def _named_files(record: dict[str, Any]) -> set[str]:
     return {e.get(k) for e in record["results"].values() for k in ("items", "reference", "depth", *SAMPLE_KEYS)} - {None}
 
 
-def read_record(folder: Path) -> dict[str, Any]:
-    """``submission.json`` of ``folder``, checked before any other file is read (see the module docstring);
-    :class:`Refused` otherwise."""
+def read_record(folder: Path) -> tuple[dict[str, Any], str]:
+    """``submission.json`` of ``folder``, checked before any other file is read (see the module docstring), and the
+    sha256 of its bytes; :class:`Refused` otherwise."""
     if not ID.fullmatch(folder.name):
         raise Refused(f"the folder name {folder.name[:80]!r} is no submission id (<model>-<method>-<12 hex>)")
     link = untrusted.first_link(folder)
     if link is not None:
         raise Refused(f"{link} is a symbolic link; a submission holds regular files only")
     try:
-        record = untrusted.read_json(folder, SUBMISSION_FILE)
+        data = untrusted.read_bytes(folder, SUBMISSION_FILE)
+        record = untrusted.parse_json(data, SUBMISSION_FILE)
         bad = schema_errors(record)
     except untrusted.Unreadable as e:
         raise Refused(str(e)) from None
@@ -163,6 +148,10 @@ def read_record(folder: Path) -> dict[str, Any]:
     for task, entry in record["results"].items():
         if not untrusted.TASK.fullmatch(task):
             raise Refused(f"the task name {task[:80]!r} is not a plain name (letters, digits, . _ -)")
+        cut = partial_of(task, entry)
+        if cut:
+            raise Refused(f"{task} is a partial evaluation: {cut}; the board shows whole evaluations only: rerun "
+                          "lm_eval without --limit")
         said, derived = entry.get("benchmark"), benchmark_of(task)
         if said is not None and said != derived:
             raise Refused(f"{task} says benchmark {said}, but the task is {derived or 'neither TOFU nor MUSE'}")
@@ -170,7 +159,7 @@ def read_record(folder: Path) -> dict[str, Any]:
         problem = untrusted.name_problem(rel)
         if problem:
             raise Refused(problem)
-    return record
+    return record, sha256(data)
 
 
 def _integrity(folder: Path, record: dict[str, Any]) -> tuple[list[str], dict[str, bytes]]:
@@ -283,9 +272,10 @@ def check_folder(folder: str | Path) -> Check:
     folder = Path(folder)
     check = Check(folder.name, str(folder))
     try:
-        record = read_record(folder)
+        record, record_sha = read_record(folder)
         check.record = record
         errors, files = _integrity(folder, record)
+        check.hashes = {SUBMISSION_FILE: record_sha, **{rel: sha256(data) for rel, data in files.items()}}
         check.errors += [f"{check.id}: {line}" for line in errors]
         if check.errors:
             return check
@@ -293,8 +283,8 @@ def check_folder(folder: str | Path) -> Check:
             _check_task(check, task, entry, files)
         recompute_samples(check, record, files)
     except Refused as e:
-        check.refused, check.record = True, None
-        check.recomputed, check.unverified, check.mismatched = {}, {}, {}
+        check.refused, check.record, check.hashes = True, None, {}
+        check.recomputed, check.unverified, check.mismatched, check.notes = {}, {}, {}, []
         check.errors = [f"{folder.name if ID.fullmatch(folder.name) else repr(folder.name[:80])}: refused: {e}"]
     return check
 
@@ -325,6 +315,7 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
         reference = {t: rows for t, e in results.items() if (rows := read(e.get("reference_samples"))) is not None}
         if not samples:
             return
+        _rederive_judged(check, results, samples, files)
         run = {"results": {t: {f"{m},none": e["aggregates"][m] for m in check.unverified.get(t, [])
                                if _finite(e["aggregates"][m])} for t, e in results.items()},
                "configs": {t: {"provenance": e.get("provenance") or {}} for t, e in results.items()}}
@@ -354,6 +345,35 @@ def recompute_samples(check: Check, record: dict[str, Any], files: dict[str, byt
                                     "recomputed from its lm-eval samples")
         if not metrics:
             del check.unverified[task]
+
+
+def _rederive_judged(check: Check, results: dict[str, Any], samples: dict[str, list[dict[str, Any]]],
+                     files: dict[str, bytes]) -> None:
+    """Replace each judge task's samples by their re-derived records (:mod:`.judged`), against the judged task's
+    generations the submission carries (its lm-eval samples, or an open-unlearning run's per-item file): a stored
+    record or answer that differs is a problem; a judge task that cannot be re-derived is left unverified (taken out
+    of ``samples``)."""
+    from unlearn_app.judge.results import is_judge_task
+    from unlearn_app.leaderboard import judged
+
+    for task in sorted(t for t in samples if is_judge_task(t)):
+        source = judged.source_task(task)
+        entry = results.get(source) or {}
+        generated = None
+        if source in samples:
+            generated = judged.generations_of_samples(samples[source])
+        elif entry.get("kind") == "open-unlearning" and entry.get("items") in files:
+            try:
+                generated = judged.generations_of_ou(untrusted.parse_json(files[entry["items"]], entry["items"]))
+            except untrusted.Unreadable as e:
+                raise Refused(str(e)) from None
+        again = judged.rederive(task, samples[task], results[task].get("provenance"), generated)
+        check.errors += [f"{check.id}: {task}: {line}" for line in again.problems]
+        if again.rows is None:
+            del samples[task]
+            check.notes.append(f"{task}: the judge's numbers are unverified: {again.unverifiable}")
+        else:
+            samples[task] = again.rows
 
 
 def submission_folders(root: str | Path) -> list[Path]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness_ext.results import ResultsFileError, latest_results_file, read_results_file, task_metrics
+from harness_ext.results import ResultsFileError, latest_results_file, partial_tasks, read_results_file, task_metrics
 from unlearn_app.reports.numbers import MISSING
 
 #: Provenance fields compared across runs, with the words a warning uses.
@@ -30,6 +30,7 @@ class Run:
     checks: list[dict[str, Any]] = field(default_factory=list)
     results_file: str = ""
     notes: list[str] = field(default_factory=list)  # e.g. open-unlearning values that disagree with a recomputation
+    partial: list[str] = field(default_factory=list)  # tasks evaluated on part of their documents (lm_eval --limit)
 
 
 def load_run(path: str | Path, name: str | None = None, reference: str | None = None) -> Run:
@@ -62,7 +63,8 @@ def load_run(path: str | Path, name: str | None = None, reference: str | None = 
     prov = {t: c["provenance"] for t, c in configs.items() if isinstance(c, dict) and isinstance(c.get("provenance"), dict)}
     notes = [n for c in configs.values() if isinstance(c, dict) and isinstance(c.get(NOTES_KEY), dict)
              for n in c[NOTES_KEY].get("notes") or []]  # an open-unlearning run converted by `unlearn ci`
-    return Run(name or path.name, str(path), task_metrics(raw), prov, checks, str(file), notes)
+    partial = [f"{name or path.name}: {task} is a partial evaluation, {how}" for task, how in partial_tasks(raw).items()]
+    return Run(name or path.name, str(path), task_metrics(raw), prov, checks, str(file), notes, partial)
 
 
 def _comparable(prov: dict[str, Any], key: str) -> Any:

@@ -108,7 +108,8 @@ def render_html(runs: list[Run], title: str = "Unlearning evaluation report", se
     (a sweep's leaderboard, say); a plain string among them is shown as text, not markup."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return pages.render("report.html", title=title, runs=[r.name for r in runs], stamp=stamp,
-                        warnings=provenance_differences(runs), notes=[n for r in runs for n in r.notes],
+                        warnings=[p for r in runs for p in r.partial] + provenance_differences(runs),
+                        notes=[n for r in runs for n in r.notes],
                         sections=list(sections), checks=checks_tables(runs), figures=plot_sections(runs),
                         tables=metric_tables(runs), provenance=provenance_tables(runs))
 
