@@ -100,7 +100,7 @@ def _samples_of_run(path: Path, root: Path) -> list[Path]:
     return [_no_link(f, root) for f in files]
 
 
-def _generation(row: dict[str, Any]) -> str | None:
+def generation(row: dict[str, Any]) -> str | None:
     """The first text among a sample's filtered responses (the generate_until request comes first)."""
     for resp in row.get("filtered_resps") or []:
         if isinstance(resp, list) and resp and isinstance(resp[0], str):
@@ -127,7 +127,7 @@ def _from_samples(files: list[Path]) -> Generations:
             doc = row.get("doc")
             if str(row.get("filter", FILTER)) != FILTER or not isinstance(doc, dict) or doc.get("split") not in SETS:
                 continue
-            answer = _generation(row)
+            answer = generation(row)
             if answer is None:
                 continue
             items.append(_item(doc.get("split"), doc.get("index"), doc.get("question"), doc.get("answer"), answer,

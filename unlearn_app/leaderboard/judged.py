@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_app.judge.inputs import OU_KEYS, SETS, _generation
+from unlearn_app.judge.inputs import OU_KEYS, SETS, generation
 from unlearn_app.judge.prompt_files import Prompt, all_prompts
 from unlearn_app.judge.results import PREFIX, RECORD
 
@@ -76,7 +76,7 @@ def generations_of_samples(rows: list[dict[str, Any]]) -> dict[tuple[str, int], 
         doc = row.get("doc")
         if str(row.get("filter", "none")) != "none" or not isinstance(doc, dict) or doc.get("split") not in SETS:
             continue
-        answer = _generation(row)
+        answer = generation(row)
         if answer is not None and isinstance(doc.get("index"), int):
             out[(doc["split"], doc["index"])] = (doc.get("question"), doc.get("answer"), answer)
     return out
