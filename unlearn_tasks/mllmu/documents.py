@@ -152,7 +152,7 @@ def set_rows(forget_split: str, data_dir: str | os.PathLike | None = None, datas
     full_by_id = {r["ID"]: r for r in full}
     forget = load_mllmu(forget_config(forget_split), data_dir, dataset_path)
     forget_ids = [r["ID"] for r in forget]
-    missing = [i for i in forget_ids if i not in full_by_id]
+    missing = list(dict.fromkeys(i for i in forget_ids if i not in full_by_id))
     if missing:
         raise DataError(f"MLLMU-Bench {forget_config(forget_split)}: IDs {missing[:5]} are not in {FULL_SET} (a "
                         "partial or mixed copy? download the whole dataset again).")
