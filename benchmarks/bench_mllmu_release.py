@@ -188,7 +188,9 @@ def compare(release_git: Path = RELEASE_GIT, n_people: int = 40, forget_split: s
         data = write_mllmu_layout(work / "data", n_people=n_people)
         theirs, their_requests = release_side(release, data, forget_split, seed, work)
         ours, our_requests = our_side(data, forget_split, seed)
-    return {"release": release_metrics(theirs), "ours": ours, "release_requests": their_requests,
+    commit = subprocess.run(["git", "--git-dir", str(release_git), "rev-parse", "HEAD"], check=True,
+                            capture_output=True, text=True).stdout.strip()
+    return {"commit": commit, "release": release_metrics(theirs), "ours": ours, "release_requests": their_requests,
             "our_requests": our_requests}
 
 
@@ -201,6 +203,7 @@ def main() -> None:
     a = p.parse_args()
     out = compare(a.release, a.people, a.forget, a.seed)
     same_requests = sorted(out["release_requests"]) == sorted(out["our_requests"])
+    print(f"release commit {out['commit']}")
     print(f"requests: release {len(out['release_requests'])}, ours {len(out['our_requests'])}, "
           f"identical (prompt and photos): {same_requests}")
     for modality in ("image", "text"):
