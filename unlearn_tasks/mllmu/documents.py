@@ -145,8 +145,9 @@ def _doc(set_name: str, part: str, person: str, index: int, prompt: str, images:
 
 
 def set_rows(forget_split: str, data_dir: str | os.PathLike | None = None, dataset_path: str = HUB_ID,
-             sets: list[str] | None = None) -> tuple[dict[str, list[dict]], dict[str, dict], list[str], list[str]]:
-    """Rows per set, ``Full_Set`` by ID, the IDs of no forget split (the clean few-shot pool), the forget IDs."""
+             sets: list[str] | None = None, clean_pool: bool = True) -> tuple[dict[str, list[dict]], dict[str, dict], list[str], list[str]]:
+    """Rows per set, ``Full_Set`` by ID, the IDs of no forget split (the clean few-shot pool, with ``clean_pool``),
+    the forget IDs."""
     wanted = [s for s in SETS if sets is None or s in sets]
     full = load_mllmu(FULL_SET, data_dir, dataset_path)
     full_by_id = {r["ID"]: r for r in full}
@@ -172,9 +173,12 @@ def set_rows(forget_split: str, data_dir: str | os.PathLike | None = None, datas
                 raise DataError(f"MLLMU-Bench {TEST_SET} holds none of the {len(forget_ids)} people of "
                                 f"{forget_config(forget_split)}.")
         out[name] = [{**r, "_config": config} for r in rows]
-    largest = max(FORGET_PERCENTS, key=FORGET_PERCENTS.get)
-    never = {r["ID"] for r in load_mllmu(forget_config(largest), data_dir, dataset_path)}
-    return out, full_by_id, [i for i in full_by_id if i not in never], list(dict.fromkeys(forget_ids))
+    never: list[str] = []
+    if clean_pool:
+        largest = max(FORGET_PERCENTS, key=FORGET_PERCENTS.get)
+        forgotten = {r["ID"] for r in load_mllmu(forget_config(largest), data_dir, dataset_path)}
+        never = [i for i in full_by_id if i not in forgotten]
+    return out, full_by_id, never, list(dict.fromkeys(forget_ids))
 
 
 def build_docs(forget_split: str, modality: str, dataset_path: str = HUB_ID, data_dir: str | os.PathLike | None = None,
@@ -185,7 +189,8 @@ def build_docs(forget_split: str, modality: str, dataset_path: str = HUB_ID, dat
     ``--limit N`` keeps every group."""
     if modality not in MODALITIES:
         raise ValueError(f"modality must be one of {MODALITIES}, got {modality!r}")
-    rows, full_by_id, never_forgotten, forget_ids = set_rows(forget_split, data_dir, dataset_path, sets)
+    rows, full_by_id, never_forgotten, forget_ids = set_rows(forget_split, data_dir, dataset_path, sets,
+                                                             clean_pool=mode == "clean")
     store = Store()
     groups = []
     for name, set_rows_ in rows.items():

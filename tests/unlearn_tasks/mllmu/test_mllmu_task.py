@@ -72,3 +72,13 @@ def test_lm_eval_command_runs_mllmu_forget05_on_hf_multimodal(mllmu_llava_dir, m
         assert set(values) == METRICS
         assert all(0 <= v <= 1 for v in values.values() if not math.isnan(v))  # clean mode: fractions
     assert len(list((tmp_path / "out").rglob("samples_mllmu_forget05_image_*.jsonl"))) == 1
+
+    # unlearn submit carries the samples and leaderboard validate recomputes every number from them
+    from unlearn_app.leaderboard.submission import build, write
+    from unlearn_app.leaderboard.validate import check_folder
+
+    built = build([results_file.parent], model_id="org/tiny-llava", revision="0" * 40, method="none")
+    check = check_folder(write(built, tmp_path / "board"))
+    assert check.ok, check.errors
+    for task in ("mllmu_forget05_image", "mllmu_forget05_text"):
+        assert set(check.recomputed[task]) == METRICS and task not in check.unverified
