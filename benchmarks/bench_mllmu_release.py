@@ -26,7 +26,6 @@ import contextlib
 import hashlib
 import importlib.util
 import io
-import json
 import os
 import random
 import subprocess
