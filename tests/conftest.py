@@ -149,18 +149,6 @@ def mllmu_data_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def mllmu_llava_dir(tmp_path_factory) -> Path:
-    """A tiny LLaVA whose tokenizer also knows the MLLMU fixture's prompts (they fit its 512-token context)."""
-    pytest.importorskip("PIL")
-    from unlearn_methods.scaffolding import clear_corpus, mllmu_corpus
-    from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
-
-    out = tmp_path_factory.mktemp("mllmu_llava")
-    build_tiny_llava(clear_corpus.corpus_texts() + mllmu_corpus.corpus_texts(), out, seed=0)
-    return out
-
-
-@pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a float32 checkpoint folder (cached; see unlearn_methods.pretrained)."""
     from unlearn_methods.pretrained import PretrainedModelError, build_smollm2

@@ -31,23 +31,23 @@ def test_records_per_modality(mllmu_data_dir):
     assert len(both) == 38 * 2
 
 
-def test_the_forget_split_must_be_a_percentage(tmp_path, mllmu_llava_dir, mllmu_data_dir):
+def test_the_forget_split_must_be_a_percentage(tmp_path, tiny_llava_dir, mllmu_data_dir):
     with pytest.raises(ValueError, match="--data mllmu needs --forget forget05 / forget10 / forget15"):
-        _cfg(tmp_path, mllmu_llava_dir, mllmu_data_dir, "x", forget="forget01")
+        _cfg(tmp_path, tiny_llava_dir, mllmu_data_dir, "x", forget="forget01")
 
 
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_gradient_ascent_lowers_the_forget_answers(lora, tmp_path, mllmu_llava_dir, mllmu_data_dir):
+def test_gradient_ascent_lowers_the_forget_answers(lora, tmp_path, tiny_llava_dir, mllmu_data_dir):
     records = mllmu_records("forget05", "both", str(mllmu_data_dir))
-    processor, model = load_vision_model(str(mllmu_llava_dir), torch.float32)
+    processor, model = load_vision_model(str(tiny_llava_dir), torch.float32)
     before = answer_probability(model, processor, records)
-    cfg = _cfg(tmp_path, mllmu_llava_dir, mllmu_data_dir, "run", lora=lora, **({"lr": 5e-2, "epochs": 4} if lora else {}))
+    cfg = _cfg(tmp_path, tiny_llava_dir, mllmu_data_dir, "run", lora=lora, **({"lr": 5e-2, "epochs": 4} if lora else {}))
     trained = train(cfg)
     if lora:
         from peft import PeftModel
 
         assert trained.adapter and (trained.out / "adapter_config.json").is_file()
-        model = PeftModel.from_pretrained(load_vision_model(str(mllmu_llava_dir), torch.float32)[1], str(trained.out))
+        model = PeftModel.from_pretrained(load_vision_model(str(tiny_llava_dir), torch.float32)[1], str(trained.out))
     else:
         assert (trained.out / "model.safetensors").is_file()
         processor, model = load_vision_model(str(trained.out), torch.float32)
@@ -56,19 +56,19 @@ def test_gradient_ascent_lowers_the_forget_answers(lora, tmp_path, mllmu_llava_d
 
 
 @pytest.mark.slow
-def test_unlearn_run_command_with_mllmu_evaluates_on_hf_multimodal(mllmu_llava_dir, mllmu_data_dir, tmp_path):
+def test_unlearn_run_command_with_mllmu_evaluates_on_hf_multimodal(tiny_llava_dir, mllmu_data_dir, tmp_path):
     import yaml
 
     from fixtures.commands import run_command
 
     config = tmp_path / "run.yaml"
-    config.write_text(yaml.safe_dump({"eval_metadata": {"max_items_per_split": 1, "parts": ["classification"]}}))
+    config.write_text(yaml.safe_dump({"eval_metadata": {"max_items_per_split": 1, "parts": ["generation"]}}))
     out = tmp_path / "ckpt"
     proc = run_command(["unlearn", "run", "--config", str(config), "--data", "mllmu", "--data-dir", str(mllmu_data_dir),
-                        "--model", str(mllmu_llava_dir), "--forget", "forget05", "--modality", "image",
+                        "--model", str(tiny_llava_dir), "--forget", "forget05", "--modality", "image",
                         "--method", "graddiff", "--full", "--epochs", "1", "--batch-size", "4", "--quiet",
                         "--eval-tasks", "mllmu_forget05_image", "--out", str(out)], timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     card = (out / "README.md").read_text()
-    assert "mllmu_forget05_image" in card and "forget_classification_acc" in card
+    assert "mllmu_forget05_image" in card and "forget_rougeL" in card
     assert "lm_eval --model hf-multimodal" in card

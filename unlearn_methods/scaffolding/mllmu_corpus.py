@@ -57,24 +57,6 @@ def _tasks(f: dict[str, str], rng: random.Random, paraphrased: bool) -> dict:
             "Mask_Task": mask, "Generation_Task": generation}
 
 
-def corpus_texts(n_people: int = 40, n_celebrities: int = 3) -> list[str]:
-    """The fixture's questions and answers in the release's prompt frames (to train a tiny model's tokenizer on, so
-    that its prompts fit a tiny context)."""
-    from unlearn_tasks.mllmu import prompts
-
-    out = [prompts.CLASSIFICATION_INSTRUCTION, prompts.CLOZE_INSTRUCTION, *prompts.GENERATION_INSTRUCTION.values(),
-           "USER: ASSISTANT: Correct Answer: Question: A: B: C: D: [Blank]"]
-    people = [person_facts(i) for i in range(n_people)] + [person_facts(c, True) for c in range(n_celebrities)]
-    for n, f in enumerate(people):
-        for paraphrased in (False, True):
-            tasks = _tasks(f, random.Random(n), paraphrased)
-            for q in tasks["Classification_Task"]["Image_Textual_Questions"] + tasks["Classification_Task"]["Pure_Text_Questions"]:
-                out.append(prompts.classification_shot(q["Question"], q["Options"], q["Correct_Answer"], False))
-            out += [prompts.cloze_shot(q["Question"], q["Ground_Truth"], False) for q in tasks["Mask_Task"]]
-            out += [f"{q['Question']} {q['Ground_Truth']}" for q in tasks["Generation_Task"]]
-    return out * 2
-
-
 def _png(img) -> bytes:
     buf = io.BytesIO()
     img.save(buf, format="PNG")

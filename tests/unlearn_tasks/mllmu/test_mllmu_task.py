@@ -57,10 +57,11 @@ def test_an_unknown_option_value_is_refused(mllmu_data_dir):
 
 
 @pytest.mark.slow
-def test_lm_eval_command_runs_mllmu_forget05_on_hf_multimodal(mllmu_llava_dir, mllmu_data_dir, tmp_path):
-    """The issue's 'done when': a bare lm_eval on an MLLMU-layout folder reports every metric, both modes."""
+def test_lm_eval_command_runs_mllmu_forget05_on_hf_multimodal(tiny_llava_dir, mllmu_data_dir, tmp_path):
+    """The issue's 'done when': a bare lm_eval on an MLLMU-layout folder reports every metric, both modes (the
+    few-shot prompts outgrow the tiny model's 512 positions: rotary positions extend, max_length says so)."""
     metadata = {"data_dir": str(mllmu_data_dir), "max_items_per_split": 1, "mode": "clean"}
-    cmd = ["lm_eval", "--model", "hf-multimodal", "--model_args", f"pretrained={mllmu_llava_dir},dtype=float32",
+    cmd = ["lm_eval", "--model", "hf-multimodal", "--model_args", f"pretrained={tiny_llava_dir},dtype=float32,max_length=1024",
            "--device", "cpu", "--batch_size", "4", "--tasks", "mllmu_forget05", "--metadata", json.dumps(metadata),
            "--gen_kwargs", "max_gen_toks=4", "--output_path", str(tmp_path / "out"), "--log_samples"]
     proc = run_command(cmd, timeout=900)
