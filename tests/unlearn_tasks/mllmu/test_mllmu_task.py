@@ -52,7 +52,7 @@ def test_text_tasks_send_no_photo(mllmu_data_dir):
 
 
 def test_an_unknown_option_value_is_refused(mllmu_data_dir):
-    with pytest.raises(Exception, match="forget_split"):
+    with pytest.raises(ValueError, match="forget_split must be one of forget05, forget10, forget15"):
         _load("mllmu_forget05_image", data_dir=str(mllmu_data_dir), forget_split="forget20")
 
 
@@ -73,6 +73,16 @@ def test_lm_eval_command_runs_mllmu_forget05_on_hf_multimodal(tiny_llava_dir, ml
         assert set(values) == METRICS
         assert all(0 <= v <= 1 for v in values.values() if not math.isnan(v))  # clean mode: fractions
     assert len(list((tmp_path / "out").rglob("samples_mllmu_forget05_image_*.jsonl"))) == 1
+
+    # unlearn report shows the paper's table per mode: each set's rows, in the declared order
+    from unlearn_app.reports.evaluated_run import load_run
+    from unlearn_app.reports.tables import compare_runs
+
+    table = compare_runs({"run": load_run(results_file, "run", None).metrics})
+    image = table.split("## mllmu_forget05_image")[1].split("## ")[0]
+    labels = [line.split("|")[1].strip() for line in image.splitlines() if line.startswith("| ") and "metric" not in line]
+    assert labels[:2] == ["Forget classification accuracy", "Forget fill-in-the-blank accuracy"] and len(labels) == 24
+    assert labels[18] == "Celebrity classification accuracy"
 
     # unlearn submit carries the samples and leaderboard validate recomputes every number from them
     from unlearn_app.leaderboard.submission import build, write
