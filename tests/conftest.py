@@ -140,6 +140,15 @@ def tiny_llava_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def mllmu_data_dir(tmp_path_factory) -> Path:
+    """An MLLMU-Bench-layout folder written by the project (40 profiles, 3 celebrities, 16x16 faces, parquet)."""
+    pytest.importorskip("PIL")
+    from unlearn_methods.scaffolding.mllmu_corpus import write_mllmu_layout
+
+    return write_mllmu_layout(tmp_path_factory.mktemp("mllmu_data"), n_people=40)
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir() -> Path:
     """SmolLM2-135M-Instruct as a float32 checkpoint folder (cached; see unlearn_methods.pretrained)."""
     from unlearn_methods.pretrained import PretrainedModelError, build_smollm2

@@ -110,6 +110,7 @@ PACKAGES = ("harness_ext", "unlearn_tasks", "unlearn_methods", "unlearn_app")
 #: Backticked names that are not ours on purpose: another project's files, a switch the text says does not exist.
 NOT_OURS = {"calculate_metrics.py",  # the CLEAR release's script
             "eval_neighbor.py", "eval_mia.py", "inference.py",  # the RWKU release's scripts
+            "eval.py", "eval_gpt.py", "reference_model_FT.py",  # the MLLMU-Bench release's scripts
             "--attacks",  # "no `--attacks` switch" (docs/attacks.md)
             "--no-deps", "--system-site-packages"}  # pip's / venv's
 PAGES = [p for p in MARKDOWN_FILES if "generated" not in p.relative_to(ROOT).parts]

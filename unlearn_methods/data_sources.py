@@ -261,3 +261,42 @@ class Clear(DataSource):
 
         return VisionPairCollator(tokenizer.tokenizer.pad_token_id)
 
+
+@register
+class Mllmu(Clear):
+    """MLLMU-Bench: fictitious people's photo question-answer pairs and text facts, for a vision-language model."""
+
+    name = "mllmu"
+    help = ("'mllmu' (MLLMMU/MLLMU-Bench, photos and text: --forget forget05 / forget10 / forget15, retain the other "
+            "profiles; --model is a LLaVA-style vision-language model)")
+    eval_args = "--tasks mllmu_{forget}"
+
+    @dataclass
+    class Options:
+        modality: str = option("both", "With --data clear or mllmu: unlearn from the people's text rows, their image "
+                               "rows, or both.", choices=("text", "image", "both"))
+
+    def dataset(self, data: str) -> str:
+        from unlearn_tasks.mllmu.splits import HUB_ID
+
+        return HUB_ID
+
+    def check(self, cfg) -> None:
+        from unlearn_tasks.mllmu.splits import FORGET_SPLITS
+
+        if cfg.forget not in FORGET_SPLITS:
+            raise ValueError(f"--data mllmu needs --forget {' / '.join(FORGET_SPLITS)} (the forget percentage), "
+                             f"not {cfg.forget!r}.")
+
+    def resolve_splits(self, cfg) -> None:
+        from unlearn_tasks.mllmu.splits import FORGET_PERCENTS, retain_config
+
+        if cfg.forget in FORGET_PERCENTS:
+            cfg.retain = cfg.retain or retain_config(cfg.forget)
+
+    def load(self, cfg, data_dir: str | None) -> tuple[list[dict], list[dict]]:
+        from unlearn_methods.vlm import mllmu_records
+
+        dataset = self.dataset(cfg.data)
+        return (mllmu_records(cfg.forget, cfg.modality, data_dir, dataset),
+                mllmu_records(cfg.retain, cfg.modality, data_dir, dataset))

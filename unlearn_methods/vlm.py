@@ -64,6 +64,29 @@ def clear_records(config: str, modality: str, data_dir: str | None = None, datas
     return out
 
 
+def mllmu_records(split: str, modality: str, data_dir: str | None = None, dataset: str | None = None) -> list[dict]:
+    """Training records ``{question, answer, image}`` of an MLLMU-Bench forget or retain set (``forget05`` or a Hub
+    folder name such as ``retain_95``): each profile's question-answer pair with its photo (``image``), its text-only
+    generation questions with their ground truths (``text``), or both."""
+    from unlearn_tasks.mllmu.data import load_mllmu
+    from unlearn_tasks.mllmu.splits import FORGET_PERCENTS, HUB_ID, forget_config
+
+    if modality not in MODALITIES:
+        raise ValueError(f"--modality must be one of {MODALITIES}, got {modality!r}")
+    config = forget_config(split) if split in FORGET_PERCENTS else split
+    out = []
+    for row in load_mllmu(config, data_dir, dataset or HUB_ID):
+        if modality != "text" and row.get("question") and row.get("answer"):
+            out.append({"question": row["question"], "answer": row["answer"], "image": row["image"]})
+        if modality != "image":
+            out += [{"question": q["Question"], "answer": q["Ground_Truth"], "image": None}
+                    for q in row["Generation_Task"] or [] if q["Type"] == "Pure_Text"]
+    if not out:
+        raise ValueError(f"MLLMU-Bench {config!r} has no {modality} rows to train on (image rows need the "
+                         "'question' and 'answer' columns).")
+    return out
+
+
 def encode_vqa(processor, question: str, answer: str, image=None, max_length: int | None = None) -> dict[str, Any]:
     """Token ids, labels (-100 on the prompt) and pixel values of one item, split as the CLEAR tasks score it
     (prompt and prompt + answer encoded whole, the prompt's length as the boundary, EOS appended)."""

@@ -114,7 +114,18 @@ def margins():
     return "margins_tofu_forget01", docs, {"margin": 2 / 3, "margin_forget": 2.0, "margin_holdout": -2.0}
 
 
-FAMILIES = [knowundo, rwku, tofu_formats, lume, dusk, blur, clear, margins]
+def mllmu():
+    gen = [{"set": "forget", "part": "generation", "response": "r", "rouge1": 0.5, "rouge2": 0.0, "rougeL": r,
+            "bleu": b} for r, b in ((0.5, 0.1), (0.25, 0.0))]
+    cls = [{"set": "forget", "part": "classification", "response": c, "choice": c, "classification_acc": a}
+           for c, a in (("A", 1.0), (None, 0.0))]
+    cloze = [{"set": "forget", "part": "cloze", "response": "Lisbon", "cloze_acc": 1.0}]
+    docs = [({"set": r["set"], "part": r["part"]}, r) for r in gen + cls + cloze]
+    return "mllmu_forget05_image", docs, {"forget_rougeL": 0.375, "forget_bleu": 0.05,  # release mode: percent
+                                          "forget_classification_acc": 50.0, "forget_cloze_acc": 100.0}
+
+
+FAMILIES = [knowundo, rwku, tofu_formats, lume, dusk, blur, clear, margins, mllmu]
 
 
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.__name__)

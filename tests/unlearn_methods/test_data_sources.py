@@ -126,7 +126,7 @@ def test_a_source_option_s_help_names_its_source():
         helps = {f.name: f.metadata["help"] for f in run_fields()}
         assert helps["toy_repeats"] == "With --data toy: how often each forget record is shown."
         assert Toy.Options.__dataclass_fields__["toy_repeats"].metadata["help"] == "How often each forget record is shown."
-        assert helps["modality"].startswith("With --data clear: unlearn from the people's text rows")
+        assert helps["modality"].startswith("With --data clear or mllmu: unlearn from the people's text rows")
         assert helps["rwku_decoding"].startswith("With --rwku-corpus generated: ")
         assert all(helps[name].startswith("With --") for name in source_fields())
     finally:

@@ -12,8 +12,8 @@ from unlearn_tasks.benchmarks import benchmark, benchmark_of_task, benchmarks
 
 def test_every_folder_with_a_declaration_is_a_benchmark():
     folders = {p.parent.name for p in Path(unlearn_tasks.__file__).parent.glob("*/benchmark.py")}
-    assert folders == {"blur", "clear", "deep_unlearning", "dusk", "knowundo", "lume", "margins", "muse", "muse_leak",
-                       "rwku", "tofu", "tofu_formats", "tofu_leak", "waterdrum", "wmdp", "wmdp_leak"}
+    assert folders == {"blur", "clear", "deep_unlearning", "dusk", "knowundo", "lume", "margins", "mllmu", "muse",
+                       "muse_leak", "rwku", "tofu", "tofu_formats", "tofu_leak", "waterdrum", "wmdp", "wmdp_leak"}
     assert set(benchmarks()) == folders  # each declares the name of its folder
 
 
