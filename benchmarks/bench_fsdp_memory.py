@@ -100,7 +100,6 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
     from fixtures.real_model import write
-
     from unlearn_methods.pretrained import build_smollm2
 
     with tempfile.TemporaryDirectory(prefix="bench-fsdp-") as tmp:

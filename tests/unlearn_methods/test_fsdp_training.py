@@ -16,7 +16,6 @@ processes), so the suite pays the processes' start-up once per count."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
