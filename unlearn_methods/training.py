@@ -509,11 +509,10 @@ def _sharded(trainer: Any) -> bool:
 
 def save_whole(trainer: Any, folder: Path) -> None:
     """The trained model (or LoRA adapter) saved whole in ``folder``, as one process saves it, by every process
-    together: the ``Trainer`` gathers FSDP's and ZeRO-3's shards and the main process writes. Under FSDP with
-    ``fsdp_state_dict_type: SHARDED_STATE_DICT`` (the periodic checkpoints written in parts, each process its own)
-    the ``Trainer`` saves no whole model, so accelerate gathers the full state dict here."""
-    plugin = getattr(trainer.accelerator.state, "fsdp_plugin", None)
-    if not trainer.is_fsdp_enabled or "FULL_STATE_DICT" in str(plugin.state_dict_type):
+    together: the shards gathered and the main process writing. Under FSDP accelerate gathers the full state dict
+    here, whatever ``fsdp_state_dict_type`` (with ``SHARDED_STATE_DICT``, the periodic checkpoints written in parts,
+    the ``Trainer`` saves no whole model); otherwise the ``Trainer`` saves it (gathering ZeRO-3's shards)."""
+    if not trainer.is_fsdp_enabled:
         trainer.save_model(str(folder))
         return
     state = trainer.accelerator.get_state_dict(trainer.model)  # every process takes part; full on the main one
