@@ -336,7 +336,8 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
 def _trained_in(work: Path) -> bool:
     """Whether the working folder holds anything of training (checkpoints, evaluations, metrics, the last good
     weights), which a stopped run keeps for ``--resume``; before training it holds only the config (and data)."""
-    return any((work / name).exists() for name in ("checkpoints", ROWS_FILE, METRICS_FILE, "last_good"))
+    return (any((work / name).exists() for name in (ROWS_FILE, METRICS_FILE, "last_good"))
+            or any((work / "checkpoints").glob("*")))  # the Trainer makes the folder before its first step
 
 
 def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path]:
@@ -444,7 +445,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             raise UnlearningFailed(f"{e} (evaluations so far: {out / ROWS_FILE}).") from e
         except NonFiniteLossError as e:
             keep = out / "last_good"
-            trainer.save_model(str(keep))
+            save_whole(trainer, keep)
             if procs.is_main_process:
                 tokenizer.save_pretrained(str(keep))
                 (out / METRICS_FILE).write_text(json.dumps({"log_history": trainer.state.log_history, "error": str(e)},
@@ -506,6 +507,24 @@ def _sharded(trainer: Any) -> bool:
     return bool(trainer.is_fsdp_enabled or (trainer.is_deepspeed_enabled and getattr(plugin, "zero_stage", 3) == 3))
 
 
+def save_whole(trainer: Any, folder: Path) -> None:
+    """The trained model (or LoRA adapter) saved whole in ``folder``, as one process saves it, by every process
+    together: the shards gathered and the main process writing. Under FSDP accelerate gathers the full state dict
+    here, whatever ``fsdp_state_dict_type`` (with ``SHARDED_STATE_DICT``, the periodic checkpoints written in parts,
+    the ``Trainer`` saves no whole model); otherwise the ``Trainer`` saves it (gathering ZeRO-3's shards)."""
+    if not trainer.is_fsdp_enabled:
+        trainer.save_model(str(folder))
+        return
+    state = trainer.accelerator.get_state_dict(trainer.model)  # every process takes part; full on the main one
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    # a tied weight (the output layer sharing the embeddings) comes back gathered as a copy of its own: keep the one
+    # name one process saves
+    aliases = ({n for n, _ in model.named_parameters(remove_duplicate=False)} -
+               {n for n, _ in model.named_parameters()})
+    if trainer.args.should_save:
+        model.save_pretrained(str(folder), state_dict={k: v for k, v in state.items() if k not in aliases})
+
+
 def save(cfg: RunConfig, fitted: Fitted, final: Path,
          finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
     """Save the fitted model in its working folder, call ``finish`` there, and publish the folder as ``final``."""
@@ -515,7 +534,7 @@ def save(cfg: RunConfig, fitted: Fitted, final: Path,
     if cfg.lora and cfg.merge and hasattr(model, "merge_and_unload"):
         model = model.merge_and_unload()
     if trainer is not None and model is fitted.model and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
-        trainer.save_model(str(out))  # every process: the shards are gathered; the main process writes
+        save_whole(trainer, out)  # every process: the shards are gathered; the main process writes
     elif procs.is_main_process:
         model.save_pretrained(str(out))
     trained = TrainedCheckpoint(out, fitted.method, fitted.adapter, fitted.data_dir, fitted.train_metrics,

@@ -1,0 +1,133 @@
+"""Memory per process of `unlearn run` under FSDP2 with 1, 2 and 3 CPU processes, next to (weights + gradients +
+AdamW states) / N.
+
+    PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --model smollm2            # SmolLM2-135M, float32
+    PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --model llama1b --steps 2  # Llama-3.2-1B's shape, bfloat16
+
+Each N runs GradDiff (full fine-tuning, ``--batch-size 1``, 64 tokens) under ``accelerate launch --config_file
+examples/scaling/fsdp-8b.yaml --num_processes N`` (one process: the same launch, which accelerate runs unsharded),
+CPU processes over gloo through the tests' shim (``tests/fixtures/fsdp_on_cpu.py``: accelerate enables FSDP only for
+GPU process groups) with the memory probe of ``tests/fixtures/process_probes.py``. Printed per process:
+
+- **held**: the weights, gradients and AdamW states the process holds at its last optimiser step (its shards under
+  FSDP), the part of a GPU's memory that sharding divides by N, next to the expected (weights + gradients + AdamW)/N;
+- **RSS at the step**: its resident memory then (those, the Python and torch libraries, activations, buffers);
+- **peak RSS**: its highest resident memory, reached while loading: every process loads the whole model before the
+  Trainer shards it (``fsdp_cpu_ram_efficient_loading: false``), so this does not fall with N.
+
+``--model llama1b`` builds a randomly initialised model of Llama-3.2-1B's shape (16 layers, hidden 2048, MLP 8192,
+32 heads, 8 key-value heads, vocabulary 128,256, tied embeddings; 1.24 billion parameters) in bfloat16, with
+SmolLM2's tokenizer (its ids fall inside the vocabulary); ``--model DIR`` any local checkpoint. The data: the tests'
+real-model TOFU-schema set (4 forget items, 4 retain items).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FSDP_ON_CPU = REPO / "tests" / "fixtures" / "fsdp_on_cpu.py"
+CONFIG = REPO / "examples" / "scaling" / "fsdp-8b.yaml"
+GB = 1e9
+
+
+def llama_1b(folder: Path) -> Path:
+    """A random model of Llama-3.2-1B's shape in bfloat16, with SmolLM2's tokenizer, saved in ``folder``."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    from unlearn_methods.pretrained import build_smollm2
+
+    if (folder / "model.safetensors").is_file():
+        return folder
+    tokenizer = AutoTokenizer.from_pretrained(build_smollm2())
+    config = LlamaConfig(vocab_size=128256, hidden_size=2048, intermediate_size=8192, num_hidden_layers=16,
+                         num_attention_heads=32, num_key_value_heads=8, tie_word_embeddings=True,
+                         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, dtype="bfloat16")
+    torch.manual_seed(0)
+    with torch.device("cpu"):
+        model = LlamaForCausalLM(config).to(torch.bfloat16)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def parameters_and_bytes(model: Path) -> tuple[int, int]:
+    """(parameter count, bytes per parameter) of the checkpoint, read from its config on the meta device."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    config = AutoConfig.from_pretrained(model)
+    with torch.device("meta"):
+        built = AutoModelForCausalLM.from_config(config, dtype=getattr(config, "dtype", None) or torch.float32)
+    first = next(built.parameters())
+    return sum(p.numel() for p in built.parameters()), first.element_size()
+
+
+def run(model: Path, dtype: str, data: Path, processes: int, out: Path, report: Path, threads: int) -> float:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
+           "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG), "--num_processes",
+               str(processes), "--mixed_precision", "no", "--main_process_port", str(port), str(FSDP_ON_CPU), "run",
+               "--method", "graddiff", "--full", "--model", str(model), "--dtype", dtype, "--data", "tofu",
+               "--data-dir", str(data), "--forget", "forget01", "--retain", "retain99", "--batch-size", "1",
+               "--epochs", "1", "--max-length", "64", "--lr", "1e-5", "--save-steps", "1000", "--quiet", "--out", str(out)]
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode:
+        sys.exit(f"the {processes}-process run failed:\n{done.stderr[-3000:]}")
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="smollm2", help="smollm2, llama1b or a checkpoint folder")
+    parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 3])
+    parser.add_argument("--threads", type=int, default=1, help="threads per process")
+    args = parser.parse_args()
+    sys.path.insert(0, str(REPO / "tests"))
+    from fixtures.real_model import write
+    from unlearn_methods.pretrained import build_smollm2
+
+    with tempfile.TemporaryDirectory(prefix="bench-fsdp-") as tmp:
+        tmp = Path(tmp)
+        if args.model == "smollm2":
+            model, dtype = build_smollm2(), "float32"
+        elif args.model == "llama1b":
+            model, dtype = llama_1b(tmp / "llama1b"), "bfloat16"
+        else:
+            model, dtype = Path(args.model), "auto"
+        params, size = parameters_and_bytes(model)
+        if dtype == "float32":
+            size = 4
+        data = write(tmp / "data")
+        state = params * size * 4  # weights, gradients, AdamW's two moments, all in the weights' dtype
+        print(f"{args.model}: {params / 1e9:.3f} billion parameters, {dtype}; weights + gradients + AdamW states "
+              f"{state / GB:.2f} GB")
+        print("processes | process | held (GB) | (w+g+AdamW)/N (GB) | RSS at the step (GB) | peak RSS (GB) | wall (s)")
+        for n in args.processes:
+            report = tmp / f"memory-{n}.jsonl"
+            wall = run(model, dtype, data, n, tmp / f"out-{n}", report, args.threads)
+            rows = sorted((json.loads(line) for line in report.read_text().splitlines()), key=lambda r: r["rank"])
+            for r in rows:
+                held = r["weights"] + r["grads"] + r["optimizer"]
+                print(f"{n} | {r['rank']} | {held / GB:.3f} (w {r['weights'] / GB:.3f}, g {r['grads'] / GB:.3f}, "
+                      f"AdamW {r['optimizer'] / GB:.3f}) | {state / n / GB:.3f} | {r['rss'] / GB:.2f} | "
+                      f"{r['peak_rss'] / GB:.2f} | {wall:.0f}")
+
+
+if __name__ == "__main__":
+    main()
