@@ -23,7 +23,7 @@ ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
 RESULTS_FILE = "results_uds.json"
 PLOT_FILE = "uds_layers.png"
 ROLES = (("model", "--model"), ("target", "--target"), ("retain", "--retain"))
-_LAYERS = re.compile(r"all|\d+(-\d+)?(,\d+(-\d+)?)*")
+_LAYERS = re.compile(r"all|\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*")  # numbers of at most 9 digits
 
 
 def parse_layers(spec: str, n_layers: int) -> list[int]:
