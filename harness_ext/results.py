@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -80,19 +81,22 @@ def latest_results_file(path: str | Path) -> Path:
     return files[0]
 
 
-def read_json_file(path: str | Path, error: type[Exception], what: str, writer: str) -> Any:
-    """A JSON file; ``error`` (one line naming the file, ``what`` it should be and the ``writer`` to re-run) when it
-    cannot be read, is not JSON or is nested too deeply to parse."""
+def read_json_file(path: str | Path, error: type[Exception], what: str, writer: str, remedy: str | None = None) -> Any:
+    """A JSON file: the one reader of the JSON files users hand us. ``error`` (one line naming the file, ``what`` it
+    should be and what to do: ``remedy``, by default to re-run the ``writer`` or leave the file out) when it cannot be
+    read (a folder, say), is not UTF-8 JSON, is nested too deeply to parse or holds a number Python refuses to convert
+    (an integer of thousands of digits)."""
+    remedy = remedy or f"re-run {writer} to rewrite it, or leave it out"
     try:
-        return json.loads(Path(path).read_text())
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError) as e:
-        raise error(f"Cannot read the {what} {path}: {e}") from None
+        raise error(f"Cannot read the {what} {path}: {getattr(e, 'strerror', None) or e}; {remedy}.") from None
     except json.JSONDecodeError as e:
-        raise error(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); re-run {writer} to rewrite it, or "
-                    "leave it out.") from None
+        raise error(f"{path} is not valid JSON ({e.msg} at line {e.lineno}); {remedy}.") from None
+    except ValueError:  # an integer beyond Python's digit limit
+        raise error(f"{path} holds a number of more than {sys.get_int_max_str_digits()} digits; {remedy}.") from None
     except RecursionError:
-        raise error(f"{path} is nested too deeply to be an {what}; re-run {writer} to rewrite it, or leave it "
-                    "out.") from None
+        raise error(f"{path} is nested too deeply to read as JSON; {remedy}.") from None
 
 
 def read_results_file(path: str | Path) -> dict[str, Any]:

@@ -83,11 +83,14 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    relaunch_cpu_processes(argv)  # `accelerate launch --cpu --num_processes N` started one process: start the N
     try:
         output_guard.check(args)  # no output may destroy an input or an existing result (before any work)
     except output_guard.OutputClash as e:
         return commands.error(str(e))
+    # `accelerate launch --cpu --num_processes N` started one process: the command's options checked, start the N
+    launch_problem = getattr(args, "launch_problem", None)
+    if problem := relaunch_cpu_processes(argv, launch_problem and (lambda: launch_problem(args))):
+        return commands.error(problem)
     return int(args.func(args) or 0)
 
 

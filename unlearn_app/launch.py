@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 #: Variables a launcher of several processes sets in each of them (torchrun, mpirun, Intel MPI, MVAPICH).
 _SEVERAL = ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE")
@@ -72,14 +72,19 @@ def _parent_cmdline() -> list[str]:
         return []
 
 
-def relaunch_cpu_processes(argv: Sequence[str]) -> None:
+def relaunch_cpu_processes(argv: Sequence[str], problem: Callable[[], str | None] | None = None) -> str | None:
     """When this process is the only one ``accelerate launch --cpu --num_processes N`` started, replace it by
-    accelerate's launch of ``unlearn ARGV`` in N CPU processes (same port, precision and threads); else return."""
+    accelerate's launch of ``unlearn ARGV`` in N CPU processes (same port, precision and threads); else return None.
+    ``problem``: the command's own check of its options (what is wrong, in one line, or None), run here first: a bad
+    option is then refused once, by this one process, before the N start, and its message is returned (the caller
+    prints it and exits 2; accelerate's launcher then reports the failed command)."""
     if os.environ.get("ACCELERATE_USE_CPU", "").lower() not in ("true", "1", "yes"):
-        return  # the common case, decided without reading the parent process
+        return None  # the common case, decided without reading the parent process
     processes = cpu_processes_asked(os.environ, _parent_cmdline())
     if processes is None:
-        return
+        return None
+    if problem is not None and (found := problem()):
+        return found
     env = {**os.environ, "ACCELERATE_USE_CPU": "true"}
     command = launch_command(processes, env.get("MASTER_PORT", "29500"), argv,
                              mixed_precision=env.get("ACCELERATE_MIXED_PRECISION", "no"),
@@ -88,3 +93,4 @@ def relaunch_cpu_processes(argv: Sequence[str]) -> None:
           f"{processes} CPU processes (as ACCELERATE_USE_CPU=true accelerate launch --multi_gpu --num_processes "
           f"{processes})", file=sys.stderr, flush=True)
     os.execve(sys.executable, command, env)
+    return None  # not reached: the N processes replace this one

@@ -148,6 +148,13 @@ class Tofu(DataSource):
     def dataset(self, data: str) -> str:
         return TOFU_HUB_ID if data == "tofu" else data
 
+    def check(self, cfg) -> None:
+        from unlearn_tasks.dataset_loader import can_name_dataset
+
+        if not can_name_dataset(cfg.data):  # refused before any model loads, not by the Hub after it
+            raise ValueError(f"--data {cfg.data!r} is neither a data source's name (tofu, demo, muse_news, ...: see "
+                             "--data in `unlearn run --help`) nor a Hub dataset id in TOFU's schema (ORG/NAME).")
+
     def local_data(self, cfg, out: Path) -> str | None:
         if cfg.data == "demo" and not cfg.data_dir:
             from unlearn_methods.scaffolding.tofu_corpus import write_corpus

@@ -14,7 +14,6 @@ the whole answer. Logits at position ``p`` predict token ``p + 1``, so the evalu
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,10 +45,10 @@ class DepthItem:
 def read_annotations(path: str | Path) -> dict[str, dict]:
     """The release's entity annotations (``tofu_data/forget10_filtered.json``: a list of records with ``question``,
     ``prefix`` and ``entity``), keyed by question."""
-    try:
-        rows = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise DepthDataError(f"{path}: not a readable JSON file of annotations ({e.__class__.__name__})") from None
+    from harness_ext.results import read_json_file
+
+    rows = read_json_file(path, DepthDataError, "entity annotations", "", "give the release's "
+                          "tofu_data/forget10_filtered.json (a JSON list of {question, prefix, entity} records)")
     if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
         raise DepthDataError(f"{path}: expected a JSON list of {{question, prefix, entity}} records")
     bad = next((i for i, r in enumerate(rows) if not all(isinstance(r.get(k), str) for k in

@@ -134,21 +134,33 @@ def write(path: Path, values: dict[str, torch.Tensor], rows: str) -> str:
 
 def read(path: Path, parts: tuple[str, ...], rows: str, n: int) -> dict[str, torch.Tensor]:
     """The values saved at ``path`` for these training rows (``rows``: their :func:`rows_digest`, ``n`` of them).
-    Raises :class:`ReferenceValuesError` when they are for other rows, incomplete or altered."""
+    Raises :class:`ReferenceValuesError` when they are for other rows, incomplete, altered or not finite (a NaN
+    would be trained on), or the file cannot be read (not a regular file, not JSON, nested too deeply)."""
+    from harness_ext.results import read_json_file
+
+    remedy = "remove it to recompute the reference values, or start afresh without --resume"
+    if path.is_symlink() or not path.is_file():
+        raise ReferenceValuesError(f"{path.name} is not a regular file (a {'link' if path.is_symlink() else 'folder'}"
+                                   f"); {remedy}.")
+    record = read_json_file(path, ReferenceValuesError, "reference values", "", remedy)
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
         values = {p: torch.tensor(record["values"][p], dtype=torch.float32) for p in parts}
         saved_rows, saved_sha = record["rows_sha256"], record["values_sha256"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise ReferenceValuesError(f"{path.name} cannot be read ({type(e).__name__}: {e}); remove it to recompute "
-                                   "the reference values, or start afresh without --resume.") from None
-    if saved_rows != rows or any(len(v) != n for v in values.values()):
+    except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as e:
+        raise ReferenceValuesError(f"{path.name} cannot be read ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                                   f"{remedy}.") from None
+    if saved_rows != rows or any(v.dim() != 1 or len(v) != n for v in values.values()):
         raise ReferenceValuesError(f"{path.name} holds the reference values of other training rows (the data or the "
                                    "tokenizer changed since the run started); resume with the same data, or start "
                                    "afresh without --resume.")
     if values_digest(values) != saved_sha:
-        raise ReferenceValuesError(f"{path.name} was altered (its values do not match their sha256); remove it to "
-                                   "recompute them, or start afresh without --resume.")
+        raise ReferenceValuesError(f"{path.name} was altered (its values do not match their sha256); {remedy}.")
+    for part, column in values.items():
+        bad = (~torch.isfinite(column)).nonzero()
+        if len(bad):
+            k = int(bad[0])
+            raise ReferenceValuesError(f"{path.name} holds a non-finite value for row {k} of {part} "
+                                       f"({float(column[k])}); {remedy}.")
     return values
 
 
@@ -166,7 +178,7 @@ def attach(model: Any, dataset: Dataset, collator: Any, parts: tuple[str, ...], 
 
     def load_or_compute() -> tuple[dict[str, torch.Tensor], dict[str, Any] | None]:
         rows = rows_digest(dataset, parts) if path is not None else ""
-        if path is not None and resume and path.is_file():
+        if path is not None and resume and (path.exists() or path.is_symlink()):
             values = read(path, parts, rows, len(dataset))
             return values, {"file": REFERENCE_FILE, "values_sha256": values_digest(values), "computed": False}
         values = compute(model, dataset, collator, parts, batch_size, device=procs.device)

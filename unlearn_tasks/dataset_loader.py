@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 
 DATA_DIR_ENV = "UNLEARN_DATA_DIR"
 LOCAL_SUFFIXES = (".json", ".jsonl")
+#: A Hugging Face Hub repository id as users write one: NAME or ORG/NAME (ASCII letters, digits, ``-``, ``_``, ``.``).
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?", re.ASCII)
+
+
+def can_name_dataset(value: str) -> bool:
+    """Whether ``value`` can name a dataset: a Hub id, or an existing local path (checked before anything loads)."""
+    return bool(HUB_ID.fullmatch(value)) or Path(value).expanduser().exists()
 
 
 class DataError(ValueError):

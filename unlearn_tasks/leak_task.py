@@ -12,6 +12,7 @@ per-sample scores, the flags, the count ``leaks`` and ``n``, so Leak@k is recomp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -30,6 +31,10 @@ LEAK_CRITERIA = ("entailment", "rougeL_recall")
 #: The release's NLI model (``TOFU/eval/whole_eval.py``) and the label that makes a sample leak.
 LEAK_NLI_MODEL = "sileod/deberta-v3-base-tasksource-nli"
 ENTAILMENT = "entailment"
+#: The most samples per prompt and new tokens per sample taken (50 and 20 times the release's 200): lm-eval holds
+#: every sample of every prompt until scoring, so a stray digit would exhaust the memory hours into the run.
+MAX_LEAK_N = 10_000
+MAX_NEW_TOKENS = 4_096
 
 
 def metric_name(k: int) -> str:
@@ -42,11 +47,11 @@ class LeakOptions(MetadataOptions):
 
     WHERE = "Leak@k task"
 
-    leak_n: int = param(200, "samples drawn per prompt (lm-eval's repeats)", ge=1)
-    leak_k: list[int] = param(list(RELEASE_K), "the k of the reported leak_at_k metrics (each <= leak_n)")
-    leak_temperature: float = param(1.0, "sampling temperature", gt=0)
+    leak_n: int = param(200, "samples drawn per prompt (lm-eval's repeats)", ge=1, le=MAX_LEAK_N)
+    leak_k: list[int] = param(list(RELEASE_K), "the k of the reported leak_at_k metrics (each <= leak_n, each once)")
+    leak_temperature: float = param(1.0, "sampling temperature (finite)", gt=0)
     leak_top_p: float = param(1.0, "nucleus sampling's top_p", gt=0, le=1)
-    leak_max_new_tokens: int = param(200, "most tokens generated per sample", ge=1)
+    leak_max_new_tokens: int = param(200, "most tokens generated per sample", ge=1, le=MAX_NEW_TOKENS)
 
     def validate(self) -> None:
         ks = self.leak_k
@@ -55,6 +60,9 @@ class LeakOptions(MetadataOptions):
              "leak_k must be a non-empty list of whole numbers"),
             (not isinstance(ks, list) or all(isinstance(k, int) and 1 <= k <= self.leak_n for k in ks),
              f"every leak_k must be between 1 and leak_n ({self.leak_n}), got {ks!r}"),
+            (not isinstance(ks, list) or len(set(ks)) == len(ks),
+             f"leak_k gives {next((k for k in ks if ks.count(k) > 1), None)!r} twice (one leak_at_k each); give each "
+             "k once"),
         ])
 
 
@@ -68,6 +76,27 @@ class AnswerLeakOptions(LeakOptions):
         "leak_threshold alone)", choices=LEAK_CRITERIA)
     leak_threshold: float = param(0.1, "the ROUGE-L recall a leaking sample reaches", ge=0, le=1)
     leak_nli_model: str = param(LEAK_NLI_MODEL, "the NLI model of the entailment criterion (folder or Hub id)")
+
+
+def sampling_problem(kwargs: dict[str, Any]) -> str | None:
+    """Why the generation arguments of a Leak@k request (``--gen_kwargs`` changes them after the task is built) do
+    not draw independent samples within the bounds, or None: greedy decoding (``do_sample`` off, a temperature of 0)
+    gives the one answer ``leak_n`` times, so Leak@k would be the greedy answer's leak, whatever k."""
+    def number(key: str) -> float | None:
+        value = kwargs.get(key)
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+        return value if ok else None
+
+    temperature, top_p, tokens = number("temperature"), number("top_p"), kwargs.get("max_gen_toks")
+    if kwargs.get("do_sample") is not True:
+        return f"do_sample={kwargs.get('do_sample')!r} decodes greedily"
+    if temperature is None or temperature <= 0:
+        return f"temperature={kwargs.get('temperature')!r} is not a finite temperature > 0 (0 decodes greedily)"
+    if top_p is None or not 0 < top_p <= 1:
+        return f"top_p={kwargs.get('top_p')!r} is not a finite top_p in (0, 1]"
+    if not isinstance(tokens, int) or isinstance(tokens, bool) or not 1 <= tokens <= MAX_NEW_TOKENS:
+        return f"max_gen_toks={tokens!r} is not a whole number from 1 to {MAX_NEW_TOKENS}"
+    return None
 
 
 def answer_leaks(samples: list[str], answer: str, criterion: str, threshold: float,
@@ -130,9 +159,14 @@ class LeakTask(UnlearningTask):
         return ctx
 
     def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+        generation = dict(self.config.generation_kwargs)
+        if problem := sampling_problem(generation):  # before any sample is drawn
+            raise ValueError(f"{self.config.task}: {problem}; Leak@k needs leak_n independent samples of each answer. "
+                             "Leave do_sample, temperature, top_p and max_gen_toks out of --gen_kwargs (the task sets "
+                             "them from leak_temperature, leak_top_p and leak_max_new_tokens, which --metadata sets).")
         chat = bool(kwargs.pop("apply_chat_template", False))
         kwargs.pop("chat_template", None)
-        args = (self.sampling_prompt(ctx, chat), dict(self.config.generation_kwargs))
+        args = (self.sampling_prompt(ctx, chat), generation)
         request = Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)
         return [mark_samples_in_one_request(request)]  # vllm: the leak_n samples in one request
 

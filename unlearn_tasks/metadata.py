@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import inspect
+import math
 import sys
 import typing
 from collections.abc import Iterable
@@ -145,6 +146,9 @@ class MetadataOptions:
         key_of = {f.name: key for key, f in by_key.items()}
         for key, f in by_key.items():  # the range and choices a field declares (param(...)), on values of its type
             value = getattr(opts, f.name)
+            if isinstance(value, float) and not math.isfinite(value):  # 1e400 in JSON is inf: no option takes it
+                raise ValueError(f"{cls.WHERE} option: {key} must be a finite number, got {value!r} (check "
+                                 "--metadata / the task YAML).")
             if value is not None and matches(value, hints[f.name]) and not cls._in_range(f, value):
                 raise ValueError(f"{cls.WHERE} option: {key} must be {cls._expected(f, hints[f.name])}, got "
                                  f"{value!r} (check --metadata / the task YAML).")

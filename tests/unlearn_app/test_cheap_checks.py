@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -69,6 +70,21 @@ CASES = [
     ("margins gather: missing run", "margins gather {tmp}/missing --out {tmp}/m.npy", "{tmp}/missing"),
     ("depth: missing model folder", "depth --model {tmp}/no/such/model --target m --retain m --out {tmp}/d",
      "--model {tmp}/no/such/model is neither a local folder nor a Hub id"),
+    ("depth: config.json a JSON list", "depth --model {tmp}/list_config --target {tmp}/two_layers --retain "
+     "{tmp}/two_layers --out {tmp}/d", "list_config/config.json is not a model config (a JSON object of settings, "
+     "not a list)"),
+    ("depth: config.json nested 100k deep", "depth --model {tmp}/deep_config --target {tmp}/two_layers --retain "
+     "{tmp}/two_layers --out {tmp}/d", "deep_config/config.json is nested too deeply to read as JSON"),
+    ("depth: --model a file", "depth --model {tmp}/texts.jsonl --target {tmp}/two_layers --retain {tmp}/two_layers "
+     "--out {tmp}/d", "--model {tmp}/texts.jsonl is a file; give the model's folder"),
+    ("depth: --entities nested 100k deep", "depth --model {tmp}/two_layers --target {tmp}/two_layers --retain "
+     "{tmp}/two_layers --entities {tmp}/deep.json --out {tmp}/d", "{tmp}/deep.json is nested too deeply"),
+    ("depth: --layers beyond the model, not expanded", "depth --model {tmp}/two_layers --target {tmp}/two_layers "
+     "--retain {tmp}/two_layers --layers 0-20000000 --out {tmp}/d", "--layers 0-20000000: the models have layers 0-1"),
+    ("depth: --data not a Hub id", "depth --model m --target m --retain m --data 'no such data' --out {tmp}/d",
+     "--data 'no such data' is neither tofu nor a Hub dataset id"),
+    ("run: --data not a Hub id", "run --method npo --model m --data 'no such data' --out {tmp}/o",
+     "--data 'no such data' is neither a data source's name"),
     ("blur-references: unknown source", "blur-references --model m --out {tmp}/b --sources nope",
      "nope is not a BLUR source"),
     ("ci: missing suite", "ci --suite {tmp}/missing.yaml --out {tmp}/ci --model m", "suite file does not exist"),
@@ -109,6 +125,12 @@ def refusals(tmp_path_factory):
     (tmp / "full" / "file.txt").write_text("not a folder")
     (tmp / "texts.jsonl").write_text(json.dumps({"text": "a text"}) + "\n")
     (tmp / "r.json").write_text("[true]")
+    deep = "[" * 100_000 + "]" * 100_000
+    (tmp / "deep.json").write_text(deep)
+    for name, config in (("list_config", "[1, 2]"), ("deep_config", deep), ("two_layers", json.dumps(
+            {"model_type": "llama", "hidden_size": 8, "num_hidden_layers": 2, "vocab_size": 10}))):
+        (tmp / name).mkdir()
+        (tmp / name / "config.json").write_text(config)
     held = tmp / "held"
     held.mkdir()
     lock = open(held / ".sweep.lock", "a+")  # held by this process: the command runs in another one
@@ -117,7 +139,7 @@ def refusals(tmp_path_factory):
     lock.flush()
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "UNLEARN_DATA_DIR": str(tmp / "no_data_dir")}
-    argvs = [argv.format(tmp=tmp).split() for _, argv, _ in CASES]
+    argvs = [shlex.split(argv.format(tmp=tmp)) for _, argv, _ in CASES]
     try:
         done = subprocess.run([sys.executable, "-c", RUNNER.format(heavy=HEAVY), json.dumps(argvs)],
                               capture_output=True, text=True, cwd=tmp, env=env, timeout=600)
@@ -143,4 +165,6 @@ def test_bad_input_is_refused_before_the_heavy_imports(refusals, case, expected)
 def test_the_refusals_wrote_nothing(refusals):
     tmp, _, after = refusals
     assert after == {Path(p) for p in ("spec.yaml", "bad_spec.yaml", "full", "full/file.txt", "texts.jsonl",
-                                         "r.json", "held", "held/.sweep.lock")}
+                                         "r.json", "held", "held/.sweep.lock", "deep.json", "list_config",
+                                         "list_config/config.json", "deep_config", "deep_config/config.json",
+                                         "two_layers", "two_layers/config.json")}

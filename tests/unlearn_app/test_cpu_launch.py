@@ -55,6 +55,69 @@ def test_the_launch_command_is_accelerates_multi_process_launcher():
                            "run", "--method", "npo"]
 
 
+class Replaced(Exception):
+    """Raised by the stand-in for ``os.execve``: the process would have been replaced by the N processes."""
+
+
+@pytest.fixture
+def one_of_a_cpu_launch(monkeypatch):
+    """This process as the one ``accelerate launch --cpu --num_processes 2 --main_process_port 29611`` starts (a port
+    other than accelerate's default 29500): the environment and parent command line it sees, and ``os.execve``
+    recorded instead of run. Yields the recorded ``(command, environment)`` of each re-exec."""
+    from unlearn_app import launch as launch_module
+
+    port = "29611"
+    for name in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MV2_COMM_WORLD_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in {**LAUNCHED, "MASTER_PORT": port}.items():
+        monkeypatch.setenv(name, value)
+    parent = ["/env/bin/python", "/env/bin/accelerate", "launch", "--cpu", "--num_processes", "2",
+              "--main_process_port", port, "-m", "unlearn_app", "run"]
+    monkeypatch.setattr(launch_module, "_parent_cmdline", lambda: parent)
+    execs = []
+
+    def execve(executable, command, env):
+        execs.append((command, env))
+        raise Replaced
+
+    monkeypatch.setattr(launch_module.os, "execve", execve)
+    return execs
+
+
+def _run_argv(out, *extra):
+    """`unlearn run` of a Hub id's model (never loaded: the process is replaced, or refused, before)."""
+    return ["run", "--method", "npo", "--model", "org/model", "--data", "demo", "--forget", "forget01", *extra,
+            "--out", str(out)]
+
+
+def test_the_re_exec_passes_the_launchers_port_and_the_command_on(one_of_a_cpu_launch, tmp_path, capsys):
+    from unlearn_app.cli import main
+
+    argv = _run_argv(tmp_path / "o", "--param", "beta=0.2")
+    with pytest.raises(Replaced):
+        main(argv)
+    [(command, env)] = one_of_a_cpu_launch
+    at = command.index("--main_process_port")
+    assert command[at + 1] == "29611" and env["MASTER_PORT"] == "29611" and env["ACCELERATE_USE_CPU"] == "true"
+    assert command[command.index("--num_processes") + 1] == "2" and command[-len(argv):] == argv
+    assert capsys.readouterr().err.count("accelerate launch --cpu started one process") == 1
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--param", "beta=0.1;x"], "error: Method 'npo': parameter beta='0.1;x' is not allowed; expected float.\n"),
+    (["--epochs", "x"], "unlearn run: error: argument --epochs: must be a number, got 'x'\n"),  # argparse's own
+    (["--data", "no such data"], "error: --data 'no such data' is neither a data source's name"),
+])
+def test_a_bad_option_is_refused_once_before_the_processes_start(options, message, one_of_a_cpu_launch, tmp_path,
+                                                                  capsys):
+    """Refused by the one process accelerate started, in one line (argparse: its usage, then its line), and no
+    process started: accelerate's launcher then reports the failed command (docs/scaling.md)."""
+    run = run_unlearn_here(_run_argv(tmp_path / "o", *options), capsys)
+    assert run.returncode == 2 and one_of_a_cpu_launch == []
+    assert message in run.stderr and run.stderr.count("error:") == 1 and "started one process" not in run.stderr
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.fixture(scope="module")
 def tofu_home(tmp_path_factory):
     """A ``$UNLEARN_DATA_DIR`` holding the demo corpus as a local copy of ``locuslab/TOFU``."""

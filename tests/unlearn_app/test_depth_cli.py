@@ -37,6 +37,24 @@ def test_architecture_mismatch_is_one_line_before_any_weights(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_config_whose_shapes_differ_from_its_weights_is_one_line(tiny_model_dir, demo_data_dir, tmp_path, capsys):
+    """The weights load with a config that declares a wider MLP: transformers would print its load report and a
+    traceback (or, told to ignore the sizes, leave those layers random); here one line, exit 2, nothing written."""
+    import shutil
+
+    wide = tmp_path / "wide"
+    shutil.copytree(tiny_model_dir, wide)
+    config = json.loads((wide / "config.json").read_text())
+    (wide / "config.json").write_text(json.dumps({**config, "intermediate_size": 2 * config["intermediate_size"]}))
+    code, _, err = _run(["depth", "--model", str(wide), "--target", str(tiny_model_dir), "--retain",
+                         str(tiny_model_dir), "--data", "demo", "--data-dir", str(demo_data_dir), "--forget",
+                         "forget01", "--out", str(tmp_path / "o"), "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --model {wide}: its weights do not match its config.json (6 of another shape, e.g. "
+                          f"model.layers.0.mlp.down_proj.weight: [128, {config['intermediate_size']}] in the weights")
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.fixture(scope="module")
 def three_models(tmp_path_factory, tiny_model_dir):
     """The tiny model as target; a retain stand-in with its decoder layers moved; an unlearned LoRA adapter on the

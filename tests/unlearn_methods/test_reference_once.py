@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 import torch
@@ -193,3 +194,62 @@ def test_eval_every_evaluates_the_training_model_without_loading_another(tiny_mo
     rows = [json.loads(line) for line in (out / "eval_during_training.jsonl").read_text().splitlines()]
     assert [r["step"] for r in rows] == [0, 2, 3]
     assert loads == ["LlamaForCausalLM"] and model_copies == []
+
+
+def _rows(labels: list[int]) -> list[dict]:
+    """Two training rows of one part, the second's labels (its answer mask) given."""
+    return [{"forget": {"input_ids": [5, 6, 7], "labels": [-100, 6, 7]}},
+            {"forget": {"input_ids": [5, 8, 9], "labels": labels}}]
+
+
+def test_the_rows_digest_covers_the_answer_mask_so_a_changed_mask_is_not_resumed(tmp_path):
+    """Same token ids, one more prompt token masked: other rows, so the saved values are refused (not reused)."""
+    rows, masked = _rows([-100, 8, 9]), _rows([-100, -100, 9])
+    digest = reference.rows_digest(rows, ("forget",))
+    assert reference.rows_digest(masked, ("forget",)) != digest
+    path = tmp_path / reference.REFERENCE_FILE
+    reference.write(path, {"forget": torch.tensor([1.5, 2.5])}, digest)
+    assert reference.read(path, ("forget",), digest, 2)["forget"].tolist() == [1.5, 2.5]
+    with pytest.raises(reference.ReferenceValuesError, match="holds the reference values of other training rows"):
+        reference.read(path, ("forget",), reference.rows_digest(masked, ("forget",)), 2)
+
+
+UNUSABLE = {
+    "nested 100k deep": r"reference_nll\.json is nested too deeply to read as JSON; remove it to recompute",
+    "a folder": r"reference_nll\.json is not a regular file \(a folder\); remove it",
+    "a link": r"reference_nll\.json is not a regular file \(a link\); remove it",
+    "a NaN, re-sealed": r"reference_nll\.json holds a non-finite value for row 1 of forget \(nan\); remove it",
+    "-inf, re-sealed": r"reference_nll\.json holds a non-finite value for row 0 of forget \(-inf\); remove it",
+    "a 5000-digit number": r"reference_nll\.json holds a number of more than \d+ digits; remove it",
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNUSABLE))
+def test_resume_refuses_unusable_reference_values_in_one_line(case, tmp_path):
+    """Read through the resume's own path (:func:`reference.attach` with ``resume``): refused before any
+    computation, never trained on; a folder is not taken for a missing file (which would recompute, then crash)."""
+    rows = _rows([-100, 8, 9])
+    digest = reference.rows_digest(rows, ("forget",))
+    path = tmp_path / reference.REFERENCE_FILE
+    if case == "nested 100k deep":
+        path.write_text("[" * 100_000 + "]" * 100_000)
+    elif case == "a folder":
+        path.mkdir()
+    elif case == "a link":
+        reference.write(tmp_path / "elsewhere.json", {"forget": torch.tensor([1.0, 2.0])}, digest)
+        path.symlink_to(tmp_path / "elsewhere.json")
+    elif case == "a 5000-digit number":
+        path.write_text('{"values": {"forget": [' + "9" * 5000 + ', 1]}}')
+    else:
+        bad = [1.0, math.nan] if "NaN" in case else [-math.inf, 1.0]
+        reference.write(path, {"forget": torch.tensor(bad)}, digest)  # values_sha256 computed over them: sealed
+
+    def no_compute(*args, **kwargs):
+        raise AssertionError("recomputed instead of refused")
+
+    model = torch.nn.Linear(1, 1)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(reference, "compute", no_compute)
+        with pytest.raises(reference.ReferenceValuesError, match=UNUSABLE[case]) as e:
+            reference.attach(model, rows, None, ("forget",), 2, out=tmp_path, resume=True)
+    assert "\n" not in str(e.value)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from unlearn_tasks.metrics.depth import example_depth, overall_uds, per_layer
+from unlearn_tasks.metrics.depth import TAU, example_depth, overall_uds, per_layer
 
 
 def test_one_example_by_hand():
@@ -20,6 +20,15 @@ def test_negative_ratio_is_clipped_to_zero_and_no_ke_layer_is_undefined():
     assert e.uds == 0.0
     assert example_depth(-1.0, [-1.04, -0.5], [-3.0, -3.0]).uds is None  # d1 = 0.04 and -0.5: none above tau
     assert example_depth(-1.0, [-1.04], [-3.0], tau=0.03).uds == 1.0
+
+
+def test_a_layer_whose_d1_equals_tau_is_not_knowledge_encoding():
+    """The release's rule is d1 > tau, strictly: at equality (exact in binary: 0 - (-0.5) is 0.5) the layer is left
+    out, and the UDS is that of the other layer alone."""
+    e = example_depth(0.0, [-0.5, -0.75], [0.0, -0.375], tau=0.5)  # d1 = (0.5, 0.75), d2 = (0.0, 0.375)
+    assert e.d1 == (0.5, 0.75) and e.ke_layers == (1,)
+    assert e.uds == 0.5  # layer 1's LER 0.375 / 0.75; with layer 0 counted: 0.75 * 0.5 / 1.25 = 0.3
+    assert example_depth(0.0, [-TAU], [-1.0]).uds is None  # the release's tau itself: no KE layer
 
 
 def test_endpoints_retain_and_target():

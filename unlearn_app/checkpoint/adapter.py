@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,13 +34,16 @@ class Adapter:
 
 def find_adapter(model: str | Path) -> Adapter | None:
     """The adapter in folder ``model``, or None when ``model`` is a full model (a folder without
-    ``adapter_config.json``, or a Hub id). :class:`AdapterError` when the config names no base model."""
+    ``adapter_config.json``, or a Hub id). :class:`AdapterError` when the config is not a JSON object naming its base
+    model."""
     path = Path(model).expanduser()
     config = path / "adapter_config.json"
     if not (path.is_dir() and config.is_file()):
         return None
-    data = json.loads(config.read_text())
-    base = data.get("base_model_name_or_path")
-    if not base:
+    from harness_ext.results import read_json_file
+
+    data = read_json_file(config, AdapterError, "adapter config", "PEFT's save_pretrained")
+    base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
+    if not base or not isinstance(base, str):
         raise AdapterError(f"{config} names no base_model_name_or_path; cannot load the adapter")
     return Adapter(str(path), base, int(data.get("r") or 8))

@@ -7,7 +7,6 @@ every command module. This module holds what the commands share."""
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 
@@ -16,14 +15,16 @@ class InputError(ValueError):
     """Bad command-line input; the message says what to fix."""
 
 
-#: A Hugging Face Hub model id as a command line gives it: NAME or ORG/NAME.
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
-
-
 def model_problem(model: str, flag: str = "--model") -> str | None:
-    """Why ``model`` is neither an existing local path nor a Hub id, or None: checked before torch and transformers
-    are imported (a mistyped folder is refused in a second, not after loading the training stack)."""
-    if Path(model).expanduser().exists() or HUB_ID.fullmatch(model):
+    """Why ``model`` is neither a local folder nor a Hub id, or None: checked before torch and transformers are
+    imported (a mistyped folder is refused in a second, not after loading the training stack)."""
+    from unlearn_tasks.dataset_loader import HUB_ID
+
+    path = Path(model).expanduser()
+    if path.is_file():
+        return (f"{flag} {model} is a file; give the model's folder (its config.json and weights), a LoRA adapter "
+                "folder or a Hub id (ORG/NAME)")
+    if path.exists() or HUB_ID.fullmatch(model):
         return None
     return f"{flag} {model} is neither a local folder nor a Hub id (ORG/NAME)"
 

@@ -23,25 +23,25 @@ ARCH_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "vocab_size")
 RESULTS_FILE = "results_uds.json"
 PLOT_FILE = "uds_layers.png"
 ROLES = (("model", "--model"), ("target", "--target"), ("retain", "--retain"))
-_LAYERS = re.compile(r"all|\d+(-\d+)?(,\d+(-\d+)?)*")
+_LAYERS = re.compile(r"all|\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*")  # numbers of at most 9 digits
 
 
 def parse_layers(spec: str, n_layers: int) -> list[int]:
-    """``all`` or a comma list of layers and ranges (``0-3,7``), checked against ``n_layers``."""
+    """``all`` or a comma list of layers and ranges (``0-3,7``), checked against ``n_layers`` before any range is
+    expanded (``0-20000000`` is refused at once, not after building a list of twenty million layers)."""
     if spec == "all":
         return list(range(n_layers))
-    layers: list[int] = []
-    for part in spec.split(","):
-        a, _, b = part.partition("-")
-        layers += range(int(a), int(b or a) + 1)
-    bad = [v for v in layers if v >= n_layers]
-    if bad or not layers:
-        raise ValueError(f"--layers {spec}: the models have layers 0-{n_layers - 1}")
-    return sorted(set(layers))
+    bounds = [(int(a), int(b or a)) for a, _, b in (part.partition("-") for part in spec.split(","))]
+    if not bounds or any(b >= n_layers or a > b for a, b in bounds):
+        raise ValueError(f"--layers {spec}: the models have layers 0-{n_layers - 1} (give ranges low-high within "
+                         "them)")
+    return sorted({layer for a, b in bounds for layer in range(a, b + 1)})
 
 
-def local_config(model: str) -> dict[str, Any] | None:
-    """The ``config.json`` of a local model folder (an adapter folder: its base's), or None (a Hub id)."""
+def local_config(model: str, flag: str = "--model") -> dict[str, Any] | None:
+    """The ``config.json`` of a local model folder (an adapter folder: its base's), or None (a Hub id); a
+    ValueError (one line) when it is not a readable JSON object."""
+    from harness_ext.results import read_json_file
     from unlearn_app.checkpoint.adapter import find_adapter
 
     adapter = find_adapter(model)
@@ -49,10 +49,12 @@ def local_config(model: str) -> dict[str, Any] | None:
     file = folder / "config.json"
     if not file.is_file():
         return None
-    try:
-        return json.loads(file.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        raise ValueError(f"{file} is not a readable JSON config") from None
+    remedy = "give the folder transformers' save_pretrained wrote"
+    config = read_json_file(file, ValueError, f"{flag} model's config", "save_pretrained", remedy)
+    if not isinstance(config, dict):
+        raise ValueError(f"{file} is not a model config (a JSON object of settings, not a {type(config).__name__}); "
+                         f"{remedy}")
+    return config
 
 
 def architecture_problem(configs: dict[str, dict[str, Any] | None]) -> str | None:
@@ -82,25 +84,70 @@ def _cheap_checks(args: argparse.Namespace) -> str | None:
         return f"--tau {args.tau}: give a finite threshold >= 0 (the release's: 0.05)"
     if not _LAYERS.fullmatch(args.layers):
         return f"--layers {args.layers}: give 'all' or layers and ranges such as 0-3,7"
+    from unlearn_tasks.dataset_loader import can_name_dataset
+
+    if not can_name_dataset(args.data):
+        return f"--data {args.data!r} is neither tofu nor a Hub dataset id in TOFU's schema (ORG/NAME)"
+    from unlearn_methods.depth_items import read_annotations
+
     try:
-        configs = {flag: local_config(getattr(args, dest)) for dest, flag in ROLES}
+        args._annotations = read_annotations(args.entities) if args.entities else None
+        configs = {flag: local_config(getattr(args, dest), flag) for dest, flag in ROLES}
+        args._configs = configs
+        if (problem := architecture_problem(configs)) is None and configs["--target"] is not None:
+            parse_layers(args.layers, _layer_count(configs["--target"]))
     except ValueError as e:
         return str(e)
-    args._configs = configs
-    return architecture_problem(configs)
+    return problem
 
 
-def _load_model(model: str, dtype, device: str):
+def _layer_count(config: dict[str, Any]) -> int:
+    """The decoder layers a model config declares (a ValueError when it declares no number)."""
+    n = config.get("num_hidden_layers")
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise ValueError(f"the --target model's config gives num_hidden_layers {n!r}, not a number of layers")
+    return n
+
+
+def _weights(source: str, dtype, flag: str, quiet: bool = False):
+    """The model at ``source`` with every weight its config declares loaded from its files, else a ValueError:
+    a weight of another shape than the config gives, or one the files lack, would be random (transformers only warns,
+    or fails with a multi-line report), and the UDS of a random layer is meaningless."""
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
 
+    verbosity, bar = logging.get_verbosity(), logging.is_progress_bar_enabled()
+    logging.set_verbosity_error()  # the load report: said below in one line
+    if quiet:
+        logging.disable_progress_bar()
+    try:
+        model, info = AutoModelForCausalLM.from_pretrained(source, dtype=dtype, ignore_mismatched_sizes=True,
+                                                           output_loading_info=True)
+    finally:
+        logging.set_verbosity(verbosity)
+        if bar:
+            logging.enable_progress_bar()
+    if info.get("mismatched_keys"):
+        key, saved, declared = sorted(info["mismatched_keys"])[0]
+        raise ValueError(f"{flag} {source}: its weights do not match its config.json ({len(info['mismatched_keys'])} "
+                         f"of another shape, e.g. {key}: {list(saved)} in the weights, {list(declared)} by the "
+                         "config); give the config saved with these weights")
+    if info.get("missing_keys"):
+        missing = sorted(info["missing_keys"])
+        raise ValueError(f"{flag} {source}: its weights lack {len(missing)} weights the config declares (e.g. {missing[0]}); "
+                         "give the config saved with these weights")
+    return model
+
+
+def _load_model(model: str, dtype, device: str, flag: str = "--model", quiet: bool = False):
     from unlearn_app.checkpoint.adapter import find_adapter
 
     adapter = find_adapter(model)
     if adapter is None:
-        return AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device).eval()
+        return _weights(model, dtype, flag, quiet).to(device).eval()
     from peft import PeftModel
 
-    base = AutoModelForCausalLM.from_pretrained(adapter.base, dtype=dtype)
+    base = _weights(adapter.base, dtype, f"{flag}'s base model", quiet)
     return PeftModel.from_pretrained(base, adapter.path).merge_and_unload().to(device).eval()
 
 
@@ -138,7 +185,7 @@ def _cmd_depth(args: argparse.Namespace) -> int:
     from unlearn_app.leaderboard.depth import PRODUCER
     from unlearn_app.reports.plots import depth_layers
     from unlearn_methods.data_sources import data_source
-    from unlearn_methods.depth_items import DepthDataError, build_items, read_annotations
+    from unlearn_methods.depth_items import DepthDataError, build_items
     from unlearn_methods.forget_retain import load_qa
     from unlearn_methods.patching import depth_scores
     from unlearn_tasks.dataset_loader import DataError
@@ -155,8 +202,8 @@ def _cmd_depth(args: argparse.Namespace) -> int:
     if problem := architecture_problem(configs):
         return error(problem)
     try:
-        layers = parse_layers(args.layers, int(configs["--target"]["num_hidden_layers"]))
-        annotations = read_annotations(args.entities) if args.entities else None
+        layers = parse_layers(args.layers, _layer_count(configs["--target"]))
+        annotations = args._annotations
         with provenance.recording() as data_read:
             records = load_qa(args.forget, data_source(args.data).dataset(args.data), args.data_dir)
     except (ValueError, DataError, DepthDataError) as e:
@@ -174,7 +221,11 @@ def _cmd_depth(args: argparse.Namespace) -> int:
     if not items:
         return error(f"no question of {args.forget} could be scored ({skipped[0]['reason'] if skipped else 'empty'})")
     started = time.perf_counter()
-    models = {dest: _load_model(getattr(args, dest), dtype, device) for dest, _ in ROLES}
+    try:
+        models = {dest: _load_model(getattr(args, dest), dtype, device, flag, args.quiet)
+                  for dest, flag in ROLES}
+    except ValueError as e:  # ours, or transformers' word on a folder it cannot load
+        return error(str(e).strip().splitlines()[0])
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     bar = None
     if not args.quiet:

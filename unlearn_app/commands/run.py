@@ -19,19 +19,42 @@ from unlearn_app.commands import error, model_problem
 ORDER = 20
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
-    from unlearn_app.checkpoint.hub import HubUploadError
+def _run_config(args: argparse.Namespace) -> Any:
+    """The run's :class:`~unlearn_methods.config.RunConfig` from ``--config`` and the flags, every option checked
+    before the training stack (torch, transformers) is imported, so errors come at once; a ValueError naming what to
+    fix."""
     from unlearn_methods.config import load_run_config, read_config_file
 
-    try:  # the config is checked before the training stack (torch, transformers) is imported: errors come at once
+    overrides = option_values(args)
+    params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
+    model = overrides.get("model") or (read_config_file(args.config).get("model") if args.config else None)
+    if isinstance(model, str) and (problem := model_problem(model)):  # before the method's class (torch) is imported
+        raise ValueError(problem)
+    return load_run_config(args.config, params=params, **overrides)
+
+
+def _launch_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, checked once by the one process ``accelerate launch --cpu`` starts, before it
+    starts the N (:func:`unlearn_app.launch.relaunch_cpu_processes`): the run's options and the method's
+    hyperparameters (whose classes import torch), which each of the N processes would otherwise refuse in turn."""
+    from unlearn_methods.config import coerce_method_params
+
+    try:
+        cfg = _run_config(args)
+        coerce_method_params(cfg.method, cfg.method_params)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from unlearn_app.checkpoint.hub import HubUploadError
+
+    try:
         overrides = option_values(args)
-        params = overrides.pop("method_params", None)  # --param goes over the config file's method_params
         if overrides.get("eval_every") is not None:  # one line per evaluation during training (--quiet: warnings only)
             _show_progress("unlearn_methods.eval_during", quiet=overrides.get("progress") is False)
-        model = overrides.get("model") or (read_config_file(args.config).get("model") if args.config else None)
-        if isinstance(model, str) and model_problem(model):  # before the method's class (torch) is imported
-            return error(model_problem(model))
-        cfg = load_run_config(args.config, params=params, **overrides)
+        cfg = _run_config(args)
     except ValueError as e:
         return error(str(e))
     from unlearn_app.pipeline import run_unlearning
@@ -201,7 +224,7 @@ def add_parsers(sub) -> None:
                        "also be given in a YAML file (--config); command-line options win.")
     p.add_argument("--config", help="YAML file with any of the options below (keys with underscores).")
     add_run_options(p, RunConfig)
-    p.set_defaults(func=_cmd_run)
+    p.set_defaults(func=_cmd_run, launch_problem=_launch_problem)
     # an existing OUT has unlearn run's own rule (--overwrite / --resume), checked by the pipeline
     # OUT is written as OUT.partial first (unlearn_methods.checkpoint_folder), which may hold no input either
     output_guard.declare(p, outputs=[OUTPUT_KEY], inputs=[*(k for k in PATH_KEYS if k != OUTPUT_KEY), "config"],

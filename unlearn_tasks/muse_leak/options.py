@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from unlearn_tasks.leak_task import AnswerLeakOptions
+from unlearn_tasks.leak_task import MAX_NEW_TOKENS, AnswerLeakOptions
 from unlearn_tasks.muse.corpora import HUB_IDS
 from unlearn_tasks.settings import param
 
@@ -29,7 +29,7 @@ class MuseLeakOptions(AnswerLeakOptions):
     muse_data_dir: str | None = param(None, "wins over data_dir, as for the MUSE tasks")
     max_items_per_split: int | None = param(None, "keep the first N forget items", ge=1)
     leak_max_new_tokens: int | None = param(None, "most tokens generated per sample (default: the release's, 32 "
-                                            "for knowmem, 128 for verbmem)", ge=1)
+                                            "for knowmem, 128 for verbmem)", ge=1, le=MAX_NEW_TOKENS)
 
     def complete(self, metadata: dict[str, Any]) -> None:
         if self.leak_max_new_tokens is None:

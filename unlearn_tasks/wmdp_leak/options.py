@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from unlearn_tasks.leak_task import LeakOptions
+from unlearn_tasks.leak_task import MAX_NEW_TOKENS, LeakOptions
 from unlearn_tasks.settings import param
 
 
@@ -14,4 +14,5 @@ class WmdpLeakOptions(LeakOptions):
 
     WHERE = "WMDP Leak@k task"
 
-    leak_max_new_tokens: int = param(8, "most tokens generated per sample (the first option letter decides)", ge=1)
+    leak_max_new_tokens: int = param(8, "most tokens generated per sample (the first option letter decides)", ge=1,
+                                     le=MAX_NEW_TOKENS)

@@ -11,6 +11,7 @@ from harness_ext import tasks_dir
 from harness_ext.evaluate import run_lm_eval
 from harness_ext.vllm_samples import SAMPLES_ATTRIBUTE
 from unlearn_tasks.classifier import ClassifierError
+from unlearn_tasks.leak_task import sampling_problem
 from unlearn_tasks.metrics.leak import leak_at_k
 from unlearn_tasks.metrics.rouge import rouge_l_recall
 from unlearn_tasks.tofu_leak.options import TofuLeakOptions
@@ -41,8 +42,20 @@ def test_release_defaults():
     ({"leak_top_p": 1.5}, "leak_top_p must be"),
     ({"leak_criterion": "exact"}, "leak_criterion must be one of entailment, rougeL_recall"),
     ({"leak_n": 0}, "leak_n must be"),
+    # issue 56: non-finite values (JSON's 1e400 is inf), a k twice, the stated bounds
+    ({"leak_temperature": math.inf}, r"leak_temperature must be a finite number, got inf"),
+    ({"leak_top_p": math.nan}, r"leak_top_p must be a finite number, got nan"),
+    ({"leak_threshold": -math.inf}, r"leak_threshold must be a finite number, got -inf"),
+    ({"leak_k": [1, 2, 2, 4]}, r"leak_k gives 2 twice \(one leak_at_k each\); give each k once"),
+    ({"leak_n": 10_000, "leak_k": [1, 10_000]}, None),  # the bound itself is taken
+    ({"leak_n": 10_001}, r"leak_n must be a whole number >= 1, <= 10000, got 10001"),
+    ({"leak_max_new_tokens": 4_096}, None),
+    ({"leak_max_new_tokens": 4_097}, r"leak_max_new_tokens must be a whole number >= 1, <= 4096, got 4097"),
 ])
 def test_bad_options_are_refused_in_one_line(metadata, message):
+    if message is None:
+        TofuLeakOptions.from_metadata(metadata)
+        return
     with pytest.raises(ValueError, match=message) as e:
         TofuLeakOptions.from_metadata(metadata)
     assert "\n" not in str(e.value)
@@ -68,9 +81,28 @@ def test_the_task_asks_each_forget_question_n_times_with_sampling(demo_data_dir)
     assert modes["leak_k"] == [1, 5] and "leak_nli_model" not in modes
     task.set_config(key="generation_kwargs", value={"temperature": 0.5}, update=True)  # what --gen_kwargs does
     assert task.metric_modes()["sampling"]["temperature"] == 0.5
+    task.set_config(key="generation_kwargs", value={"do_sample": False}, update=True)  # --gen_kwargs do_sample=False
+    with pytest.raises(ValueError, match=r"^tofu_forget01_leak: do_sample=False decodes greedily; Leak@k needs "
+                                         r"leak_n independent samples"):
+        task.build_all_requests(limit=1, rank=0, world_size=1)
     original = _load("tofu_forget01_leak", data_dir=str(demo_data_dir), leak_question="question",
                      leak_criterion="rougeL_recall")
     assert [d["question"] for d in original.test_docs()] == [r["question"] for r in forget]
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({}, None),
+    ({"temperature": 0.5, "top_p": 0.9}, None),
+    ({"do_sample": False}, "do_sample=False decodes greedily"),
+    ({"temperature": 0}, "temperature=0 is not a finite temperature > 0 (0 decodes greedily)"),
+    ({"temperature": math.inf}, "temperature=inf is not a finite temperature > 0 (0 decodes greedily)"),
+    ({"top_p": 0.0}, "top_p=0.0 is not a finite top_p in (0, 1]"),
+    ({"top_p": 1.5}, "top_p=1.5 is not a finite top_p in (0, 1]"),
+    ({"max_gen_toks": 4097}, "max_gen_toks=4097 is not a whole number from 1 to 4096"),
+])
+def test_gen_kwargs_that_stop_the_sampling_are_named(change, problem):
+    sent = {"until": [], "do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_gen_toks": 200}
+    assert sampling_problem({**sent, **change}) == problem
 
 
 def test_rouge_criterion_counts_samples_at_the_threshold(demo_data_dir):

@@ -63,6 +63,9 @@ def test_lm_evals_prompt_and_the_letter_criterion(wmdp_cache):
     assert first["leaked"] == [True, False, True, False] and first["leaks"] == 2
     second = task.score_document(docs[1], [["B", "C", "D", "B"]])  # answer A: no sample picks it
     assert second["leaks"] == 0 and answer1 == 0
+    # the first option letter decides, not the right letter anywhere in the sample (answer C)
+    third = task.score_document({"index": 2, "answer": 2}, [["The answer is B, not C", "B, not C", "C, not B"]])
+    assert third["choice"] == [None, "B", "C"] and third["leaked"] == [False, False, True] and third["leaks"] == 1
     metrics = task.compute_metrics([first, second])
     assert metrics["leak_at_1"] == pytest.approx((2 / 4 + 0) / 2)
     assert metrics["leak_at_2"] == pytest.approx((1 - 1 / 6 + 0) / 2)  # 1 - C(2,2)/C(4,2)
