@@ -48,6 +48,16 @@ def test_every_subcommand_has_a_description_and_examples_that_parse():
     assert alone == commands["demo"].format_help()
 
 
+def test_demo_methods_and_tasks_dir_describe_themselves_beyond_their_one_line():
+    parser = build_parser()
+    helps = {a.dest: a.help for a in next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+             ._choices_actions}
+    for name in ("demo", "methods", "tasks-dir"):
+        description = subcommands(parser)[name].description
+        assert len(description) > len(helps[name]) + 40, name
+        assert name in parser.format_help() and helps[name].split()[0] in " ".join(parser.format_help().split())
+
+
 def test_examples_keep_an_epilog_s_own_text():
     ci = subcommands(build_parser())["ci"].format_help()
     assert ci.index("Checks: LEFT OP RIGHT") < ci.index("\nexamples:\n  unlearn ci --model ckpt/npo")
