@@ -7,7 +7,8 @@ task folder, and those of the benchmarks installed through the ``lm_eval_unlearn
 (:mod:`harness_ext.plugins`), prepended to its ``include_path`` (a user's own ``--include_path`` still wins on name
 clashes). When lm-eval's ``hf`` backend is imported, CPU processes under ``accelerate launch`` are made to split its
 requests as GPU processes do (:func:`harness_ext.lm_eval_patches.patch_hf_data_parallel`).
-Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. :func:`when_imported` lets our tasks patch lm-eval modules when
+While ``lm_eval`` starts, the hook says what it is doing before lm-eval's own first line (loading its evaluator,
+indexing the tasks: :mod:`harness_ext.startup`). Set ``UNLEARN_LMEVAL_AUTOLOAD=0`` to switch it off. :func:`when_imported` lets our tasks patch lm-eval modules when
 lm-eval imports them, whatever the switch says. All lm-eval-internal knowledge lives in this module and
 :mod:`harness_ext.lm_eval_patches`.
 """
@@ -50,34 +51,49 @@ def patch_hf_backend(module: ModuleType) -> None:
 
 #: The start-up hook's patches, by module (installed by :func:`install` unless switched off).
 _STARTUP: dict[str, Callable[[ModuleType], None]] = {_TARGET: patch_task_manager, _HF_TARGET: patch_hf_backend}
+#: lm-eval's module whose import loads torch and transformers (the ``lm_eval`` command imports it after setting its
+#: logging up, before it indexes the tasks), and what the start-up hook says before it loads.
+_SLOW_IMPORTS: dict[str, str] = {
+    "lm_eval.evaluator": "Loading torch, transformers and lm-eval's evaluator",
+}
 #: module -> the patches to run when it is imported: the start-up hook's and those of :func:`when_imported`.
 _PATCHES: dict[str, list[Callable[[ModuleType], None]]] = {}
 
 
 class _LoaderWithHook(importlib.abc.Loader):
-    def __init__(self, wrapped: importlib.abc.Loader, patches: list[Callable[[ModuleType], None]]) -> None:
+    def __init__(self, wrapped: importlib.abc.Loader, patches: list[Callable[[ModuleType], None]],
+                 announce: str | None = None) -> None:
         self._wrapped = wrapped
         self._patches = patches
+        self._announce = announce
 
     def create_module(self, spec):  # noqa: D401 - loader protocol
         return self._wrapped.create_module(spec)
 
     def exec_module(self, module: ModuleType) -> None:
+        if self._announce:
+            from harness_ext.startup import say
+
+            say(self._announce)
         self._wrapped.exec_module(module)
         for patch in list(self._patches):
             patch(module)
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
-    """Finds nothing itself; wraps the real loader of a module of :data:`_PATCHES` to run its patches after it."""
+    """Finds nothing itself; wraps the real loader of a module of :data:`_PATCHES` to run its patches after it (and,
+    with the hook on, to say first what a module of :data:`_SLOW_IMPORTS` loads)."""
 
     def find_spec(self, fullname, path, target=None):
-        if fullname not in _PATCHES:
+        announce = _SLOW_IMPORTS.get(fullname)
+        if announce is not None and not _enabled():
+            announce = None
+        if fullname not in _PATCHES and announce is None:
             return None
         spec = importlib.machinery.PathFinder.find_spec(fullname, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _LoaderWithHook(spec.loader, _PATCHES[fullname])
+        spec.loader = _LoaderWithHook(spec.loader, _PATCHES.setdefault(fullname, []), announce)
         return spec
 
 

@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness_ext.plugins import include_paths
+from harness_ext.startup import step
 
 #: lm-eval's backend (``--model``) -> (class name, module prefix) of its ``LM`` subclass.
 BACKENDS: dict[str, tuple[str, str]] = {
@@ -65,7 +66,8 @@ def hf_batch_size(lm: Any) -> int:
 # --------------------------------------------------------------------------- task discovery
 def patch_task_manager_class(cls: type) -> None:
     """Make ``cls.__init__`` prepend our task folders (:func:`~harness_ext.plugins.include_paths`) to
-    ``include_path`` (idempotent)."""
+    ``include_path``, and say that it indexes the tasks and how long that took (:mod:`harness_ext.startup`; lm-eval's
+    whole index is the silent minute of a bare ``lm_eval`` start on a busy machine). Idempotent."""
     if getattr(cls.__init__, "_unlearn_patched", False):
         return
     original = cls.__init__
@@ -78,7 +80,12 @@ def patch_task_manager_class(cls: type) -> None:
         given = bound.arguments.get("include_path")
         given = [] if given is None else list(given) if isinstance(given, (list, tuple)) else [given]
         bound.arguments["include_path"] = [*ours, *[p for p in given if str(p) not in ours]]
-        original(*bound.args, **bound.kwargs)
+        folders = len(bound.arguments["include_path"])
+        what = (f"lm-eval's tasks (every YAML it ships) and those of {folders} more folder(s)"
+                if bound.arguments.get("include_defaults", True) else f"the tasks of {folders} folder(s)")
+        with step(f"Indexing {what} (lm-eval-unlearning's, --include_path)",
+                  lambda s: f"Indexed {len(getattr(self, 'task_index', ()))} tasks, groups and tags in {s:.1f} s"):
+            original(*bound.args, **bound.kwargs)
 
     __init__._unlearn_patched = True  # type: ignore[attr-defined]
     cls.__init__ = __init__

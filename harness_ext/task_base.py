@@ -32,6 +32,7 @@ from harness_ext import provenance
 from harness_ext.input_errors import install_input_error_hook
 from harness_ext.lm_eval_patches import drop_padding_responses, in_document_order
 from harness_ext.request_types import install_request_types
+from harness_ext.startup import say
 
 #: Options that say where data or the model come from, not how a metric is computed (kept out of ``metric_modes``):
 #: names containing one of these, or equal to one of the second set.
@@ -138,7 +139,8 @@ class UnlearningTask(ConfigurableTask):
     def download(self, dataset_kwargs: dict[str, Any] | None = None, **kwargs: Any) -> None:
         """Our tasks build their documents with a ``custom_dataset`` function fed by the metadata; call it directly,
         without lm-eval's generic "Custom kwargs can be passed to --metadata" warning (our options are checked
-        and documented, and an unknown key is an error)."""
+        and documented, and an unknown key is an error). Says that it loads them (:mod:`harness_ext.startup`)."""
+        say("%s: loading its documents", self.config.task)
         if callable(self.config.custom_dataset):
             self.dataset = self.config.custom_dataset(**(self.config.metadata or {}), **(self.config.dataset_kwargs or {}))
         else:

@@ -50,8 +50,23 @@ def relative_links(path: Path) -> list[str]:
 def test_readme_is_a_landing_page():
     text = README.read_text()
     assert len(text.splitlines()) <= 300, "README.md is a landing page: move details into docs/"
-    assert "pip install torch==2.13.0 . && unlearn demo" in text
+    assert "\n    unlearn demo\n" in text.split("## Quick start", 1)[1]
     assert 'pip install torch==2.13.0 -e ".[dev,waterdrum]" && python -m ruff check . && python -m pytest -q' in text
+
+
+def test_readme_install_gives_a_cpu_line_first_then_the_gpu_line():
+    """The first install line of a CPU-only machine takes torch's CPU build (no CUDA wheels), at the version the
+    tests and CI pin; the plain line (a GPU machine) comes after it; the demo's page and the test command say what
+    they were made with and need."""
+    text = README.read_text()
+    install = text.split("## Install", 1)[1].split("\n## ", 1)[0]
+    lines = [line.strip() for line in install.splitlines() if line.startswith("    pip ")]
+    pin = re.search(r"torch==([\d.]+)", (ROOT / ".ci" / "run").read_text()).group(1)
+    assert lines == [f"pip install torch=={pin} --index-url https://download.pytorch.org/whl/cpu && pip install .",
+                     "pip install ."], lines
+    assert f"torch {pin}'s CPU build" in install and f"torch {pin} (CPU build)" in (ROOT / "docs" / "demo.md").read_text()
+    tests = text.split("## Tests", 1)[1].split("\n## ", 1)[0]
+    assert f"pip install torch=={pin} -e" in tests and "Chromium" in tests and "skip" in tests
 
 
 def test_readme_method_count_is_the_registry_s():

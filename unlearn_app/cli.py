@@ -8,6 +8,7 @@ it (``-`` as ``_``) unless :data:`MODULE_OF` says otherwise: ``unlearn COMMAND .
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import pkgutil
 import sys
@@ -70,10 +71,72 @@ def _parser(modules: list[ModuleType]) -> argparse.ArgumentParser:
         "Evaluate any model with `lm_eval --model hf --model_args pretrained=DIR --tasks tofu_forget10`; "
         "this command holds the tools around it.",
     )
+    parser.add_argument("--version", action=_Version, help="Print the versions of lm-eval-unlearning and lm-eval, "
+                        "and exit.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in modules:
         module.add_parsers(sub)
+    _describe(sub)
     return parser
+
+
+def version_text() -> str:
+    """``unlearn X (lm-eval Y)``: the installed versions (``not installed`` for a checkout on PYTHONPATH only)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"unlearn {installed('lm-eval-unlearning')} (lm-eval {installed('lm-eval')})"
+
+
+class _Version(argparse.Action):
+    """``--version``: the versions, read when asked (not on every start)."""
+
+    def __init__(self, option_strings, dest, help=None):  # noqa: A002 - argparse's keyword
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit()
+
+
+def _describe(sub: argparse._SubParsersAction, prefix: str = "") -> None:
+    """Give every subcommand (nested ones too) a description, its one-line help where it has none, and its example
+    commands (:data:`unlearn_app.commands._examples.EXAMPLES`) at the end of its ``--help``."""
+    from unlearn_app.commands._examples import EXAMPLES
+
+    helps = {action.dest: action.help for action in sub._choices_actions}
+    for name, parser in sub.choices.items():
+        command = f"{prefix}{name}"
+        if not parser.description and helps.get(name):
+            parser.description = helps[name]
+        examples = EXAMPLES.get(command, ())
+        if examples:
+            block = "examples:\n" + "\n".join(f"  {line}" for line in examples)
+            parser.epilog = f"{parser.epilog}\n\n{block}" if parser.epilog else block
+            parser.formatter_class = _keeping_examples(parser.formatter_class)
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                _describe(action, f"{command} ")
+
+
+@functools.cache
+def _keeping_examples(formatter: type[argparse.HelpFormatter]) -> type[argparse.HelpFormatter]:
+    """``formatter`` that prints the ``examples:`` block of an epilog line by line (argparse joins lines)."""
+
+    class KeepingExamples(formatter):  # type: ignore[misc, valid-type]
+        def _fill_text(self, text: str, width: int, indent: str) -> str:
+            head, marker, block = text.partition("examples:\n")
+            if not marker:
+                return super()._fill_text(text, width, indent)
+            filled = super()._fill_text(head, width, indent) + "\n\n" if head.strip() else ""
+            return filled + indent + marker + "".join(indent + line + "\n" for line in block.splitlines())
+
+    return KeepingExamples
 
 
 def main(argv: list[str] | None = None) -> int:

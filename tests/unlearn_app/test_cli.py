@@ -25,6 +25,18 @@ def _run(args, env=None, timeout=600):
 def test_bare_lm_eval_finds_and_runs_our_task(bare_lm_eval_run):
     proc, out = bare_lm_eval_run  # tests/conftest.py: `lm_eval --tasks tofu_forget01_likelihood ...` on the tiny model
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # while it starts, it says what it does (harness_ext.startup), before lm-eval's own first line but its reading
+    # of the command line (the --limit warning): its evaluator loading, the task index, our task's documents
+    lines = proc.stderr.splitlines()
+
+    def first(text: str) -> int:
+        return next(n for n, line in enumerate(lines) if text in line)
+
+    loading = first("[lm_eval_unlearning:")
+    assert "Loading torch, transformers and lm-eval's evaluator" in lines[loading]
+    assert all("--limit" in line for line in lines[:loading]), lines[:loading]
+    assert loading < first("Indexing lm-eval's tasks") < first("] Indexed ") < first("Selected Tasks")
+    assert first("Initializing hf model") < first("tofu_forget01_likelihood: loading its documents") < first("Running ")
     assert "forget_truth_ratio" in proc.stdout and "mia_min_k_auc" in proc.stdout
     (results,) = list(out.rglob("results_*.json"))
     assert "forget_prob,none" in json.loads(results.read_text())["results"]["tofu_forget01_likelihood"]
@@ -94,6 +106,25 @@ def test_unlearn_demo_shows_forgetting_numbers(demo_run):
     assert f"| Forget probability | {attack['target']:.4f} | {attack['before']:.4f} | {attack['after']:.4f} |" in report
     assert "Forget Quality" in proc.stdout
     assert (tmp_path / "forget_quality_vs_utility.png").is_file()
+
+
+@pytest.mark.slow
+def test_the_demo_outputs_make_a_fully_verified_submission(demo_run, tmp_path, capsys):
+    """The demo's evaluations log their samples: its NPO model and run, submitted against its retain run, have every
+    number recomputed from per-item values (Forget Quality, PrivLeak and the reference MIA against the retain run's),
+    none unverified, and the board's validation agrees (docs/demo.md)."""
+    from unlearn_app.cli import main
+
+    out, proc = demo_run
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    board = tmp_path / "board"
+    assert main(["submit", str(out / "models" / "npo"), str(out / "eval" / "npo"), "--reference",
+                 str(out / "eval" / "retain"), "--to", str(board)]) == 0
+    said = re.search(r"^submission (npo-npo-\w+): validated; (\d+) aggregate\(s\) recomputed from per-item values, "
+                     r"0 unverified$", capsys.readouterr().out, re.M)
+    assert said and int(said.group(2)) > 40  # the TOFU task's and the seven format tasks' numbers
+    assert main(["leaderboard", "validate", str(board)]) == 0
+    assert re.search(rf"^validated {said.group(1)}", capsys.readouterr().out, re.M)
 
 
 @pytest.mark.slow

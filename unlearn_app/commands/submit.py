@@ -18,6 +18,11 @@ def _cmd_submit(args: argparse.Namespace) -> int:
     from unlearn_app.leaderboard.submission import SubmissionError, build
     from unlearn_app.leaderboard.validate import check_folder
 
+    if args.private:  # the flag of the old default (public); uploads are private unless --public now
+        if args.public:
+            return error("--private and --public contradict each other; give --public for a public dataset")
+        print("unlearn submit: --private is the default now (as for `unlearn run` and `unlearn push`); the flag can "
+              "go", file=sys.stderr)
     if (args.repo is None) == (args.to is None):
         return error("give one destination: --repo OWNER/DATASET (a Hub dataset) or --to DIR (a local folder)")
     if args.repo is not None and not store.HUB_ID.fullmatch(args.repo):
@@ -63,7 +68,7 @@ def _cmd_submit(args: argparse.Namespace) -> int:
         if args.to is not None:
             print(f"written: {store.save_local(built, args.to)}")
         else:
-            print(f"uploaded: {store.upload(built, args.repo, private=args.private)}")
+            print(f"uploaded: {store.upload(built, args.repo, private=not args.public)}")
     except store.StoreError as e:
         return error(str(e))
     return 0
@@ -95,7 +100,10 @@ def add_parsers(sub) -> None:
                    "goes over the run config's method_params).")
     p.add_argument("--submitter", help="Who submits (free text).")
     p.add_argument("--notes", help="Free text shown on the submission's page.")
-    p.add_argument("--private", action="store_true", help="Create the dataset private (default public).")
+    p.add_argument("--public", action="store_true", help="Create --repo public when it does not exist yet (default "
+                   "private, as for `unlearn run --push-to-hub` and `unlearn push`; a dataset that exists keeps its "
+                   "visibility).")
+    p.add_argument("--private", action="store_true", help=argparse.SUPPRESS)  # the old flag, now the default
     p.add_argument("--allow-mismatch", dest="allow_mismatch", action="store_true",
                    help="Upload even when a number does not follow from its per-item values (the board's validation "
                    "will still refuse it).")

@@ -91,7 +91,8 @@ def run_clear_demo(workdir: Path, seed: int = 0, epochs: int = 30, quiet: bool =
     for name in order:
         run_meta = meta if name == "gold" else {**meta, "reference": str(wd / "eval" / "gold")}
         res = run_lm_eval(models[name], [TASK], wd / "eval" / name.replace(" ", "_").strip("()"), run_meta,
-                          backend="hf-multimodal", batch_size=8, gen_kwargs="max_gen_toks=24")
+                          backend="hf-multimodal", batch_size=8, gen_kwargs="max_gen_toks=24",
+                          log_samples=True)
         table[name] = task_metrics(res)[TASK]
         from unlearn_methods.vlm import load_vision_model
 

@@ -90,7 +90,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     _stage(3, total, f"Evaluating the retain model with {TASK} ({cfg.backend}): the reference")
     with without_warning("unlearn_tasks.tofu.task", "%s: no reference log given"):  # this run is the reference
         table = {"retain": task_metrics(run_lm_eval(models["retain"], [TASK], retain_out, common,
-                                                    backend=cfg.backend, batch_size=8))[TASK]}
+                                                    backend=cfg.backend, batch_size=8, log_samples=True))[TASK]}
     table["retain"]["forget_quality"], table["retain"]["privleak"] = 1.0, 0.0  # by definition
 
     adapters: dict[str, Path] = {}
@@ -106,7 +106,7 @@ def run_pretrained_demo(cfg: PretrainedDemoConfig) -> dict[str, dict[str, float]
     meta = {**common, "reference": str(retain_out)}
     for name, extra in [("target", None), *((m, {"peft": str(a)}) for m, a in adapters.items())]:
         res = run_lm_eval(models["target"], [TASK], wd / "eval" / name, meta, backend=cfg.backend, batch_size=8,
-                          extra_model_args=extra)
+                          extra_model_args=extra, log_samples=True)
         table[name] = task_metrics(res)[TASK]
 
     ordered = {name: table[name] for name in ["target", *adapters, "retain"]}

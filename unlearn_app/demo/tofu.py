@@ -126,7 +126,8 @@ def _run_demo(cfg: DemoConfig) -> dict[str, dict[str, float]]:
                  else contextlib.nullcontext())
         with quiet:
             res = run_lm_eval(models[name], [task, FORMATS_GROUP],
-                              retain_out if name == "retain" else wd / "eval" / name, meta, backend=cfg.backend)
+                              retain_out if name == "retain" else wd / "eval" / name, meta, backend=cfg.backend,
+                              log_samples=True)  # per-item values: `unlearn submit` recomputes every number
         per_task = task_metrics(res)
         provenance[name] = {t: c.get("provenance") for t, c in (res.get("configs") or {}).items() if isinstance(c, dict)}
         table[name] = per_task[task]

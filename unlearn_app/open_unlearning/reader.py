@@ -297,6 +297,8 @@ class OuReference:
     min_k_auc: float
     source: str
     path: str
+    #: the per-item answer losses of its LOSS attack (``forget``, ``holdout``, item order): the reference MIA's
+    losses: dict[str, list[float]] | None = None
 
 
 def _digest(path: Path) -> str:
@@ -339,7 +341,8 @@ def _reference(path: str, bench: str, task: str, n_forget: int | None, run_eval:
             needs = "per-item forget truth ratios (forget_truth_ratio.value_by_index) nor " if bench == "TOFU" else ""
             raise OuFolderError(f"the reference {file} holds neither {needs}a Min-K% AUC (mia_min_k), so nothing can be "
                                 "recomputed against it; pass the retain run's complete open-unlearning folder")
-        return OuReference(ratios or None, NAN if auc is None else auc, f"open-unlearning log {file}", str(file))
+        return OuReference(ratios or None, NAN if auc is None else auc, f"open-unlearning log {file}", str(file),
+                           _losses(logs))
     try:
         if bench == "TOFU":
             from unlearn_tasks.tofu.reference import load_reference as load_tofu
@@ -350,7 +353,7 @@ def _reference(path: str, bench: str, task: str, n_forget: int | None, run_eval:
                                     "for it; put forget01/forget05/forget10 in its folder name")
             ref = load_tofu(path, split, n_forget=n_forget)
             return OuReference(ref.forget_truth_ratios, ref.mia_auc.get("mia_min_k_auc", NAN), ref.source,
-                               str(ref.path or path))
+                               str(ref.path or path), ref.losses)
         from unlearn_tasks.muse.reference import load_reference as load_muse
 
         corpus = task.removeprefix("muse_")
@@ -358,7 +361,7 @@ def _reference(path: str, bench: str, task: str, n_forget: int | None, run_eval:
             raise OuFolderError(f"cannot tell the MUSE corpus of the open-unlearning run to read the reference {path} "
                                 "for it; put News or Books in its folder name")
         ref = load_muse(path, corpus)
-        return OuReference(None, ref.mia_auc.get("mia_min_k_auc", NAN), ref.source, str(ref.path or path))
+        return OuReference(None, ref.mia_auc.get("mia_min_k_auc", NAN), ref.source, str(ref.path or path), ref.losses)
     except (ReferenceLogError, FileNotFoundError) as e:
         raise OuFolderError(f"reference {path}: {e}") from None
 
@@ -465,6 +468,29 @@ def _against_reference(kind: str, logs: dict[str, Any], ref: OuReference, eval_f
     return mia.privleak(auc, ref.min_k_auc)
 
 
+def _losses(logs: dict[str, Any]) -> dict[str, list[float]] | None:
+    """The per-item answer losses of an OU log's LOSS attack (``mia_loss``), None without them."""
+    from unlearn_tasks.reference_logs import open_unlearning_losses
+
+    try:
+        return open_unlearning_losses(logs.get("mia_loss"))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _reference_mia(logs: dict[str, Any], ref: OuReference) -> float | None:
+    """The reference MIA (``mia_reference_auc``) recomputed as our TOFU / MUSE tasks compute it: the AUROC of each
+    item's answer loss minus the reference's (:func:`unlearn_tasks.tofu.aggregate.reference_mia_auc`); None when the
+    run or the reference has no per-item losses."""
+    mine = _losses(logs)
+    if not mine or not ref.losses:
+        return None
+    if any(len(mine[s]) != len(ref.losses.get(s) or []) for s in ("forget", "holdout")):
+        raise Unusable(f"the run's mia_loss and the reference {ref.path}'s hold different numbers of items")
+    scores = {s: [a - b for a, b in zip(mine[s], ref.losses[s])] for s in ("forget", "holdout")}
+    return mia.mia_auroc(scores["forget"], scores["holdout"])
+
+
 def read_benchmark(bench: str, folder: Path, eval_file: Path | None, summary_file: Path | None,
                    reference: str | dict[str, str] | None = None) -> OuTask:
     """One benchmark's metrics under our names (see the module docstring)."""
@@ -497,6 +523,9 @@ def read_benchmark(bench: str, folder: Path, eval_file: Path | None, summary_fil
         try:
             if kind in ("forget_quality", "privleak") and ref is not None:
                 value = _against_reference(kind, logs, ref, eval_file, folder)
+            elif key == "mia_reference" and ref is not None and ref.losses:
+                value = _reference_mia(logs, ref)
+                value = _recompute(kind, entry, logs, key) if value is None else value
             else:
                 value = _recompute(kind, entry, logs, key)
         except Unusable as e:
