@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,23 +57,28 @@ def threshold_of(modes: Mapping[str, Any] | None) -> float:
     return float(value)
 
 
-def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, float]:
-    """Every judge metric from the samples' verdict records; ValueError naming the first bad line."""
+def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], modes: Mapping[str, Any] | float | None = None
+                            ) -> dict[str, float]:
+    """Every judge metric from the samples' verdict records, by the benchmark and ROUGE-L threshold of the run's
+    ``metric_modes`` (a bare number: the threshold of a TOFU run); ValueError naming the first bad line."""
+    from unlearn_app.judge.benchmarks import of_modes
+
+    if isinstance(modes, (int, float)) and not isinstance(modes, bool):
+        modes = {"rouge_threshold": modes}
+    bench = of_modes(modes)
     records = []
     for row in rows:
         rec = row.get(RECORD)
-        ok = isinstance(rec, dict) and rec.get("split") in verdicts.SHARE_NAMES and rec.get("verdict") in \
-            verdicts.VERDICTS and isinstance(rec.get("rougeL_recall"), (int, float)) and not isinstance(
-                rec.get("rougeL_recall"), bool) and math.isfinite(rec["rougeL_recall"])
-        if not ok:
-            raise ValueError(f"document {row.get('doc_id')} has no verdict record (split, verdict, rougeL_recall)")
+        if not bench.record_ok(rec):
+            what = "split, verdict, rougeL_recall" if bench.uses_rouge else "split, verdict, scores"
+            raise ValueError(f"document {row.get('doc_id')} has no verdict record ({what})")
         records.append(rec)
-    return verdicts.aggregate(records, threshold)
+    return bench.aggregate(records, modes)
 
 
-def directions(metrics: Mapping[str, float]) -> dict[str, bool]:
-    """lm-eval's ``higher_is_better`` of each metric."""
-    lower = verdicts.lower_is_better()
+def directions(metrics: Mapping[str, float], lower: set[str] | None = None) -> dict[str, bool]:
+    """lm-eval's ``higher_is_better`` of each metric (``lower``: the lower-is-better ones; default TOFU's)."""
+    lower = verdicts.lower_is_better() if lower is None else lower
     return {m: m not in lower for m in metrics}
 
 
@@ -84,14 +88,14 @@ def stamp() -> str:
 
 
 def write_outputs(folder: Path, tasks: Mapping[str, tuple[Sequence[Judged], dict[str, float]]],
-                  provenance: Mapping[str, Any], when: str) -> list[Path]:
+                  provenance: Mapping[str, Any], when: str, lower: set[str] | None = None) -> list[Path]:
     """``results_<when>.json`` and one samples file per judge task in ``folder``; returns the files written."""
     results, configs, better, sizes, written = {}, {}, {}, {}, []
     for task, (judged, metrics) in tasks.items():
         results[task] = {"alias": task, **{f"{m},none": v for m, v in metrics.items()},
                          **{f"{m}_stderr,none": "N/A" for m in metrics}}
         configs[task] = {"task": task, "provenance": dict(provenance)}
-        better[task] = directions(metrics)
+        better[task] = directions(metrics, lower)
         sizes[task] = {"original": len(judged), "effective": len(judged)}
         path = folder / f"samples_{task}_{when}.jsonl"
         path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in sample_lines(judged)),
