@@ -58,6 +58,15 @@ def test_factuality_prompt_scale_and_aggregate_by_hand():
         verdicts.score_aggregate([{"split": "test", "verdict": "yes"}], ("test",), "FACTUALITY", "factuality")
 
 
+def test_the_question_is_read_back_from_either_modes_prompt():
+    from unlearn_tasks.mllmu.prompts import generation_prompt, generation_question
+
+    for image in (True, False):
+        for question in ("Who is she?", "Two\nlines?", "USER: ASSISTANT: odd?"):
+            assert generation_question(generation_prompt(question, image)) == question
+    assert generation_question("USER: Q?\nJust give ONE letter representing the answer directly.\nASSISTANT:") is None
+
+
 def test_a_score_prompt_must_fit_its_benchmark(tmp_path):
     head = "name: x\nversion: 1\nfamily: x\nsets: forget\nmax_gen_toks: 9\n"
     body = "---\n{question} {ground_truth} {answer}\n"

@@ -134,7 +134,7 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path, bench) -> int:
         return error(f"the judge could not be asked ({type(e).__name__}: {str(e)[:200]})")
     used = {s: p.identity() for s, p in prompts.items()}
     modes = {"judge": f"{judge['model']}@{judge['revision']}", "prompts": args.prompts,
-             "rouge_threshold": args.rouge_threshold, "chat_template": chat}
+             **({"rouge_threshold": args.rouge_threshold} if bench.uses_rouge else {}), "chat_template": chat}
     provenance = {"package": "lm-eval-unlearning", "version": package_version(), "git_commit": git_commit(),
                   "metric_modes": modes, "reference": None, "judge": judge, "prompts": used,
                   "generations": {"kind": gens.kind, "files": [f.name for f in gens.files]}}

@@ -19,6 +19,8 @@ from typing import Any
 
 from unlearn_tasks.metrics import judge as verdicts
 
+#: ROUGE-L recall at or above which ROUGE says a TOFU answer carries the fact (the agreement's threshold).
+ROUGE_THRESHOLD = 0.5
 #: (split, index, question, ground truth, answer) of one samples line, unchecked (``_item`` checks the types).
 RawItem = tuple[Any, Any, Any, Any, Any]
 
@@ -31,6 +33,14 @@ def generation(row: Mapping[str, Any]) -> str | None:
         if isinstance(resp, str):
             return resp
     return None
+
+
+def threshold_of(modes: Mapping[str, Any] | None) -> float:
+    """The run's ROUGE-L threshold from its ``metric_modes``; ValueError when it is not a number in [0, 1]."""
+    value = (modes or {}).get("rouge_threshold", ROUGE_THRESHOLD)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ValueError(f"rouge_threshold {value!r} is not a number from 0 to 1")
+    return float(value)
 
 
 def _finite(x: Any) -> bool:
@@ -77,8 +87,6 @@ class JudgedBenchmark:
             and _finite(rec.get("rougeL_recall"))
 
     def aggregate(self, records: Iterable[Mapping], modes: Mapping[str, Any] | None) -> dict[str, float]:
-        from unlearn_app.judge.results import threshold_of
-
         return verdicts.aggregate(records, threshold_of(modes))
 
     def lower_is_better(self) -> set[str]:
@@ -142,16 +150,4 @@ class MllmuJudged(JudgedBenchmark):
 
 
 BENCHMARKS: dict[str, JudgedBenchmark] = {b.name: b for b in (JudgedBenchmark(), MllmuJudged())}
-
-
-def of_modes(modes: Mapping[str, Any] | None) -> JudgedBenchmark:
-    """The benchmark a judge run's ``metric_modes`` judged (its prompt family's; TOFU for a family this package does
-    not hold, whose numbers are then left unverified elsewhere)."""
-    from unlearn_app.judge.prompt_files import PromptError, family_benchmark, family_prompts
-
-    family = (modes or {}).get("prompts")
-    try:
-        return family_benchmark(family_prompts(family).values()) if isinstance(family, str) else BENCHMARKS["tofu"]
-    except PromptError:
-        return BENCHMARKS["tofu"]
 

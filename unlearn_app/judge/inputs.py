@@ -80,8 +80,9 @@ def read_generations(run: str | Path, bench: JudgedBenchmark = TOFU) -> Generati
         return _from_ou(path if path.is_dir() else path.parent, root)
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         if not (path / "eval").is_dir():
+            task = "tofu_forgetNN" if bench is TOFU else "mllmu_forgetNN"
             raise JudgeInputError(f"{run} is an `unlearn run` folder without an evaluation (eval/); run it with "
-                                  "--eval-tasks tofu_forgetNN, or give the lm-eval output folder of its evaluation.")
+                                  f"--eval-tasks {task}, or give the lm-eval output folder of its evaluation.")
         path = _no_link(path / "eval", root)
     return _from_samples(_samples_of_run(path, root, bench), bench)
 

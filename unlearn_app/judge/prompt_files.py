@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from unlearn_app.judge.benchmarks import BENCHMARKS, JudgedBenchmark
 from unlearn_tasks.metrics import judge as verdicts
@@ -135,3 +137,14 @@ def family_benchmark(prompts) -> JudgedBenchmark:
         raise PromptError(f"prompts {', '.join(sorted(p.name for p in prompts))} judge different benchmarks "
                           f"({', '.join(sorted(names))}); one family judges one benchmark")
     return BENCHMARKS[names.pop()]
+
+
+def benchmark_of_modes(modes: Mapping[str, Any] | None) -> JudgedBenchmark:
+    """The benchmark a judge run's ``metric_modes`` judged (its prompt family's; TOFU for a family this package does
+    not hold, whose numbers are then left unverified elsewhere)."""
+    family = (modes or {}).get("prompts")
+    try:
+        return family_benchmark(family_prompts(family).values()) if isinstance(family, str) else BENCHMARKS["tofu"]
+    except PromptError:
+        return BENCHMARKS["tofu"]
+

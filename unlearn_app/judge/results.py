@@ -14,13 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unlearn_app.judge.benchmarks import ROUGE_THRESHOLD, threshold_of  # noqa: F401 (the judge's results API)
 from unlearn_tasks.metrics import judge as verdicts
 
 PREFIX = "judge_"
 #: The key of a sample line that holds its verdict record.
 RECORD = "judge"
-#: ROUGE-L recall at or above which ROUGE says an answer carries the fact (the agreement's threshold).
-ROUGE_THRESHOLD = 0.5
 
 
 def is_judge_task(name: str) -> bool:
@@ -49,23 +48,15 @@ def sample_lines(judged: Sequence[Judged]) -> list[dict[str, Any]]:
             for i, j in enumerate(judged)]
 
 
-def threshold_of(modes: Mapping[str, Any] | None) -> float:
-    """The run's ROUGE-L threshold from its ``metric_modes``; ValueError when it is not a number in [0, 1]."""
-    value = (modes or {}).get("rouge_threshold", ROUGE_THRESHOLD)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"rouge_threshold {value!r} is not a number from 0 to 1")
-    return float(value)
-
-
 def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], modes: Mapping[str, Any] | float | None = None
                             ) -> dict[str, float]:
     """Every judge metric from the samples' verdict records, by the benchmark and ROUGE-L threshold of the run's
     ``metric_modes`` (a bare number: the threshold of a TOFU run); ValueError naming the first bad line."""
-    from unlearn_app.judge.benchmarks import of_modes
+    from unlearn_app.judge.prompt_files import benchmark_of_modes
 
     if isinstance(modes, (int, float)) and not isinstance(modes, bool):
         modes = {"rouge_threshold": modes}
-    bench = of_modes(modes)
+    bench = benchmark_of_modes(modes)
     records = []
     for row in rows:
         rec = row.get(RECORD)
