@@ -141,18 +141,21 @@ def test_leaderboard_rederives_the_factuality_and_catches_an_edit(tmp_path, caps
     finite = {k: v for k, v in EXPECTED.items() if not math.isnan(v)}
     assert check.recomputed[JUDGED] == pytest.approx(finite) and JUDGED not in check.unverified
 
-    edited = tmp_path / "edited"  # one record's score raised (forget mean 17/3 then): its reply says otherwise
+    edited = tmp_path / "edited"  # a record's score raised (its reply says otherwise), an answer swapped
     edited.mkdir()
     for f in out.iterdir():
         text = f.read_text()
         if f.name.startswith("samples_"):
             rows = [json.loads(x) for x in text.splitlines()]
             rows[1]["judge"]["scores"]["FACTUALITY"] = 4.0
+            rows[2]["doc"]["answer"] = "She lives in Quito."  # an answer that is not the model's
             text = "".join(json.dumps(r) + "\n" for r in rows)
         (edited / f.name).write_text(text)
     check = check_folder(write(build([run, edited], model_id="org/model", revision="0" * 40, method="ga"),
                                tmp_path / "board2"))
     assert not check.ok and any("document 1: verdict 'scored' stored, but its reply" in e for e in check.errors)
+    assert any("document 2: its question, ground truth or answer is not what mllmu_forget05_text's generations hold"
+               in e for e in check.errors)
 
     alone = check_folder(write(build([out], model_id="org/model", revision="0" * 40, method="ga"),
                                tmp_path / "board3"))  # without the generations judged: unverified, not validated
