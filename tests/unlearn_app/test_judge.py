@@ -286,7 +286,7 @@ def test_bad_input_is_one_line_and_writes_nothing(tmp_path, capsys):
          "is a symbolic link"),
         ([str(run), "--judge", "j", "--backend", "local-completions"], "needs --base-url"),
         ([str(run), "--judge", "j", "--prompts", "nope", "--base-url", "http://x/v1", "--backend",
-          "local-completions"], "no such prompt family; known: ou-pr133, yes-no"),
+          "local-completions"], "no such prompt family; known: mllmu-factuality, ou-pr133, yes-no"),
         ([str(bad), "--judge", "j", "--backend", "local-completions", "--base-url", "http://127.0.0.1:1/v1"],
          "No lm-eval results_*.json"),
         ([str(bad / f"samples_{TASK}_{STAMP}.jsonl"), "--judge", "j", "--backend", "local-completions",

@@ -1,6 +1,7 @@
 """``unlearn judge``: a model as judge of a run's generated TOFU answers (does the forget answer reveal the fact?
 is the retain / real-authors / world-facts answer still correct?), with per-item verdicts, aggregates and the
-judge's agreement with ROUGE-L recall, in lm-eval's results schema (:mod:`unlearn_app.judge`)."""
+judge's agreement with ROUGE-L recall, or of MLLMU-Bench's generated answers (a 1-10 factuality score), in lm-eval's
+results schema (:mod:`unlearn_app.judge`)."""
 
 from __future__ import annotations
 
@@ -70,13 +71,14 @@ def _problem(args: argparse.Namespace) -> str | None:
 
 
 def _cmd_judge(args: argparse.Namespace) -> int:
-    from unlearn_app.judge.prompt_files import PromptError, family_prompts
+    from unlearn_app.judge.prompt_files import PromptError, family_benchmark, family_prompts
 
     problem = _problem(args)
     if problem:
         return error(problem)
     try:
         prompts = family_prompts(args.prompts)
+        bench = family_benchmark(prompts.values())
     except PromptError as e:
         return error(str(e))
     out = _out_folder(args)
@@ -90,13 +92,13 @@ def _cmd_judge(args: argparse.Namespace) -> int:
     from unlearn_app.judge.inputs import JudgeInputError, read_generations
 
     try:
-        gens = read_generations(args.run)
+        gens = read_generations(args.run, bench)
     except JudgeInputError as e:
         return error(str(e))
-    return _judge(args, gens, prompts, out)
+    return _judge(args, gens, prompts, out, bench)
 
 
-def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
+def _judge(args: argparse.Namespace, gens, prompts, out: Path, bench) -> int:
     from harness_ext.provenance import git_commit, package_version
     from unlearn_app.judge import ask
     from unlearn_app.judge.cache import VerdictCache
@@ -122,7 +124,7 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
 
     try:
         cache = VerdictCache(_cache_folder(args)[0])
-        done = run_pass(gens, prompts, judge, chat, cache, asker, args.rouge_threshold)
+        done = run_pass(gens, prompts, judge, chat, cache, asker, args.rouge_threshold, bench)
     except (CacheError, ask.JudgeReplyError) as e:
         return error(str(e))
     except ModuleNotFoundError as e:
@@ -132,12 +134,12 @@ def _judge(args: argparse.Namespace, gens, prompts, out: Path) -> int:
         return error(f"the judge could not be asked ({type(e).__name__}: {str(e)[:200]})")
     used = {s: p.identity() for s, p in prompts.items()}
     modes = {"judge": f"{judge['model']}@{judge['revision']}", "prompts": args.prompts,
-             "rouge_threshold": args.rouge_threshold, "chat_template": chat}
+             **({"rouge_threshold": args.rouge_threshold} if bench.uses_rouge else {}), "chat_template": chat}
     provenance = {"package": "lm-eval-unlearning", "version": package_version(), "git_commit": git_commit(),
                   "metric_modes": modes, "reference": None, "judge": judge, "prompts": used,
                   "generations": {"kind": gens.kind, "files": [f.name for f in gens.files]}}
     with output_guard.replaced_folder(out) as folder:
-        write_outputs(folder, done.tasks, provenance, stamp())
+        write_outputs(folder, done.tasks, provenance, stamp(), bench.lower_is_better())
     revision = judge["revision"][:19] if judge["revision"].startswith("sha256:") else judge["revision"]
     if done.cut:
         print(f"note: {done.cut} of the judge's replies were longer than {MAX_REPLY_CHARS:,} characters; each is "
@@ -158,15 +160,18 @@ def add_parsers(sub) -> None:
     from unlearn_app.judge.results import ROUGE_THRESHOLD
 
     p = sub.add_parser(
-        "judge", help="A model as judge of a run's generated TOFU answers (revealed? still correct?).",
+        "judge", help="A model as judge of a run's generated TOFU answers (revealed? still correct?) or MLLMU-Bench "
+        "answers (1-10 factuality).",
         description="Ask a judge model, through lm-eval's own model classes, whether each generated forget answer "
         "of RUN reveals the ground truth's fact and whether each retain / real-authors / world-facts answer is still "
-        "correct; write per-item verdicts and their shares (with unparsable replies counted, and the agreement with "
+        "correct (or, with --prompts mllmu-factuality, score each MLLMU-Bench generated answer 1-10 for factuality "
+        "against its ground truth); write per-item verdicts and their shares (with unparsable replies counted, and the agreement with "
         "ROUGE-L recall) as an lm-eval results folder that `unlearn report`, `unlearn ci --from-results` and "
         "`unlearn submit` read. Replies are cached: a rerun asks nothing it asked before. See docs/judge.md.",
         formatter_class=DefaultsHelpFormatter)
     p.add_argument("run", metavar="RUN", help="lm-eval's samples_<task>_*.jsonl file or output folder (run with "
-                   "--log_samples on tofu_forgetNN or tofu_forgetNN_rouge), an `unlearn run` folder, or an "
+                   "--log_samples on tofu_forgetNN or tofu_forgetNN_rouge; for mllmu-factuality on "
+                   "mllmu_forgetNN_image or _text), an `unlearn run` folder, or an "
                    "open-unlearning evaluation folder (TOFU_EVAL.json).")
     p.add_argument("--judge", required=True, metavar="MODEL", help="The judge: a model folder or Hub id (hf, vllm), "
                    "or the model name the server serves (local-completions, local-chat-completions).")
@@ -177,12 +182,13 @@ def add_parsers(sub) -> None:
     p.add_argument("--judge-revision", dest="judge_revision", help="The judge's Hub revision; for a served model, "
                    "the revision to record (default: a folder's file hash, the Hub cache's commit, or 'unknown').")
     p.add_argument("--prompts", default="yes-no", help="The prompt family: yes-no (this package's), or ou-pr133 "
-                   "(the 0-10 scores of open-unlearning's LLM-judge pull request).")
+                   "(the 0-10 scores of open-unlearning's LLM-judge pull request), for TOFU; mllmu-factuality (the "
+                   "1-10 factuality score of MLLMU-Bench's release, in this package's wording) for MLLMU-Bench.")
     p.add_argument("--chat-template", dest="chat_template", default="auto", choices=("auto", "yes", "no"),
                    help="Send each prompt through the judge's chat template (hf, vllm; auto: when its tokenizer "
                    "has one). Chat completions always use the server's, plain completions never.")
     p.add_argument("--rouge-threshold", dest="rouge_threshold", type=float_range(0.0, 1.0), default=ROUGE_THRESHOLD,
-                   help="ROUGE-L recall at or above which ROUGE counts an answer as carrying the fact (for the "
+                   help="TOFU families: ROUGE-L recall at or above which ROUGE counts an answer as carrying the fact (for the "
                    "agreement with the judge).")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=8, help="hf / vllm batch size.")
     p.add_argument("--device", help="hf device (default: cuda when torch sees a GPU, else cpu).")

@@ -1,11 +1,12 @@
-"""The generations a judge reads: question, ground-truth answer and the model's greedy answer of every item of the
-TOFU sets that are generated (forget, retain, real authors, world facts), from
+"""The generations a judge reads: question, ground-truth answer and the model's greedy answer of every item of a
+benchmark's generated sets (:mod:`.benchmarks`: TOFU's forget, retain, real authors, world facts; MLLMU-Bench's
+forget, test, retain, celebrity generation questions), from
 
 * lm-eval's samples files (``lm_eval --log_samples``: ``samples_<task>_<date>.jsonl`` of ``tofu_forgetNN`` or
   ``tofu_forgetNN_rouge``; each line's ``doc`` holds ``split``, ``index``, ``question``, ``answer``, and its
-  ``filtered_resps`` the generation first), given as a file, an lm-eval output folder or its results file;
+  ``filtered_resps`` the generation first; MLLMU-Bench: ``samples_mllmu_forgetNN_image_<date>.jsonl``), given as a file, an lm-eval output folder or its results file;
 * an ``unlearn run`` folder (its evaluation, ``eval/``, is such an lm-eval output folder);
-* an open-unlearning evaluation folder (``TOFU_EVAL.json``: ``<set>_Q_A_ROUGE.value_by_index`` holds per item
+* an open-unlearning evaluation folder (TOFU only; ``TOFU_EVAL.json``: ``<set>_Q_A_ROUGE.value_by_index`` holds per item
   ``input``, ``ground_truth`` and ``generation``; ``input`` is the prompt as open-unlearning decoded it).
 
 The files are untrusted: no symbolic link is followed, and anything unreadable is a one-line
@@ -18,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from unlearn_tasks.metrics.judge import SHARE_NAMES
+from unlearn_app.judge.benchmarks import BENCHMARKS, JudgedBenchmark
 
-SETS = tuple(SHARE_NAMES)
+SETS = BENCHMARKS["tofu"].sets
+TOFU = BENCHMARKS["tofu"]
 #: open-unlearning's key of each set's generations in TOFU_EVAL.json.
 OU_KEYS = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
 #: An open-unlearning ``value_by_index`` key: the item's index in ASCII digits, without leading zeros, at most 9.
@@ -37,7 +39,7 @@ class Item:
     """One generated answer to judge."""
 
     split: str
-    index: int
+    index: int | str  # TOFU: the item's index in its set; MLLMU-Bench: the document's id
     question: str
     ground_truth: str
     answer: str
@@ -60,8 +62,8 @@ def _no_link(path: Path, root: Path) -> Path:
     return path
 
 
-def read_generations(run: str | Path) -> Generations:
-    """The generations of ``run`` (see the module docstring)."""
+def read_generations(run: str | Path, bench: JudgedBenchmark = TOFU) -> Generations:
+    """The generations of ``bench`` in ``run`` (see the module docstring)."""
     from unlearn_app.open_unlearning.reader import is_ou_folder
     from unlearn_methods.checkpoint_folder import CONFIG_FILE
 
@@ -71,46 +73,38 @@ def read_generations(run: str | Path) -> Generations:
         raise JudgeInputError(f"{run} does not exist; give lm-eval's samples file or output folder (--log_samples), "
                               "an `unlearn run` folder or an open-unlearning evaluation folder.")
     if path.is_file() and _SAMPLES_NAME.fullmatch(path.name):
-        return _from_samples([path])
+        return _from_samples([path], bench)
     if is_ou_folder(path):
+        if bench is not TOFU:
+            raise JudgeInputError(f"{run} is an open-unlearning evaluation (TOFU); give {bench.hint}")
         return _from_ou(path if path.is_dir() else path.parent, root)
     if path.is_dir() and (path / CONFIG_FILE).is_file():
         if not (path / "eval").is_dir():
+            task = "tofu_forgetNN" if bench is TOFU else "mllmu_forgetNN"
             raise JudgeInputError(f"{run} is an `unlearn run` folder without an evaluation (eval/); run it with "
-                                  "--eval-tasks tofu_forgetNN, or give the lm-eval output folder of its evaluation.")
+                                  f"--eval-tasks {task}, or give the lm-eval output folder of its evaluation.")
         path = _no_link(path / "eval", root)
-    return _from_samples(_samples_of_run(path, root))
+    return _from_samples(_samples_of_run(path, root, bench), bench)
 
 
-def _samples_of_run(path: Path, root: Path) -> list[Path]:
-    """The samples files of the TOFU tasks of the one run under ``path`` (its newest results file's)."""
+def _samples_of_run(path: Path, root: Path, bench: JudgedBenchmark) -> list[Path]:
+    """The samples files of ``bench``'s tasks of the one run under ``path`` (its newest results file's)."""
     from harness_ext.results import ResultsFileError, latest_results_file, read_results_file
     from unlearn_app.leaderboard.recompute import samples_files
-    from unlearn_app.open_unlearning.writer import benchmark_of
 
     try:
         results = _no_link(latest_results_file(path), root)
-        tasks = [t for t in (read_results_file(results).get("results") or {}) if benchmark_of(t) == "TOFU"]
+        tasks = [t for t in (read_results_file(results).get("results") or {}) if bench.is_source_task(t)]
     except (FileNotFoundError, ResultsFileError) as e:
         raise JudgeInputError(str(e)) from None
     files = [f for t in tasks for f in samples_files(results, t)]
     if not files:
-        raise JudgeInputError(f"{results}: no samples file of a TOFU task beside it; run lm_eval with --log_samples "
-                              "(tasks tofu_forgetNN or tofu_forgetNN_rouge).")
+        raise JudgeInputError(f"{results}: no samples file of a {bench.label} task beside it; run lm_eval with "
+                              f"--log_samples and give {bench.hint}.")
     return [_no_link(f, root) for f in files]
 
 
-def generation(row: dict[str, Any]) -> str | None:
-    """The first text among a sample's filtered responses (the generate_until request comes first)."""
-    for resp in row.get("filtered_resps") or []:
-        if isinstance(resp, list) and resp and isinstance(resp[0], str):
-            return resp[0]
-        if isinstance(resp, str):
-            return resp
-    return None
-
-
-def _from_samples(files: list[Path]) -> Generations:
+def _from_samples(files: list[Path], bench: JudgedBenchmark = TOFU) -> Generations:
     from unlearn_app.leaderboard.recompute import FILTER, SamplesError, parse_samples
 
     out = Generations("lm-eval")
@@ -124,27 +118,23 @@ def _from_samples(files: list[Path]) -> Generations:
             raise JudgeInputError(f"cannot read {file}: {e.strerror}") from None
         items = []
         for row in rows:
-            doc = row.get("doc")
-            if str(row.get("filter", FILTER)) != FILTER or not isinstance(doc, dict) or doc.get("split") not in SETS:
-                continue
-            answer = generation(row)
-            if answer is None:
-                continue
-            items.append(_item(doc.get("split"), doc.get("index"), doc.get("question"), doc.get("answer"), answer,
-                               f"{file.name} document {row['doc_id']}"))
+            raw = bench.item_of_row(row) if str(row.get("filter", FILTER)) == FILTER else None
+            if raw is not None:
+                items.append(_item(*raw, f"{file.name} document {row['doc_id']}", bench))
         if items:
             out.items[task] = items
             out.files.append(file)
     if not out.items:
-        raise JudgeInputError(f"{', '.join(f.name for f in files)}: no generated answer of the forget, retain, ra or "
-                              "wf sets; give the samples of tofu_forgetNN or tofu_forgetNN_rouge (generation part).")
+        raise JudgeInputError(f"{', '.join(f.name for f in files)}: no generated answer of the {', '.join(bench.sets)} "
+                              f"sets ({bench.label}); give {bench.hint}.")
     return out
 
 
-def _item(split: Any, index: Any, question: Any, truth: Any, answer: Any, where: str) -> Item:
-    if not isinstance(index, int) or isinstance(index, bool) or not all(
-            isinstance(x, str) for x in (question, truth, answer)):
-        raise JudgeInputError(f"{where}: needs an integer index and the question, ground truth and generation as "
+def _item(split: Any, index: Any, question: Any, truth: Any, answer: Any, where: str,
+          bench: JudgedBenchmark = TOFU) -> Item:
+    if not bench.valid_index(index) or not all(isinstance(x, str) for x in (question, truth, answer)):
+        what = "an integer index" if bench is TOFU else "an id"
+        raise JudgeInputError(f"{where}: needs {what} and the question, ground truth and generation as "
                               "text; give the file as the evaluation wrote it")
     for name, text in (("question", question), ("ground truth", truth), ("generation", answer)):
         try:

@@ -1,5 +1,6 @@
 """One judge pass: every item's prompt, the replies (from the cache, else asked in one batch per prompt), their
-verdicts by the prompt's parse rule, ROUGE-L recall of the same answer, and the aggregates per source task."""
+verdicts (or scores) by the prompt's parse rule, the benchmark's per-item record (TOFU: with ROUGE-L recall of the
+same answer), and the benchmark's aggregates per source task."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 
 from unlearn_app.judge import cache as verdict_cache
 from unlearn_app.judge.ask import JudgeReplyError
+from unlearn_app.judge.benchmarks import BENCHMARKS, JudgedBenchmark
 from unlearn_app.judge.inputs import Generations, Item
 from unlearn_app.judge.prompt_files import Prompt
 from unlearn_app.judge.results import PREFIX, Judged
@@ -64,11 +66,10 @@ def has_chat_template(model: str) -> bool:
 
 
 def run_pass(gens: Generations, prompts: Mapping[str, Prompt], judge: Mapping[str, str], chat: bool,
-             cache: verdict_cache.VerdictCache, asker: Callable[[], Asker], threshold: float) -> Pass:
-    """Judge every item of ``gens``; ``asker`` makes the judge (called only when a reply is not cached)."""
-    from unlearn_tasks.metrics.judge import aggregate
-    from unlearn_tasks.metrics.rouge import rouge_l_recall
-
+             cache: verdict_cache.VerdictCache, asker: Callable[[], Asker], threshold: float,
+             bench: JudgedBenchmark = BENCHMARKS["tofu"]) -> Pass:
+    """Judge every item of ``gens`` (generations of ``bench``); ``asker`` makes the judge (called only when a reply
+    is not cached)."""
     flat: list[tuple[str, Item, Prompt, str]] = []
     for task, items in gens.items.items():
         for item in items:
@@ -98,11 +99,8 @@ def run_pass(gens: Generations, prompts: Mapping[str, Prompt], judge: Mapping[st
                 continue
             reply = cache.get(key) or ""
             verdict, scores = prompt.verdict(reply)
-            record: dict[str, Any] = {"split": item.split, "index": item.index, "verdict": verdict,
-                                      "rougeL_recall": rouge_l_recall(item.ground_truth, item.answer)}
-            if scores is not None:
-                record["scores"] = scores
+            record = bench.record(item.split, item.index, verdict, scores, item.ground_truth, item.answer)
             judged.append(Judged(item.split, item.index, item.question, item.ground_truth, item.answer, prompt.name,
                                  reply, record))
-        out.tasks[PREFIX + task] = (judged, aggregate([j.record for j in judged], threshold))
+        out.tasks[PREFIX + task] = (judged, bench.aggregate([j.record for j in judged], {"rouge_threshold": threshold}))
     return out

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import datetime
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unlearn_app.judge.benchmarks import ROUGE_THRESHOLD, threshold_of  # noqa: F401 (the judge's results API)
 from unlearn_tasks.metrics import judge as verdicts
 
 PREFIX = "judge_"
 #: The key of a sample line that holds its verdict record.
 RECORD = "judge"
-#: ROUGE-L recall at or above which ROUGE says an answer carries the fact (the agreement's threshold).
-ROUGE_THRESHOLD = 0.5
 
 
 def is_judge_task(name: str) -> bool:
@@ -50,31 +48,28 @@ def sample_lines(judged: Sequence[Judged]) -> list[dict[str, Any]]:
             for i, j in enumerate(judged)]
 
 
-def threshold_of(modes: Mapping[str, Any] | None) -> float:
-    """The run's ROUGE-L threshold from its ``metric_modes``; ValueError when it is not a number in [0, 1]."""
-    value = (modes or {}).get("rouge_threshold", ROUGE_THRESHOLD)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise ValueError(f"rouge_threshold {value!r} is not a number from 0 to 1")
-    return float(value)
+def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], modes: Mapping[str, Any] | float | None = None
+                            ) -> dict[str, float]:
+    """Every judge metric from the samples' verdict records, by the benchmark and ROUGE-L threshold of the run's
+    ``metric_modes`` (a bare number: the threshold of a TOFU run); ValueError naming the first bad line."""
+    from unlearn_app.judge.prompt_files import benchmark_of_modes
 
-
-def aggregates_from_samples(rows: Sequence[Mapping[str, Any]], threshold: float) -> dict[str, float]:
-    """Every judge metric from the samples' verdict records; ValueError naming the first bad line."""
+    if isinstance(modes, (int, float)) and not isinstance(modes, bool):
+        modes = {"rouge_threshold": modes}
+    bench = benchmark_of_modes(modes)
     records = []
     for row in rows:
         rec = row.get(RECORD)
-        ok = isinstance(rec, dict) and rec.get("split") in verdicts.SHARE_NAMES and rec.get("verdict") in \
-            verdicts.VERDICTS and isinstance(rec.get("rougeL_recall"), (int, float)) and not isinstance(
-                rec.get("rougeL_recall"), bool) and math.isfinite(rec["rougeL_recall"])
-        if not ok:
-            raise ValueError(f"document {row.get('doc_id')} has no verdict record (split, verdict, rougeL_recall)")
+        if not bench.record_ok(rec):
+            what = "split, verdict, rougeL_recall" if bench.uses_rouge else "split, verdict, scores"
+            raise ValueError(f"document {row.get('doc_id')} has no verdict record ({what})")
         records.append(rec)
-    return verdicts.aggregate(records, threshold)
+    return bench.aggregate(records, modes)
 
 
-def directions(metrics: Mapping[str, float]) -> dict[str, bool]:
-    """lm-eval's ``higher_is_better`` of each metric."""
-    lower = verdicts.lower_is_better()
+def directions(metrics: Mapping[str, float], lower: set[str] | None = None) -> dict[str, bool]:
+    """lm-eval's ``higher_is_better`` of each metric (``lower``: the lower-is-better ones; default TOFU's)."""
+    lower = verdicts.lower_is_better() if lower is None else lower
     return {m: m not in lower for m in metrics}
 
 
@@ -84,14 +79,14 @@ def stamp() -> str:
 
 
 def write_outputs(folder: Path, tasks: Mapping[str, tuple[Sequence[Judged], dict[str, float]]],
-                  provenance: Mapping[str, Any], when: str) -> list[Path]:
+                  provenance: Mapping[str, Any], when: str, lower: set[str] | None = None) -> list[Path]:
     """``results_<when>.json`` and one samples file per judge task in ``folder``; returns the files written."""
     results, configs, better, sizes, written = {}, {}, {}, {}, []
     for task, (judged, metrics) in tasks.items():
         results[task] = {"alias": task, **{f"{m},none": v for m, v in metrics.items()},
                          **{f"{m}_stderr,none": "N/A" for m in metrics}}
         configs[task] = {"task": task, "provenance": dict(provenance)}
-        better[task] = directions(metrics)
+        better[task] = directions(metrics, lower)
         sizes[task] = {"original": len(judged), "effective": len(judged)}
         path = folder / f"samples_{task}_{when}.jsonl"
         path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in sample_lines(judged)),

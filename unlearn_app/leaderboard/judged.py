@@ -5,10 +5,11 @@ A line of a judge task's samples (``judge_<task>``, :mod:`unlearn_app.judge.resu
 index, question, ground truth, answer), the prompt's name, the judge's ``reply`` and the verdict record the
 aggregates are computed from. Validation keeps none of the record:
 
-* the **verdict** is re-derived from the reply by the parse rule of the prompt that the run's provenance names for
-  the item's set, a prompt file this package holds with that name, version and sha256
-  (:mod:`unlearn_app.judge.prompt_files`);
-* **ROUGE-L recall** is recomputed from the item's answer and ground truth, with the function the judge uses;
+* the **verdict** (or score) is re-derived from the reply by the parse rule of the prompt that the run's provenance
+  names for the item's set, a prompt file this package holds with that name, version and sha256
+  (:mod:`unlearn_app.judge.prompt_files`), the whole record by the prompts' benchmark
+  (:mod:`unlearn_app.judge.benchmarks`: TOFU or MLLMU-Bench);
+* **ROUGE-L recall** (TOFU) is recomputed from the item's answer and ground truth, with the function the judge uses;
 * every judged **answer** must be the generation that the submission itself holds for that item (split and index)
   of the judged task (``<task>``: its lm-eval samples, or an open-unlearning run's ``TOFU_EVAL.json``), with its
   question and ground truth, and every generated item there must be judged once.
@@ -26,8 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from unlearn_app.judge.inputs import OU_KEYS, SETS, generation
-from unlearn_app.judge.prompt_files import Prompt, all_prompts
+from unlearn_app.judge.benchmarks import BENCHMARKS, JudgedBenchmark
+from unlearn_app.judge.inputs import OU_KEYS
+from unlearn_app.judge.prompt_files import Prompt, PromptError, all_prompts, family_benchmark
 from unlearn_app.judge.results import PREFIX, RECORD
 
 #: At most this many per-item problems are listed for one task (then their count).
@@ -68,17 +70,24 @@ def _prompts(provenance: Mapping[str, Any] | None) -> dict[str, Prompt] | str:
     return out
 
 
-def generations_of_samples(rows: list[dict[str, Any]]) -> dict[tuple[str, int], tuple[Any, Any, str]]:
+def benchmark_of(provenance: Mapping[str, Any] | None) -> JudgedBenchmark:
+    """The benchmark judged by the prompts the run's provenance names (TOFU when they are not this package's)."""
+    prompts = _prompts(provenance)
+    try:
+        return family_benchmark(prompts.values()) if isinstance(prompts, dict) else BENCHMARKS["tofu"]
+    except PromptError:
+        return BENCHMARKS["tofu"]
+
+
+def generations_of_samples(rows: list[dict[str, Any]], bench: JudgedBenchmark = BENCHMARKS["tofu"]
+                           ) -> dict[tuple[str, Any], tuple[Any, Any, str]]:
     """(split, index) -> (question, ground truth, generation) of the judged task's lm-eval samples, as the judge
-    reads them (:mod:`unlearn_app.judge.inputs`)."""
+    reads them (:mod:`unlearn_app.judge.inputs`, by ``bench``'s reader)."""
     out = {}
     for row in rows:
-        doc = row.get("doc")
-        if str(row.get("filter", "none")) != "none" or not isinstance(doc, dict) or doc.get("split") not in SETS:
-            continue
-        answer = generation(row)
-        if answer is not None and isinstance(doc.get("index"), int):
-            out[(doc["split"], doc["index"])] = (doc.get("question"), doc.get("answer"), answer)
+        raw = bench.item_of_row(row) if str(row.get("filter", "none")) == "none" else None
+        if raw is not None and bench.valid_index(raw[1]):
+            out[(raw[0], raw[1])] = tuple(raw[2:])
     return out
 
 
@@ -105,11 +114,13 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
     """``rows`` (the samples of judge task ``task``) with each verdict record re-derived (see the module
     docstring); ``generated``: the judged task's generations the submission carries (:func:`generations_of_samples`,
     :func:`generations_of_ou`), or None when it carries none."""
-    from unlearn_tasks.metrics.rouge import rouge_l_recall
-
     prompts = _prompts(provenance)
     if isinstance(prompts, str):
         return Rederived(unverifiable=prompts)
+    try:
+        bench = family_benchmark(prompts.values())
+    except PromptError as e:
+        return Rederived(unverifiable=str(e))
     if generated is None:
         return Rederived(unverifiable=f"the generations of {source_task(task)} (its lm-eval samples, or "
                                       "open-unlearning's TOFU_EVAL.json), whose answers it judged, are not in the "
@@ -122,7 +133,7 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
         fields = doc if isinstance(doc, dict) else {}
         split, index = fields.get("split"), fields.get("index")
         texts = [fields.get(k) for k in ("question", "ground_truth", "answer")]
-        if split not in prompts or not isinstance(index, int) or not all(isinstance(t, str) for t in [*texts, reply]) \
+        if split not in prompts or not bench.valid_index(index) or not all(isinstance(t, str) for t in [*texts, reply]) \
                 or not isinstance(record, dict):
             problems.append(f"document {n}: not a judged item (doc with split, index, question, ground_truth and "
                             "answer; the reply; the verdict record)")
@@ -130,12 +141,12 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
         question, truth, answer = texts
         prompt = prompts[split]
         verdict, scores = prompt.verdict(reply)
-        if len(truth.split()) * len(answer.split()) > MAX_ROUGE_CELLS:
+        if bench.uses_rouge and len(truth.split()) * len(answer.split()) > MAX_ROUGE_CELLS:
             problems.append(f"document {n}: its ground truth ({len(truth.split())} words) and answer "
                             f"({len(answer.split())} words) are too long to recompute ROUGE-L (at most "
                             f"{MAX_ROUGE_CELLS} word pairs)")
             continue
-        rouge = rouge_l_recall(truth, answer)
+        rebuilt = bench.record(split, index, verdict, scores, truth, answer)
         key = (split, index)
         if row.get("prompt") != prompt.name:
             problems.append(f"document {n}: judged with prompt {_text(row.get('prompt'))}, but the run names "
@@ -143,9 +154,9 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
         if record.get("verdict") != verdict or (scores is not None and record.get("scores") != scores):
             problems.append(f"document {n}: verdict {_text(record.get('verdict'))} stored, but its reply "
                             f"{_text(reply)} gives {verdict!r} by {prompt.name} version {prompt.version}")
-        stored = record.get("rougeL_recall")
-        if isinstance(stored, bool) or not isinstance(stored, (int, float)) or not math.isclose(
-                stored, rouge, rel_tol=1e-6, abs_tol=1e-9):
+        stored, rouge = record.get("rougeL_recall"), rebuilt.get("rougeL_recall")
+        if rouge is not None and (isinstance(stored, bool) or not isinstance(stored, (int, float)) or not math.isclose(
+                stored, rouge, rel_tol=1e-6, abs_tol=1e-9)):
             shown = f"{stored:.6g}" if isinstance(stored, (int, float)) and not isinstance(stored, bool) else \
                 _text(stored)
             problems.append(f"document {n}: rougeL_recall {shown} stored, but {rouge:.6g} recomputed from its answer "
@@ -162,8 +173,7 @@ def rederive(task: str, rows: list[dict[str, Any]], provenance: Mapping[str, Any
             problems.append(f"document {n}: its question, ground truth or answer is not what "
                             f"{source_task(task)}'s generations hold for {split} item {index}")
         seen.add(key)
-        out.append({**row, RECORD: {"split": split, "index": index, "verdict": verdict, "rougeL_recall": rouge}
-                    | ({"scores": scores} if scores is not None else {})})
+        out.append({**row, RECORD: rebuilt})
     unjudged = len(set(generated) - seen)
     if unjudged:
         problems.append(f"{unjudged} of the {len(generated)} generated answers of {source_task(task)} "

@@ -312,7 +312,8 @@ def _judge_task(rows: list[dict[str, Any]], claimed: Mapping[str, float], modes:
     from unlearn_app.judge.results import aggregates_from_samples, threshold_of
 
     try:
-        values = aggregates_from_samples(rows, threshold_of(modes))
+        threshold_of(modes)  # a threshold that is no number in [0, 1] is the samples' fault
+        values = aggregates_from_samples(rows, modes)
     except (ValueError, TypeError, KeyError) as e:
         raise SamplesError(f"{source}: {str(e)[:120]}") from None
     for metric in claimed:

@@ -361,7 +361,8 @@ def _rederive_judged(check: Check, results: dict[str, Any], samples: dict[str, l
         entry = results.get(source) or {}
         generated = None
         if source in samples:
-            generated = judged.generations_of_samples(samples[source])
+            generated = judged.generations_of_samples(samples[source],
+                                                      judged.benchmark_of(results[task].get("provenance")))
         elif entry.get("kind") == "open-unlearning" and entry.get("items") in files:
             try:
                 generated = judged.generations_of_ou(untrusted.parse_json(files[entry["items"]], entry["items"]))

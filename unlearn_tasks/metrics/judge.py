@@ -3,7 +3,8 @@ shares of verdicts, and the judge's agreement with ROUGE-L recall. Pure function
 
 A verdict is ``"yes"`` (the answer carries the ground truth's fact: on the forget set it *reveals* it, on the retain,
 real-authors and world-facts sets it is *still correct*), ``"no"``, or ``"unparsable"`` (the judge's text follows
-no rule; counted and reported, never guessed)."""
+no rule; counted and reported, never guessed). A prompt that asks for a score alone (MLLMU-Bench's 1-10 factuality)
+gives ``"scored"`` or ``"unparsable"``, and its aggregates are the per-set mean score (:func:`score_aggregate`)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 
-YES, NO, UNPARSABLE = "yes", "no", "unparsable"
+YES, NO, UNPARSABLE, SCORED = "yes", "no", "unparsable", "scored"
 VERDICTS = (YES, NO, UNPARSABLE)
 
 _FIRST_WORD = re.compile(r"[A-Za-z]+")
@@ -29,9 +30,10 @@ def parse_yes_no(text: str) -> str:
     return word if word in (YES, NO) else UNPARSABLE
 
 
-def parse_json_scores(text: str, keys: Sequence[str]) -> dict[str, float] | None:
+def parse_json_scores(text: str, keys: Sequence[str], low: float = 0, high: float = 10,
+                      whole: bool = False) -> dict[str, float] | None:
     """The scores of the last ``{...}`` object in the judge's text when it holds exactly ``keys``, each a number
-    from 0 to 10; None otherwise."""
+    from ``low`` to ``high`` (a JSON integer when ``whole``); None otherwise."""
     for match in reversed(list(_JSON_OBJECT.finditer(text or ""))):
         try:
             found = json.loads(match.group(0))
@@ -39,7 +41,8 @@ def parse_json_scores(text: str, keys: Sequence[str]) -> dict[str, float] | None
             continue
         if not isinstance(found, dict) or set(found) != set(keys):
             return None
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 10 for v in found.values()):
+        kinds = int if whole else (int, float)
+        if not all(isinstance(v, kinds) and not isinstance(v, bool) and low <= v <= high for v in found.values()):
             return None
         return {k: float(found[k]) for k in keys}
     return None
@@ -121,4 +124,30 @@ def aggregate(records: Iterable[Mapping], threshold: float) -> dict[str, float]:
         out[names["unparsable"]] = float(unparsable_count(verdicts))
         out[names["agreement"]], out[names["kappa"]] = agreement(
             verdicts, [float(r["rougeL_recall"]) for r in rows], threshold)
+    return out
+
+
+def score_metric_names(split: str, metric: str) -> dict[str, str]:
+    """The metrics of one set judged by a score prompt: ``mean`` (``<set>_<metric>``) and ``unparsable`` (count)."""
+    return {"mean": f"{split}_{metric}", "unparsable": f"{split}_{metric}_unparsable"}
+
+
+def score_aggregate(records: Iterable[Mapping], sets: Sequence[str], key: str, metric: str) -> dict[str, float]:
+    """Per set present in ``records`` (each ``{"split", "verdict", "scores"}``, verdict ``scored`` or
+    ``unparsable``): the mean of ``scores[key]`` over its scored items (NaN when none is) and the count of
+    unparsable replies."""
+    by_split: dict[str, list[Mapping]] = {}
+    for r in records:
+        by_split.setdefault(r["split"], []).append(r)
+    out: dict[str, float] = {}
+    for split in sets:
+        rows = by_split.get(split)
+        if not rows:
+            continue
+        if any(r["verdict"] not in (SCORED, UNPARSABLE) for r in rows):
+            raise ValueError(f"{split}: a verdict is not one of {SCORED}, {UNPARSABLE}")
+        scores = [float(r["scores"][key]) for r in rows if r["verdict"] == SCORED]
+        names = score_metric_names(split, metric)
+        out[names["mean"]] = sum(scores) / len(scores) if scores else math.nan
+        out[names["unparsable"]] = float(sum(r["verdict"] == UNPARSABLE for r in rows))
     return out

@@ -51,6 +51,15 @@ def generation_prompt(question: str, image: bool) -> str:
     return f"USER: {question}\n{GENERATION_INSTRUCTION[False]}\n{ASSISTANT}"
 
 
+def generation_question(prompt: str) -> str | None:
+    """The question of a :func:`generation_prompt` (image or text), or None when ``prompt`` is not one."""
+    for head, tail in ((f"USER: {IMAGE}\n", f"\n{GENERATION_INSTRUCTION[True]}\n{ASSISTANT} "),
+                       ("USER: ", f"\n{GENERATION_INSTRUCTION[False]}\n{ASSISTANT}")):
+        if prompt.startswith(head) and prompt.endswith(tail) and len(prompt) > len(head) + len(tail):
+            return prompt[len(head):-len(tail)]
+    return None
+
+
 def response(generated: str) -> str:
     """The answer as the release reads it: it decodes prompt and generation together and keeps what lies between
     the prompt's ``ASSISTANT:`` and the next one, stripped; i.e. the generation up to an ``ASSISTANT:`` it writes."""
