@@ -1,8 +1,10 @@
-"""Our tasks' input errors (bad data, reference, options) end the ``lm_eval`` command with one ``error:`` line
-instead of a traceback (``UNLEARN_TRACEBACK=1`` shows the traceback)."""
+"""Our tasks' input errors (bad data, reference, options) end the ``lm_eval`` command with one ``error:`` line and
+exit status 2, as the ``unlearn`` commands end on bad input, instead of a traceback and 1 (``UNLEARN_TRACEBACK=1``
+shows the traceback)."""
 
 from __future__ import annotations
 
+import atexit
 import functools
 import os
 import sys
@@ -25,7 +27,12 @@ def is_input_error(exc: BaseException) -> bool:
 def _excepthook(exc_type, exc, tb, previous=sys.excepthook) -> None:
     if is_input_error(exc) and os.environ.get(TRACEBACK_ENV, "0") in ("", "0"):
         print(f"error: {exc}\n(set {TRACEBACK_ENV}=1 for the traceback)", file=sys.stderr)
-        return
+        # Python exits 1 after an uncaught exception; bad input exits 2: the exit handlers run, the streams are
+        # flushed, then the process ends with 2 (the exception was raised before anything was evaluated).
+        atexit._run_exitfuncs()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(2)
     previous(exc_type, exc, tb)
 
 

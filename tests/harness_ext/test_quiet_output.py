@@ -40,6 +40,24 @@ def test_input_errors_are_the_ones_our_code_raises(tmp_path):
     assert not is_input_error(theirs.value)
 
 
+
+def test_an_uncaught_input_error_is_one_line_and_exit_2_and_exit_handlers_run(tmp_path):
+    """The hook ends the process with 2 (bad input, as the unlearn commands) after the exit handlers; any other
+    exception keeps Python's traceback and 1."""
+    import subprocess
+    import sys
+
+    script = ("import atexit; atexit.register(lambda: print('handlers ran'))\n"
+              "from harness_ext.input_errors import install_input_error_hook; install_input_error_hook()\n"
+              "from unlearn_tasks.dataset_loader import load_config\n"
+              f"load_config('x/y', 'c', data_dir={str(tmp_path)!r}) if {{}} == {{}} else None\n")
+    ours = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert ours.returncode == 2 and "handlers ran" in ours.stdout, ours.stderr[-2000:]
+    assert ours.stderr.startswith("error: ") and "Traceback" not in ours.stderr
+    theirs = subprocess.run([sys.executable, "-c", script.replace("load_config('x/y'", "int('x') or load_config('x/y'")],
+                            capture_output=True, text=True, timeout=120)
+    assert theirs.returncode == 1 and "Traceback" in theirs.stderr
+
 @pytest.mark.slow
 def test_lm_eval_run_outside_git_is_quiet_and_input_errors_are_one_line(bare_lm_eval_run, tiny_model_dir,
                                                                          demo_data_dir, tmp_path):
@@ -57,6 +75,6 @@ def test_lm_eval_run_outside_git_is_quiet_and_input_errors_are_one_line(bare_lm_
             "--tasks", "tofu_forget01_likelihood", "--limit", "4"]
     proc = run_command(base + ["--metadata", json.dumps({"data_dir": str(demo_data_dir), "answer_scorring": "tofu"})],
                        env=env, cwd=tmp_path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # bad input, as the unlearn commands
     assert "error: TOFU task: unknown --metadata key(s) 'answer_scorring' (did you mean 'answer_scoring'?)" in proc.stderr
     assert "Traceback" not in proc.stderr
