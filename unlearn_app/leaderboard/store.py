@@ -86,7 +86,7 @@ def save_local(built: Built, root: str | Path) -> Path:
                          "folder") from None
 
 
-def upload(built: Built, repo: str, private: bool = False, retries: int = 3, backoff_s: float = 2.0) -> str:
+def upload(built: Built, repo: str, private: bool = True, retries: int = 3, backoff_s: float = 2.0) -> str:
     """Upload the submission as one commit into the dataset ``repo`` (created if absent). Returns the commit URL."""
     import tempfile
 
