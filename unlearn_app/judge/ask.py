@@ -84,10 +84,10 @@ def uses_chat_template(lm: Any, spec: JudgeSpec) -> bool:
 
 def ask(lm: Any, prompts: Sequence[str], max_gen_toks: int, chat: bool) -> list[str]:
     """The judge's replies to ``prompts`` (as user turns through its chat template when ``chat``)."""
-    from lm_eval.api.instance import Instance
+    from harness_ext.instances import standalone_request
 
     gen = {"until": [], "max_gen_toks": max_gen_toks, "do_sample": False, "temperature": 0.0}
     contexts = [lm.apply_chat_template([{"role": "user", "content": p}]) if chat else p for p in prompts]
-    requests = [Instance(request_type="generate_until", doc={}, arguments=(c, dict(gen)), idx=0) for c in contexts]
+    requests = [standalone_request("generate_until", (c, dict(gen))) for c in contexts]
     replies = lm.generate_until(requests)
     return [r if isinstance(r, str) else "" for r in replies]
