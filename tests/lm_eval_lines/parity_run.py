@@ -33,6 +33,8 @@ RUNS: dict[str, tuple[list[str], dict, str, int | None]] = {
     # LUME (SemEval-2025 Task 4) as its group, with its aggregate scores (harness_ext.group_scores) over its tasks
     # and a small MMLU (its YAML folder is the data folder's mmlu/)
     "lume": (["lume"], LUME, "lume", None),
+    # CLEAR on lm-eval's hf-multimodal backend (its tiny LLaVA: DATA_ROOT/llava), images in the requests
+    "clear": (["clear_forget10_image"], {"max_items_per_split": 2}, "clear", None),
 }
 #: The tasks and groups whose numbers are compared (a group's tasks are read from the results too).
 GROUP_TASKS = {"lume": ["lume", "lume_task1", "lume_task2", "lume_task3", "lume_mia", "mmlu"]}
@@ -45,9 +47,14 @@ def write_data(root: Path) -> dict[str, str]:
     from fixtures.tofu_formats import write_fixture
     from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
+    from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
+    from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
+
     write_mmlu_fixture(root / "lume" / "mmlu")
+    build_tiny_llava(corpus_texts(), root / "llava", seed=0)
     return {"tofu": str(write_corpus(root / "tofu")), "relu": str(write_fixture(root / "relu")),
-            "muse": str(write_muse_corpus(root / "muse")), "lume": str(write_lume_corpus(root / "lume"))}
+            "muse": str(write_muse_corpus(root / "muse")), "lume": str(write_lume_corpus(root / "lume")),
+            "clear": str(write_clear_layout(root / "clear", n_people=20, poses=2))}
 
 
 def _plain(value):
@@ -108,6 +115,9 @@ def main(out: Path, model_dir: str, data: dict[str, str], runs: list[str]) -> No
             _bare_lm_eval(out / run, model_dir, tasks, metadata, limit)
         elif run == "lume":
             _with_folder(model_dir, tasks, out / run, metadata, Path(data[data_key]) / "mmlu")
+        elif run == "clear":
+            run_lm_eval(Path(data[data_key]).parent / "llava", tasks, out / run, metadata, backend="hf-multimodal",
+                        batch_size=4, device="cpu", gen_kwargs="max_gen_toks=6", log_samples=True)
         else:
             run_lm_eval(model_dir, tasks, out / run, metadata, batch_size=8, device="cpu", limit=limit,
                         extra_model_args={"dtype": "float32"}, log_samples=True)
@@ -127,5 +137,5 @@ if __name__ == "__main__":
         write_data(Path(sys.argv[2]))
         sys.exit(0)
     target, model, data_root, *names = sys.argv[1:]
-    main(Path(target), model, {k: str(Path(data_root) / k) for k in ("tofu", "relu", "muse", "lume")},
+    main(Path(target), model, {k: str(Path(data_root) / k) for k in ("tofu", "relu", "muse", "lume", "clear")},
          names or list(RUNS))

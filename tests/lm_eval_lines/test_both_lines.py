@@ -4,8 +4,8 @@ both lines' files.
 Both lines run in this test, side by side, from one tiny model and one set of data folders: this interpreter's
 lm-eval and the one of ``UNLEARN_OTHER_LM_EVAL_PYTHON`` (a Python whose lm-eval is the other line, with this
 checkout's packages) each run ``parity_run.py`` (the bare ``lm_eval`` command for TOFU forget10, then the ReLU
-formats, TOFU Leak@k, MUSE, margins and LUME (SemEval-2025) with its group scores), and every metric and every
-document's logged value of one is compared with the other's.
+formats, TOFU Leak@k, MUSE, margins, LUME (SemEval-2025) with its group scores, and CLEAR on ``hf-multimodal``),
+and every metric and every document's logged value of one is compared with the other's.
 No number is written here: each line's are checked against the other's. CI's lm-eval 0.5 stage runs this folder
 in its 0.5 venv with the main venv's Python as the other line (.ci/lmeval05_stage.sh); without the variable the
 comparison is skipped (the main suite has only one lm-eval).
@@ -89,7 +89,7 @@ def test_same_numbers_on_both_lines(lines):
     assert sorted(old["results"]) == sorted(new["results"]) == sorted([
         "tofu_forget10", "tofu_cloze", "tofu_comprehension_qa", "tofu_mcqa", "tofu_forget01_leak", "muse_news_verbmem",
         "muse_news_knowmem", "margins_tofu_forget01", "lume", "lume_task1", "lume_task2", "lume_task3", "lume_mia",
-        "mmlu"])
+        "mmlu", "clear_forget10_image"])
     for task in old["results"]:
         assert old["results"][task].keys() == new["results"][task].keys(), task
         differ = {m: (v, new["results"][task][m]) for m, v in old["results"][task].items()
@@ -116,17 +116,19 @@ def test_each_lines_samples_are_read_by_submit_validate_judge_and_report(lines, 
     old, _ = _numbers(lines)
     seen: dict[str, dict] = {}
     for line, out in lines.items():
-        runs = [out / run for run in ("tofu", "formats", "leak")]
+        runs = [out / run for run in ("tofu", "formats", "leak", "muse", "margins", "lume", "clear")]
         built = build(runs, model_id="org/model", revision="0" * 40, method="ga")  # unlearn submit
         check = check_folder(write(built, tmp_path / line))  # unlearn leaderboard validate
         assert check.ok, (line, check.errors)
-        for task in ("tofu_mcqa", "tofu_cloze", "tofu_forget01_leak"):
-            assert check.recomputed[task] and task not in check.unverified, (line, task, check.unverified)
+        for task in ("tofu_mcqa", "tofu_cloze", "tofu_forget01_leak", "muse_news_verbmem", "margins_tofu_forget01",
+                     "lume_task1", "lume", "clear_forget10_image"):  # 0.5 logs lume's tasks as lume::lume_task1
+            assert check.recomputed[task], (line, task, check.unverified)
             for metric, value in check.recomputed[task].items():
                 assert _same(value, old["results"][task][metric]), (line, task, metric)
         generations = read_generations(out / "tofu")  # unlearn judge
         report = load_run(out / "tofu")  # unlearn report
-        seen[line] = {"generations": [(i.split, i.index, i.question, i.answer)
+        seen[line] = {"recomputed": check.recomputed, "unverified": check.unverified,
+                      "generations": [(i.split, i.index, i.question, i.answer)
                                       for items in generations.items.values() for i in items],
                       "report": {m: "nan" if isinstance(v, float) and math.isnan(v) else v
                                  for m, v in report.metrics["tofu_forget10"].items()}}
