@@ -45,10 +45,9 @@ def write_data(root: Path) -> dict[str, str]:
     from fixtures.lume import write_lume_corpus, write_mmlu_fixture
     from fixtures.muse import write_muse_corpus
     from fixtures.tofu_formats import write_fixture
-    from unlearn_methods.scaffolding.tofu_corpus import write_corpus
-
     from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
     from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
+    from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
     write_mmlu_fixture(root / "lume" / "mmlu")
     build_tiny_llava(corpus_texts(), root / "llava", seed=0)
