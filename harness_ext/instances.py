@@ -39,7 +39,7 @@ def new_request(task: Any, request_type: str, doc: dict, arguments: tuple, idx: 
     for key in _CHAT_KEYS:
         kwargs.pop(key, None)
     if not LM_EVAL_05:
-        task_name, doc_id, task_repeats = kwargs.pop("metadata", (None, None, None))
+        task_name, doc_id, task_repeats = kwargs.pop("metadata", None) or (task.config.task, None, task.config.repeats)
         return Instance(request_type=request_type, doc=doc, arguments=arguments, idx=idx,
                         metadata=(task_name, doc_id, task_repeats if repeats is None else repeats), **kwargs)
     kwargs.pop("metadata", None)
