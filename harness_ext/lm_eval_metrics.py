@@ -8,12 +8,15 @@ lm-eval's documented registry API. On 0.5 :func:`pass_at_k` is lm-eval's registe
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from lm_eval.api.metrics import mean  # lm-eval's own object: lm-eval gives it (by identity) a standard error
 
 from harness_ext.lm_eval_version import LM_EVAL_05
+
+_COMPOSITE = re.compile(r"[^()]+\((.+)\)")
 
 
 def aggregation(name: str) -> Callable[[list], float] | None:
@@ -41,4 +44,11 @@ def pass_at_k(flags: Sequence[Any], ks: list[int]) -> dict[int, float] | None:
     return {k: float(reduced[f"pass@{k}"]) for k in ks}
 
 
-__all__ = ["aggregation", "mean", "pass_at_k", "pooled_mean"]
+def parent_metric(key: str) -> str | None:
+    """The metric a reduced key of lm-eval 0.5 comes from (``pass@1(exact_match)`` -> ``exact_match``: a metric
+    with ``repeats`` > 1 reduced by ``pass@k``), aggregated as its parent is; None for a plain metric name."""
+    match = _COMPOSITE.fullmatch(key)
+    return match.group(1) if match else None
+
+
+__all__ = ["aggregation", "mean", "parent_metric", "pass_at_k", "pooled_mean"]

@@ -291,6 +291,11 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
     except _Needs as e:
         out.unverifiable = dict.fromkeys(claimed, f"needs {e}")
         return out
+    from harness_ext.lm_eval_metrics import parent_metric
+
+    # lm-eval 0.5: a metric reduced over repeats (pass@1(exact_match)) is aggregated as its parent
+    aggregations = {**aggregations, **{m: aggregations[p] for m in claimed
+                                       if m not in aggregations and (p := parent_metric(m)) in aggregations}}
     for metric in claimed:
         if metric in classifier:
             out.unverifiable[metric] = "scored by a classifier model, not recomputed"
