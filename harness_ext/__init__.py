@@ -5,7 +5,10 @@
   images in :mod:`.multimodal`; the per-token statistics in :mod:`.token_scoring`);
 - the base class of every benchmark task: :mod:`.task_base`; one-line input errors: :mod:`.input_errors`;
 - running lm-eval from Python and reading its results: :mod:`.evaluate`, :mod:`.results`; :mod:`.provenance`;
-- the patches of lm-eval internals that an lm-eval upgrade can break: :mod:`.lm_eval_patches`.
+- the patches of lm-eval internals that an lm-eval upgrade can break: :mod:`.lm_eval_patches`;
+- lm-eval 0.4.13 and 0.5 alike: which line runs (:mod:`.lm_eval_version`), requests and responses
+  (:mod:`.instances`), lm-eval's metric helpers (:mod:`.lm_eval_metrics`); nothing above this layer imports
+  lm-eval's internals (docs/architecture.md, "lm-eval's internals on 0.4.13 and 0.5").
 
 The ``unlearn`` command line, reports and plots live in ``unlearn_app``; reference logs in ``unlearn_tasks``.
 """

@@ -18,6 +18,8 @@ import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from harness_ext.lm_eval_version import LM_EVAL_05
+
 #: group name -> its scores function
 GROUP_SCORES: dict[str, Callable[[Mapping[str, Mapping[str, float]]], dict[str, float]]] = {}
 FILTER = "none"
@@ -33,9 +35,12 @@ def register(group: str, scores: Callable[[Mapping[str, Mapping[str, float]]], d
 
 def plain_metrics(metrics: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, float]]:
     """``{task: {metric: value}}`` of lm-eval's ``{task: {"metric,filter": value}}`` (stderr and non-numbers dropped;
-    the first filter of a metric wins)."""
+    the first filter of a metric wins; lm-eval 0.5's ``group::task`` names plain)."""
+    from harness_ext.results import plain_task_name
+
     out: dict[str, dict[str, float]] = {}
     for task, entries in metrics.items():
+        task = plain_task_name(task)  # lm-eval 0.5's group::task
         row: dict[str, float] = {}
         for key, value in (entries or {}).items():
             if "," not in key or "_stderr," in key or isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -62,11 +67,18 @@ def add_group_scores(metrics: dict[str, dict[str, Any]], higher_is_better: dict[
                 higher_is_better.setdefault(group, {})[name] = True
 
 
+#: lm-eval's two steps, by name: 0.4.13's, else 0.5's (the same roles, renamed private).
+_STEPS = ("_aggregate_groups", "_propagate_higher_is_better_") if LM_EVAL_05 else (
+    "aggregate_groups", "_propagate_higher_is_better")
+
+
 def patch_aggregate_groups() -> None:
-    """Make ``lm_eval.evaluator_utils.aggregate_groups`` add the registered groups' scores (idempotent)."""
+    """Make ``lm_eval.evaluator_utils.aggregate_groups`` (0.5: ``_aggregate_groups``) add the registered groups'
+    scores (idempotent)."""
     from lm_eval import evaluator_utils
 
-    original = evaluator_utils.aggregate_groups
+    aggregate_name, propagate_name = _STEPS
+    original = getattr(evaluator_utils, aggregate_name)
     if getattr(original, "_unlearn_patched", False):
         return
 
@@ -77,9 +89,9 @@ def patch_aggregate_groups() -> None:
         return results
 
     aggregate_groups._unlearn_patched = True  # type: ignore[attr-defined]
-    evaluator_utils.aggregate_groups = aggregate_groups
+    setattr(evaluator_utils, aggregate_name, aggregate_groups)
 
-    propagate = evaluator_utils._propagate_higher_is_better
+    propagate = getattr(evaluator_utils, propagate_name)
 
     @functools.wraps(propagate)
     def propagate_higher_is_better(all_groups: list[Any], higher_is_better: dict[str, dict[str, bool]]) -> None:
@@ -88,4 +100,4 @@ def patch_aggregate_groups() -> None:
             if group.name in WRITTEN:
                 higher_is_better.setdefault(group.name, {}).update(dict.fromkeys(WRITTEN[group.name], True))
 
-    evaluator_utils._propagate_higher_is_better = propagate_higher_is_better
+    setattr(evaluator_utils, propagate_name, propagate_higher_is_better)

@@ -99,12 +99,43 @@ def read_json_file(path: str | Path, error: type[Exception], what: str, writer: 
         raise error(f"{path} is nested too deeply to read as JSON; {remedy}.") from None
 
 
+#: lm-eval 0.5 names a task inside a group ``group::task`` in its results and samples files (0.4.13: ``task``).
+QUALIFIER = "::"
+
+
+def plain_task_name(name: str) -> str:
+    """``task`` of lm-eval 0.5's qualified ``group::task`` (a name without a qualifier unchanged)."""
+    return name.rsplit(QUALIFIER, 1)[-1]
+
+
+#: The per-task sections of a results file (``group_subtasks`` also lists task names as values).
+_PER_TASK = ("results", "configs", "versions", "n-shot", "higher_is_better", "n-samples", "task_hashes")
+
+
+def plain_task_names(data: dict[str, Any]) -> dict[str, Any]:
+    """A results dict with lm-eval 0.5's ``group::task`` names as 0.4.13 writes them (``task``), in place; a name
+    that two groups qualify (the same task twice) is left qualified."""
+    names = [n for n in data.get("results") or {} if isinstance(n, str)]
+    plain = [plain_task_name(n) for n in names]
+    rename = {n: p for n, p in zip(names, plain) if n != p and plain.count(p) == 1}
+    if not rename:
+        return data
+    for section in _PER_TASK:
+        if isinstance(data.get(section), dict):
+            data[section] = {rename.get(k, k): v for k, v in data[section].items()}
+    if isinstance(data.get("group_subtasks"), dict):
+        data["group_subtasks"] = {k: [rename.get(t, t) for t in v] if isinstance(v, list) else v
+                                  for k, v in data["group_subtasks"].items()}
+    return data
+
+
 def read_results_file(path: str | Path) -> dict[str, Any]:
-    """One results file as a dict; a file that is not an lm-eval results JSON raises :class:`ResultsFileError`."""
+    """One results file as a dict (lm-eval 0.5's ``group::task`` names as plain task names: see
+    :func:`plain_task_names`); a file that is not an lm-eval results JSON raises :class:`ResultsFileError`."""
     data = read_json_file(path, ResultsFileError, "lm-eval results file", "lm_eval")
     if not isinstance(data, dict) or not isinstance(data.get("results", {}), dict):
         raise ResultsFileError(f"{path} is not an lm-eval results file (no 'results' mapping).")
-    return data
+    return plain_task_names(data)
 
 
 def load_results(path: str | Path) -> dict[str, dict[str, float]]:

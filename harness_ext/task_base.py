@@ -30,7 +30,10 @@ from lm_eval.api.task import ConfigurableTask
 
 from harness_ext import provenance
 from harness_ext.input_errors import install_input_error_hook
+from harness_ext.instances import output_type_class, responses_per_request
+from harness_ext.lm_eval_metrics import mean
 from harness_ext.lm_eval_patches import drop_padding_responses, in_document_order
+from harness_ext.lm_eval_version import LM_EVAL_05
 from harness_ext.request_types import install_request_types
 from harness_ext.startup import say
 
@@ -48,6 +51,15 @@ class UnlearningTask(ConfigurableTask):
     #: The key under ``configs.<task>`` that lists :attr:`run_warnings` (what a reader of the numbers must know).
     WARNINGS_KEY: ClassVar[str] = "unlearning_warnings"
 
+    def __new__(cls, config: dict | None = None, **kwargs: Any) -> UnlearningTask:
+        """On lm-eval 0.5 an instance of ``cls`` mixed with lm-eval's class for its output type (where lm-eval's own
+        requests and scoring of ``multiple_choice``, ``generate_until`` ... live since 0.4.13's ``ConfigurableTask``
+        was split); on 0.4.13 of ``cls``."""
+        base = output_type_class((config or {}).get("output_type") or cls.OUTPUT_TYPE)
+        if base is not None and not issubclass(cls, base):
+            cls = _with_base(cls, base)
+        return super().__new__(cls)
+
     def __init__(self, config: dict | None = None, **kwargs: Any) -> None:
         install_request_types()
         install_input_error_hook()
@@ -55,6 +67,8 @@ class UnlearningTask(ConfigurableTask):
         self.run_warnings: list[str] = []  # set in compute_metrics, written into the results file
         with provenance.recording() as self.data_sources:  # what the loaders read while the task is built
             self.setup(config)
+            # lm-eval's default filter (no filter_list) keeps each request's first response (0.4.13's take_first)
+            self._takes_first = config.get("filter_list") is None
             super().__init__(config=config, **kwargs)
         self._computed: tuple[int, dict[str, float]] | None = None
         self._world_size = 1  # the processes the documents are split over (build_all_requests)
@@ -108,11 +122,19 @@ class UnlearningTask(ConfigurableTask):
 
     # ------------------------------------------------------------------ lm-eval's public API
     def process_results(self, doc: dict, results: list) -> dict[str, Any]:
-        record = self.score_document(doc, results)
-        return {m: record for m in self.metric_names()}
+        record = self.score_document(doc, responses_per_request(self, doc, results, self._takes_first))
+        # lm-eval 0.5 takes a list as one value per repeat: the record is the document's one value
+        return {m: [record] if LM_EVAL_05 else record for m in self.metric_names()}
 
     def aggregation(self) -> dict[str, Callable[[list], float]]:
         return {m: functools.partial(self._aggregate, m) for m in self.metric_names()}
+
+    def aggregate(self, bootstrap_iters: int | None = 100000) -> Any:
+        """lm-eval 0.5's aggregation step (0.4.13 has none): standard errors for lm-eval's ``mean`` only, as on
+        0.4.13, which bootstraps only the aggregations it knows; 0.5 would bootstrap every corpus-level metric of
+        ours (each resampling a whole ``compute_metrics``), so they get none ("N/A") as on 0.4.13."""
+        plain_means = all(fn is mean for fn in self.aggregation().values())
+        return super().aggregate(bootstrap_iters=bootstrap_iters if plain_means else 0)
 
     def higher_is_better(self) -> dict[str, bool]:
         lower = self.lower_is_better()
@@ -173,3 +195,9 @@ class UnlearningTask(ConfigurableTask):
         if self._computed is None or self._computed[0] != key:
             self._computed = (key, self.compute_metrics(in_document_order(records, self._world_size)))
         return self._computed[1][metric]
+
+
+@functools.cache
+def _with_base(cls: type, base: type) -> type:
+    """``cls`` with lm-eval 0.5's ``base`` (its class for the task's output type) after it in the method order."""
+    return type(cls.__name__, (cls, base), {"__module__": cls.__module__, "__qualname__": cls.__qualname__})

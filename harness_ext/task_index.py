@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness_ext.lm_eval_version import LM_EVAL_05
 from harness_ext.plugins import include_paths
 
 _GLOB = re.compile(r"[*?\[]")
@@ -50,14 +51,32 @@ def _folder_of(name: str, root: Path) -> str | None:
     return None
 
 
-def _resolves(manager: Any, name: str, seen: frozenset[str] = frozenset()) -> bool:
-    """Whether ``manager`` indexes ``name`` and, for a group, every member it names."""
+def index_of(manager: Any) -> dict[str, Any]:
+    """``manager``'s index: name -> lm-eval's entry (``.kind``, ``.cfg``, ``.tags``). lm-eval 0.4.13 calls it
+    ``TaskManager.task_index``, 0.5 ``_task_index``."""
+    return manager._task_index if LM_EVAL_05 else manager.task_index
+
+
+def is_group(entry: Any) -> bool:
+    """Whether an index entry is a group (lm-eval's private ``Kind`` enum, the same on both lines)."""
     from lm_eval.tasks._index import Kind
 
-    entry = manager.task_index.get(name)
+    return entry is not None and entry.kind == Kind.GROUP
+
+
+def is_tag(entry: Any) -> bool:
+    """Whether an index entry is a tag (a name standing for the tasks it tags: ``entry.tags``)."""
+    from lm_eval.tasks._index import Kind
+
+    return entry is not None and entry.kind == Kind.TAG
+
+
+def _resolves(manager: Any, name: str, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether ``manager`` indexes ``name`` and, for a group, every member it names."""
+    entry = index_of(manager).get(name)
     if entry is None:
         return False
-    if entry.kind != Kind.GROUP or name in seen:
+    if not is_group(entry) or name in seen:
         return True
     members = (entry.cfg or {}).get("task") or []
     members = [members] if isinstance(members, str) else members
@@ -73,7 +92,7 @@ def _folders_mentioning(name: str, root: Path) -> list[str]:
 
 def _base_manager(names: list[Any]) -> Any:
     ours = _manager((), False)
-    wanted = [n for n in names if isinstance(n, str) and n not in ours.task_index and not n.endswith(".yaml")]
+    wanted = [n for n in names if isinstance(n, str) and n not in index_of(ours) and not n.endswith(".yaml")]
     if not wanted:
         return ours
     if any(_GLOB.search(n) for n in wanted):
@@ -99,7 +118,12 @@ def task_manager(names: Iterable[Any] = (), metadata: dict[str, Any] | None = No
     return task_manager_with_metadata(_base_manager(list(names)), metadata)
 
 
+def indexed(names: Iterable[Any] = ()) -> dict[str, Any]:
+    """The index of :func:`task_manager` for ``names``: name -> lm-eval's entry (see :func:`index_of`)."""
+    return index_of(_base_manager(list(names)))
+
+
 def unknown_tasks(names: list[str]) -> list[str]:
     """The names in ``names`` that are neither a task, a group nor a tag of ours or of lm-eval."""
-    known = task_manager(names).task_index
+    known = indexed(names)
     return [n for n in names if n not in known]

@@ -104,3 +104,46 @@ def test_the_checker_sees_a_real_import():
     graph = _graph()
     assert "harness_ext.task_base" in graph["unlearn_tasks.tofu.task"]
     assert "unlearn_methods.training" in graph["unlearn_app.pipeline"]
+
+
+# --------------------------------------------------------------------------- lm-eval's internals
+#: lm-eval modules a layer above ``harness_ext`` may import: lm-eval's documented extension points (a filter class,
+#: the model registry) and the package itself. Everything else of lm-eval goes through ``harness_ext``.
+PUBLIC_LM_EVAL = {"lm_eval", "lm_eval.api.registry", "lm_eval.api.filter", "lm_eval.api.model"}
+
+
+#: What ``lm_eval`` itself exports (not modules).
+_LM_EVAL_TOP_LEVEL = {"simple_evaluate", "evaluate", "__version__"}
+
+
+def _lm_eval_imports(path: Path) -> set[str]:
+    """The lm-eval modules ``path`` imports (``from lm_eval.x import y`` counts as ``lm_eval.x``)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "lm_eval"}
+        elif isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").split(".")[0] == "lm_eval":
+            found.add(node.module)
+            if node.module == "lm_eval":  # ``from lm_eval import evaluator_utils``: a module of lm-eval
+                found |= {f"lm_eval.{a.name}" for a in node.names if a.name not in _LM_EVAL_TOP_LEVEL}
+    return found
+
+
+def test_only_harness_ext_imports_lm_eval_internals():
+    above = {name: path for name, path in _modules().items() if _layer(name) > 0}
+    wrong = sorted(f"{name}: {m}" for name, path in above.items() for m in _lm_eval_imports(path)
+                   if m not in PUBLIC_LM_EVAL or any(part.startswith("_") for part in m.split(".")))
+    assert wrong == [], "lm-eval internals imported above harness_ext (add a harness_ext function):\n" + "\n".join(wrong)
+
+
+def test_every_lm_eval_module_harness_ext_imports_is_in_the_architecture_table():
+    used = {m for name, path in _modules().items() if _layer(name) == 0 for m in _lm_eval_imports(path)}
+    page = (REPO / "docs" / "architecture.md").read_text()
+    table = page[page.index("## lm-eval's internals"):]
+    missing = sorted(m for m in used if f"`{m}" not in table)
+    assert used and missing == [], f"lm-eval modules harness_ext uses, missing from docs/architecture.md: {missing}"
+
+
+def test_the_lm_eval_checker_sees_a_real_import():
+    assert "lm_eval.tasks._index" in _lm_eval_imports(REPO / "harness_ext" / "task_index.py")
+    assert "lm_eval.api.filter" in _lm_eval_imports(REPO / "unlearn_tasks" / "waterdrum" / "task.py")

@@ -8,6 +8,8 @@ A benchmark's task class names its options class (:attr:`LeakTask.OPTIONS`) and 
 (:meth:`LeakTask.leak_record`); :func:`answer_leaks` is the release's criterion for a free-text answer (ROUGE-L
 recall against the answer, then an NLI model's ``entailment``). Each document's record (``--log_samples``) holds the
 per-sample scores, the flags, the count ``leaks`` and ``n``, so Leak@k is recomputed from it without the model.
+On lm-eval 0.5 the per-question estimate is lm-eval's own ``pass@k`` reduction
+(:func:`harness_ext.lm_eval_metrics.pass_at_k`), on 0.4.13 :func:`unlearn_tasks.metrics.leak.leak_at_k`.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from lm_eval.api.instance import Instance
-
+from harness_ext.instances import new_request
+from harness_ext.lm_eval_metrics import pass_at_k
 from harness_ext.task_base import UnlearningTask
 from harness_ext.vllm_samples import mark_samples_in_one_request
 from unlearn_tasks.metadata import MetadataOptions
@@ -158,7 +160,7 @@ class LeakTask(UnlearningTask):
         """The text sampled after (default: lm-eval's context as it is)."""
         return ctx
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         generation = dict(self.config.generation_kwargs)
         if problem := sampling_problem(generation):  # before any sample is drawn
             raise ValueError(f"{self.config.task}: {problem}; Leak@k needs leak_n independent samples of each answer. "
@@ -167,7 +169,7 @@ class LeakTask(UnlearningTask):
         chat = bool(kwargs.pop("apply_chat_template", False))
         kwargs.pop("chat_template", None)
         args = (self.sampling_prompt(ctx, chat), generation)
-        request = Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)
+        request = new_request(self, "generate_until", doc, args, idx=0, **kwargs)
         return [mark_samples_in_one_request(request)]  # vllm: the leak_n samples in one request
 
     # ------------------------------------------------------------------ scoring
@@ -189,4 +191,9 @@ class LeakTask(UnlearningTask):
             raise ValueError(f"{self.config.task}: questions {short[:5]} got fewer than leak_n={n} samples "
                              "(does the backend honour lm-eval's repeats?)")
         counts = [r["leaks"] for r in records]
-        return {metric_name(k): mean_leak_at_k(counts, n, k) for k in self.options.leak_k}
+        ks = list(self.options.leak_k)
+        # lm-eval 0.5: its own pass@k reduction (the same estimator) per question; 0.4.13 has none
+        native = [pass_at_k([True] * c + [False] * (n - c), ks) for c in counts]
+        if native and native[0] is not None:
+            return {metric_name(k): sum(q[k] for q in native) / len(native) for k in ks}
+        return {metric_name(k): mean_leak_at_k(counts, n, k) for k in ks}

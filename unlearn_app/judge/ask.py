@@ -93,11 +93,11 @@ def ask(lm: Any, prompts: Sequence[str], max_gen_toks: int, chat: bool, server: 
     """The judge's replies to ``prompts`` (as user turns through its chat template when ``chat``). ``server``: the
     replies come from an OpenAI-compatible server, whose answer lm-eval parses: one it cannot parse (no choices,
     JSON nested too deep, an integer too long to read, a missing field) is a :class:`JudgeReplyError`."""
-    from lm_eval.api.instance import Instance
+    from harness_ext.instances import standalone_request
 
     gen = {"until": [], "max_gen_toks": max_gen_toks, "do_sample": False, "temperature": 0.0}
     contexts = [lm.apply_chat_template([{"role": "user", "content": p}]) if chat else p for p in prompts]
-    requests = [Instance(request_type="generate_until", doc={}, arguments=(c, dict(gen)), idx=0) for c in contexts]
+    requests = [standalone_request("generate_until", (c, dict(gen))) for c in contexts]
     try:
         replies = lm.generate_until(requests)
     except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as e:

@@ -64,11 +64,19 @@ class Recomputed:
 # --------------------------------------------------------------------------- samples files
 def samples_files(results_file: Path, task: str) -> list[Path]:
     """The samples files of ``task`` beside an lm-eval results file: the one of the same date stamp, else the
-    newest (``lm_eval --log_samples`` writes ``samples_<task>_<date>.jsonl`` next to ``results_<date>.json``)."""
+    newest (``lm_eval --log_samples`` writes ``samples_<task>_<date>.jsonl`` next to ``results_<date>.json``; lm-eval
+    0.5 ``samples_<group>::<task>_<date>.jsonl`` for a task of a group)."""
+    from harness_ext.results import QUALIFIER
+
     stamp = results_file.stem.removeprefix("results_")
     same = results_file.parent / f"samples_{task}_{stamp}.jsonl"
     if same.is_file() and not same.is_symlink():
         return [same]
+    # lm-eval 0.5 names a grouped task's file samples_<group>::<task>_<date>.jsonl
+    grouped = [p for p in results_file.parent.glob(f"samples_*{QUALIFIER}{task}_{stamp}.jsonl")
+               if p.is_file() and not p.is_symlink()]
+    if len(grouped) == 1:
+        return grouped
     found = sorted(p for p in results_file.parent.glob(f"samples_{task}_*.jsonl")
                    if p.is_file() and not p.is_symlink() and p.stem[len(f"samples_{task}_"):][:1].isdigit())
     return found[-1:]
@@ -106,11 +114,11 @@ def parse_samples(data: bytes, name: str) -> list[dict[str, Any]]:
 def _index_entry(name: str) -> Any:
     """lm-eval's index entry of a task or group (ours, or lm-eval's own), or None for a name it does not know (or
     one that is not a plain task name: the index looks for folders named after it)."""
-    from harness_ext.task_index import task_manager
+    from harness_ext.task_index import indexed
 
     if not re.fullmatch(r"[A-Za-z0-9][\w.-]*", name) or ".." in name:
         return None
-    return task_manager([name]).task_index.get(name)
+    return indexed([name]).get(name)
 
 
 def _task_class(cfg: Mapping[str, Any]) -> type | None:
@@ -254,12 +262,12 @@ def _option_keys(task: Any, modes: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _lm_eval_aggregations(cfg: Mapping[str, Any]) -> dict[str, Callable]:
     """``metric -> aggregation`` of one of lm-eval's own tasks, from its YAML's ``metric_list`` (registry names)."""
-    from lm_eval.api.registry import get_aggregation
+    from harness_ext.lm_eval_metrics import aggregation
 
     out = {}
     for item in cfg.get("metric_list") or []:
         if isinstance(item, dict) and isinstance(item.get("metric"), str) and isinstance(item.get("aggregation"), str):
-            fn = get_aggregation(item["aggregation"])
+            fn = aggregation(item["aggregation"])
             if fn is not None:
                 out[item["metric"]] = fn
     return out
@@ -283,6 +291,11 @@ def recompute_task(name: str, rows: list[dict[str, Any]], claimed: Mapping[str, 
     except _Needs as e:
         out.unverifiable = dict.fromkeys(claimed, f"needs {e}")
         return out
+    from harness_ext.lm_eval_metrics import parent_metric
+
+    # lm-eval 0.5: a metric reduced over repeats (pass@1(exact_match)) is aggregated as its parent
+    aggregations = {**aggregations, **{m: aggregations[p] for m in claimed
+                                       if m not in aggregations and (p := parent_metric(m)) in aggregations}}
     for metric in claimed:
         if metric in classifier:
             out.unverifiable[metric] = "scored by a classifier model, not recomputed"
@@ -399,9 +412,8 @@ def recompute_groups(claimed: Mapping[str, Mapping[str, float]], done: dict[str,
 def _group(group: str, wanted: set[str] | None, done: dict[str, Recomputed], seen: frozenset[str]) -> Recomputed | None:
     """One group's ``wanted`` metrics (None: every metric of its ``aggregate_metric_list``), or None if ``group``
     is not a group lm-eval knows."""
-    from lm_eval.api.metrics import aggregate_subtask_metrics
-
     from harness_ext import group_scores
+    from harness_ext.lm_eval_metrics import pooled_mean
 
     entry = _index_entry(group)
     if entry is None or (entry.cfg or {}).get("group") != group or group in seen:
@@ -428,7 +440,7 @@ def _group(group: str, wanted: set[str] | None, done: dict[str, Recomputed], see
         if not members or any(p is None or metric not in p.values for p in parts):
             rec.unverifiable[metric] = "a member's value is not recomputed"
         else:
-            rec.values[metric] = float(aggregate_subtask_metrics([p.values[metric] for p in parts],
+            rec.values[metric] = float(pooled_mean([p.values[metric] for p in parts],
                                                                  [p.size for p in parts], aggregated[metric]))
     for metric in wanted - set(rec.values) - set(rec.unverifiable):
         rec.unverifiable[metric] = "the group does not compute it"
@@ -438,13 +450,13 @@ def _group(group: str, wanted: set[str] | None, done: dict[str, Recomputed], see
 
 def _members(cfg: Mapping[str, Any]) -> list[str]:
     """A group's tasks and groups as lm-eval's index names them (a tag stands for the tasks it tags)."""
-    from lm_eval.tasks._index import Kind
+    from harness_ext.task_index import is_tag
 
     members = cfg.get("task") or []
     out = []
     for m in [m for m in ([members] if isinstance(members, str) else members) if isinstance(m, str)]:
         entry = _index_entry(m)
-        out += sorted(entry.tags) if entry is not None and entry.kind == Kind.TAG else [m]
+        out += sorted(entry.tags) if is_tag(entry) else [m]
     return out
 
 

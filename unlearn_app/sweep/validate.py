@@ -81,9 +81,9 @@ def _known_tasks(spec: Spec) -> None:
 def _declared_metrics(tasks: list[str]) -> dict[str, set[str]]:
     """The metrics of the lm-eval tasks whose YAML lists them (``metric_list``); our benchmarks' metrics depend on
     their options and are known from a baseline's results."""
-    from harness_ext.task_index import task_manager
+    from harness_ext.task_index import indexed
 
-    index = task_manager(tasks).task_index
+    index = indexed(tasks)
     out = {}
     for name in tasks:
         cfg = getattr(index.get(name), "cfg", None) or {}

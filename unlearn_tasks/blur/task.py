@@ -9,8 +9,8 @@ import re
 from typing import Any
 
 import numpy as np
-from lm_eval.api.instance import Instance
 
+from harness_ext.instances import new_request
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.blur.benchmark import BENCHMARK
 from unlearn_tasks.blur.data import prompt
@@ -82,11 +82,11 @@ class BlurTask(UnlearningTask):
         return super().fewshot_context(doc, num_fewshot, system_instruction, apply_chat_template,
                                        fewshot_as_multiturn, chat_template, gen_prefix)
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         gen = {"until": [], "max_gen_toks": self.options.blur_max_tokens, "do_sample": False, "temperature": 0.0}
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        return [new_request(self, "generate_until", doc, (ctx, gen), idx=0, **kwargs)]
 
     def score_document(self, doc: dict, results: list) -> dict:
         answer = str(results[0]).strip()

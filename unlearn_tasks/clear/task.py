@@ -11,8 +11,7 @@ import math
 from copy import deepcopy
 from typing import Any
 
-from lm_eval.api.instance import Instance
-
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.clear import scoring
@@ -98,19 +97,19 @@ class ClearTask(UnlearningTask):
         template puts its own image token there)."""
         return [{"role": "user", "content": IMAGE_PLACEHOLDER + doc["question"].strip()}]
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         chat = bool(kwargs.pop("apply_chat_template", False))
         kwargs.pop("chat_template", None)
         visual = {"visual": self.doc_to_image(doc)}
         requests = []
         if "generation" in self.options.parts:
             args = (ctx, deepcopy(self.config.generation_kwargs), visual)
-            requests.append(Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs))
+            requests.append(new_request(self, "generate_until", doc, args, idx=0, **kwargs))
         if "likelihood" in self.options.parts:
             delimiter = "" if chat else ANSWER_DELIMITER
             for text in scoring.answer_texts(doc):
                 args = (ctx, delimiter + text.strip(), visual)
-                requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=len(requests),
+                requests.append(new_request(self, ANSWER_LOGPROBS, doc, args, idx=len(requests),
                                          **kwargs))
         return requests
 

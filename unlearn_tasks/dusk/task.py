@@ -7,8 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lm_eval.api.instance import Instance
-
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.dusk import scoring
@@ -81,18 +80,18 @@ class DuskTask(UnlearningTask):
             return None
         return knowmem_messages(doc["question"], list(zip(doc["icl_questions"], doc["icl_answers"], strict=True)))
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         if self.is_privacy:  # the passage's own tokens after BOS, no EOS appended: what the release scores
             args = ("", doc["text"], {"append_eos": False})
-            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            return [new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)]
         if doc["set"] == "verbatim":
             gen = {"until": [], "max_gen_toks": self.options.dusk_verbatim_max_tokens}
         else:
             gen = {"until": list(KNOWMEM_STOP), "max_gen_toks": self.options.dusk_qa_max_tokens}
         gen.update(do_sample=False, temperature=0.0)
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        return [new_request(self, "generate_until", doc, (ctx, gen), idx=0, **kwargs)]
 
     # ------------------------------------------------------------------ scoring
     def reference_text(self, doc: dict) -> str:

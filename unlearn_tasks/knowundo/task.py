@@ -13,8 +13,8 @@ import math
 from typing import Any
 
 import numpy as np
-from lm_eval.api.instance import Instance
 
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.knowundo.benchmark import BENCHMARK
@@ -66,11 +66,11 @@ class KnowundoTask(UnlearningTask):
     def chat_messages(self, doc: dict) -> list[dict[str, str]] | None:
         return [{"role": "user", "content": doc["context"]}]
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         args = (ctx, doc["answer"], {"append_eos": False})
-        return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+        return [new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)]
 
     def score_document(self, doc: dict, results: list) -> dict:
         resp = results[0]

@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from lm_eval.api.instance import Instance
 
 from harness_ext import group_scores
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.lume.benchmark import BENCHMARK
@@ -50,15 +50,15 @@ class LumeTask(UnlearningTask):
         ``--apply_chat_template`` the input as the user turn. MIA documents are never chat-formatted."""
         return None if self.is_mia else [{"role": "user", "content": doc["input"]}]
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         if self.is_mia:
             # the official script's loss: the document's own tokens, each after the ones before it (the first unscored)
             args = ("", doc["document"], {"append_eos": False, "own_tokens": True})
-            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            return [new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)]
         gen = {"until": [], "max_gen_toks": self.options.lume_max_tokens, "do_sample": False, "temperature": 0.0}
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        return [new_request(self, "generate_until", doc, (ctx, gen), idx=0, **kwargs)]
 
     def score_document(self, doc: dict, results: list) -> dict:
         record: dict[str, Any] = {"set": doc["set"], "kind": doc["kind"]}

@@ -22,8 +22,8 @@ from typing import Any
 
 import datasets
 import numpy as np
-from lm_eval.api.instance import Instance
 
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.dataset_loader import read_json_lines
@@ -123,14 +123,14 @@ class MarginsTask(UnlearningTask):
         """With ``--apply_chat_template`` the question (or prompt) is the user turn; plain texts are never wrapped."""
         return chat_messages(doc["question"]) if doc["prompt"] else None
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         chat = bool(kwargs.pop("apply_chat_template", False)) and bool(doc["prompt"])
         kwargs.pop("chat_template", None)
         if doc["style"] == "tofu":
             continuation = doc["target"].strip() if chat else ANSWER_DELIMITER + doc["target"].strip()
         else:
             continuation = doc["target"]
-        return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=(ctx, continuation), idx=0, **kwargs)]
+        return [new_request(self, ANSWER_LOGPROBS, doc, (ctx, continuation), idx=0, **kwargs)]
 
     def score_document(self, doc: dict, results: list) -> dict:
         response = results[0]

@@ -8,8 +8,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from lm_eval.api.instance import Instance
-
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.muse import aggregate, reference
@@ -106,19 +105,19 @@ class MuseTask(UnlearningTask):
             return None
         return knowmem_messages(doc["question"], list(zip(doc["icl_questions"], doc["icl_answers"], strict=True)))
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         part = part_of(doc)
         if part == "privleak":
             # the passage's own tokens after BOS, no EOS appended: what MUSE scores
             args = ("", doc["text"], {"append_eos": False})
-            requests = [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            requests = [new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)]
             if self.options.mia_gradnorm:
                 # open-unlearning's MUSE GradNorm: the passage's tokens but the last (its token-wise statistics drop
                 # the last labelled token), one backward pass each, in train mode as it does, L2 norms
                 options = {"append_eos": False, "drop_eos": True, "train_mode": True, "p": 2}
-                requests.append(Instance(request_type=ANSWER_GRADNORM, doc=doc, arguments=("", doc["text"], options),
+                requests.append(new_request(self, ANSWER_GRADNORM, doc, ("", doc["text"], options),
                                          idx=1, **kwargs))
             return requests
         if part == "verbmem":
@@ -126,12 +125,12 @@ class MuseTask(UnlearningTask):
         else:
             gen = {"until": list(KNOWMEM_STOP), "max_gen_toks": self.options.knowmem_max_tokens}
         gen.update(do_sample=False, temperature=0.0)
-        requests = [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        requests = [new_request(self, "generate_until", doc, (ctx, gen), idx=0, **kwargs)]
         if part == "verbmem":
             # the true continuation teacher-forced after the prompt with a space between, no EOS: open-unlearning's
             # extraction strength / exact memorization input (its MUSE_forget_verbmem, insert_space)
             args = (ctx, " " + doc["reference"], {"append_eos": False})
-            requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=1, **kwargs))
+            requests.append(new_request(self, ANSWER_LOGPROBS, doc, args, idx=1, **kwargs))
         return requests
 
     # ------------------------------------------------------------------ scoring

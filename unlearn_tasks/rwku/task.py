@@ -7,8 +7,8 @@ import math
 from typing import Any
 
 import numpy as np
-from lm_eval.api.instance import Instance
 
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.metrics import mia
@@ -92,19 +92,19 @@ class RwkuTask(UnlearningTask):
                                          fewshot_as_multiturn, chat_template, gen_prefix)
         return prompt if self.is_mia else prompt + answer_prefix(doc)
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         kwargs.pop("apply_chat_template", None)
         kwargs.pop("chat_template", None)
         if self.is_mia:
             args = ("", mia_text(doc, self.options.rwku_icu), {"append_eos": False})
-            return [Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)]
+            return [new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)]
         if self.is_fluency:
             gen = {"until": [], "max_gen_toks": self.options.rwku_fluency_max_tokens}
         else:
             gen = {"until": ["\n"] if self.options.rwku_first_line else [],
                    "max_gen_toks": self.options.rwku_max_tokens}
         gen.update(do_sample=False, temperature=0.0)
-        return [Instance(request_type="generate_until", doc=doc, arguments=(ctx, gen), idx=0, **kwargs)]
+        return [new_request(self, "generate_until", doc, (ctx, gen), idx=0, **kwargs)]
 
     # ------------------------------------------------------------------ scoring
     def score_document(self, doc: dict, results: list) -> dict:

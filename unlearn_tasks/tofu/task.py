@@ -11,9 +11,8 @@ import logging
 from copy import deepcopy
 from typing import Any
 
-from lm_eval.api.instance import Instance
-
 from harness_ext.generation import mark_ou_attention_mask
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_GRADNORM, ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.generation_check import empty_generation_warning
@@ -127,7 +126,7 @@ class TofuTask(UnlearningTask):
         turns = [{"role": "system", "content": system}] if system else []
         return [*turns, *self.chat_messages(doc), {"role": "assistant", "content": answer}]
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         chat = bool(kwargs.pop("apply_chat_template", False))
         self._chat = chat
         kwargs.pop("chat_template", None)
@@ -137,7 +136,7 @@ class TofuTask(UnlearningTask):
         if "generation" in self.options.parts and doc["split"] in GENERATED_SETS:
             gen_ctx = tofu_generation_prompt(ctx) if self.options.generation_prompt == "tofu" and not chat else ctx
             args = (gen_ctx, deepcopy(self.config.generation_kwargs))
-            request = Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)
+            request = new_request(self, "generate_until", doc, args, idx=0, **kwargs)
             requests.append(mark_ou_attention_mask(request) if ou_mask else request)
         if "likelihood" in self.options.parts:
             delimiter = "" if chat else ANSWER_DELIMITER
@@ -148,13 +147,13 @@ class TofuTask(UnlearningTask):
                 return (ctx, delimiter + text.strip(), options) if options else (ctx, delimiter + text.strip())
 
             for text in answer_texts(doc):
-                requests.append(Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=request_args(text, {}),
+                requests.append(new_request(self, ANSWER_LOGPROBS, doc, request_args(text, {}),
                                          idx=len(requests), **kwargs))
             if self.options.mia_gradnorm and doc["split"] in MIA_SETS:
                 # open-unlearning's token-wise statistics: TOFU's boundary (plain prompt only), the EOS dropped
                 options = {"skip_first": tofu and not chat, "drop_eos": tofu, "train_mode": tofu, "p": 2}
-                requests.append(Instance(request_type=ANSWER_GRADNORM, doc=doc,
-                                         arguments=request_args(doc["answer"], options), idx=len(requests), **kwargs))
+                requests.append(new_request(self, ANSWER_GRADNORM, doc, request_args(doc["answer"], options),
+                                             idx=len(requests), **kwargs))
         return requests
 
     # ------------------------------------------------------------------ scoring

@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from lm_eval.api.instance import Instance
-from lm_eval.api.metrics import mean
-
+from harness_ext.instances import default_requests, new_request
+from harness_ext.lm_eval_metrics import mean
 from harness_ext.request_types import ANSWER_LOGPROBS, GENERATE_TOKENS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.tofu_formats import aggregate, scoring
@@ -48,7 +47,7 @@ class ReluTask(UnlearningTask):
         forget, retain, gap = pair_metric_names(self.options.fmt)
         return {forget: aggregate.forget_mean, retain: aggregate.retain_mean, gap: aggregate.forget_retain_gap}
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance] | Instance:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list | Any:
         family = self.options.fmt.family
         if family == "cloze" or doc["context_ids"]:
             kwargs.pop("apply_chat_template", None)
@@ -57,13 +56,13 @@ class ReluTask(UnlearningTask):
             args: tuple = (ctx, doc["target"])
             if doc["target_ids"]:  # parity: the release's separate tokenisation, no EOS
                 args += ({"context_ids": doc["context_ids"], "continuation_ids": doc["target_ids"], "append_eos": False},)
-            return Instance(request_type=ANSWER_LOGPROBS, doc=doc, arguments=args, idx=0, **kwargs)
+            return new_request(self, ANSWER_LOGPROBS, doc, args, idx=0, **kwargs)
         if doc["context_ids"]:  # parity comprehension QA: the release's budget, past EOS, special tokens kept
             options = {"max_new_tokens": doc["max_gen_toks"], "context_ids": doc["context_ids"]}
-            return Instance(request_type=GENERATE_TOKENS, doc=doc, arguments=(ctx, options), idx=0, **kwargs)
-        requests = super().construct_requests(doc, ctx, **kwargs)
+            return new_request(self, GENERATE_TOKENS, doc, (ctx, options), idx=0, **kwargs)
+        requests = default_requests(self, doc, ctx, **kwargs)
         if family == "generation" and doc["max_gen_toks"] > 0:
-            requests.arguments[1]["max_gen_toks"] = doc["max_gen_toks"]  # the release's per-answer budget
+            requests[0].arguments[1]["max_gen_toks"] = doc["max_gen_toks"]  # the release's per-answer budget
         return requests
 
     def score(self, doc: dict, results: list) -> float:

@@ -12,8 +12,8 @@ from copy import deepcopy
 from typing import Any
 
 from lm_eval.api.filter import Filter
-from lm_eval.api.instance import Instance
 
+from harness_ext.instances import new_request
 from harness_ext.request_types import ANSWER_LOGPROBS
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.prompts import ANSWER_DELIMITER, chat_messages, question_prompt
@@ -70,26 +70,24 @@ class WaterDrumTask(UnlearningTask):
         """Ax texts: the raw 50-token prefix (a completion, never chat-formatted). Questions: the user turn."""
         return None if doc["question"] == "" else chat_messages(doc["question"])
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         chat = bool(kwargs.pop("apply_chat_template", False))
         kwargs.pop("chat_template", None)
-        task, doc_id, repeats = kwargs.pop("metadata", (self.config.task, None, self.options.generations))
         requests = []
         for idx, kind in enumerate(request_plan(doc, self.options)):
-            once = (task, doc_id, 1)
             if kind == SAMPLE:
                 args = (ctx, deepcopy(self.config.generation_kwargs))
-                requests.append(Instance("generate_until", doc, args, idx, metadata=(task, doc_id, repeats), **kwargs))
+                requests.append(new_request(self, "generate_until", doc, args, idx, **kwargs))  # the K samples
             elif kind == LOGPROBS:
                 if doc["question"] == "":
                     args = ("", doc["text"])  # the owner's whole text after BOS, as WaterDrum's Min-K%
                 else:
                     args = (ctx, ("" if chat else ANSWER_DELIMITER) + doc["reference"].strip())
-                requests.append(Instance(ANSWER_LOGPROBS, doc, args, idx, metadata=once, **kwargs))
+                requests.append(new_request(self, ANSWER_LOGPROBS, doc, args, idx, repeats=1, **kwargs))
             elif kind == KNOWMEM:
                 gen = {"until": list(KNOWMEM_STOP), "max_gen_toks": self.options.knowmem_max_tokens,
                        "do_sample": False, "temperature": 0.0}
-                requests.append(Instance("generate_until", doc, (ctx, gen), idx, metadata=once, **kwargs))
+                requests.append(new_request(self, "generate_until", doc, (ctx, gen), idx, repeats=1, **kwargs))
         return requests
 
     # ------------------------------------------------------------------ scoring
