@@ -8,8 +8,7 @@ from __future__ import annotations
 from copy import deepcopy
 from typing import Any
 
-from lm_eval.api.instance import Instance
-
+from harness_ext.instances import new_request
 from harness_ext.task_base import UnlearningTask
 from unlearn_tasks.mllmu import scoring
 from unlearn_tasks.mllmu.benchmark import BENCHMARK
@@ -55,13 +54,11 @@ class MllmuTask(UnlearningTask):
         """The release's prompt is its own chat frame (``USER: ... ASSISTANT:``): never chat-templated."""
         return None
 
-    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list[Instance]:
-        kwargs.pop("apply_chat_template", None)
-        kwargs.pop("chat_template", None)
+    def construct_requests(self, doc: dict, ctx: str, **kwargs: Any) -> list:
         args: tuple = (ctx, deepcopy(self.config.generation_kwargs))
         if self.MULTIMODAL:
             args = (*args, {"visual": self.doc_to_image(doc)})
-        return [Instance(request_type="generate_until", doc=doc, arguments=args, idx=0, **kwargs)]
+        return [new_request(self, "generate_until", doc, args, idx=0, **kwargs)]
 
     def score_document(self, doc: dict, results: list) -> dict:
         return scoring.score_document(doc, results[0])
