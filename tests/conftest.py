@@ -51,6 +51,26 @@ def pytest_make_collect_report(collector: pytest.Collector):
     fail_ci_provided_skip(outcome.get_result())
 
 
+@pytest.fixture(scope="session", autouse=True)
+def background(request, tmp_path_factory):
+    """Commands a test only reads the result of, started as the session's first test starts when a test that will
+    run uses the fixture named beside them (tests/fixtures/background.py): ``unlearn demo`` runs on one thread, and
+    ``lm-eval ls tasks`` reads thousands of YAML files on one, so beside the other tests each uses the core those
+    leave. Killed at the end of the session if still running."""
+    from fixtures.background import BackgroundCommands
+
+    commands = BackgroundCommands(tmp_path_factory.mktemp("background"))
+    commands.declare("demo", ["unlearn", "demo", "--workdir", commands.folder("demo"), "--quiet"])
+    commands.declare("lm_eval_ls", ["lm-eval", "ls", "tasks"])
+    users = {"demo_run": "demo", "lm_eval_ls_run": "lm_eval_ls"}  # fixture -> command
+    for item in request.session.items:
+        if item.get_closest_marker("skip") is None:
+            for fixture in set(users) & set(getattr(item, "fixturenames", ())):
+                commands.start(users[fixture])
+    yield commands
+    commands.stop()
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():

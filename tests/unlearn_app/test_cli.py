@@ -50,8 +50,15 @@ def test_switching_the_hook_off_hides_our_tasks(tiny_model_dir):
     assert off.stdout.strip() == "False", off.stderr[-2000:]
 
 
-def test_lm_eval_ls_lists_our_tasks():
-    proc = _run(["lm-eval", "ls", "tasks"])
+@pytest.fixture(scope="module")
+def lm_eval_ls_run(background):
+    """`lm-eval ls tasks`, started in the background as the session starts (tests/conftest.py): it indexes every
+    lm-eval task on one thread."""
+    return background.result("lm_eval_ls", timeout=600)
+
+
+def test_lm_eval_ls_lists_our_tasks(lm_eval_ls_run):
+    proc = lm_eval_ls_run
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "tofu_forget10" in proc.stdout
 
@@ -64,10 +71,10 @@ def test_unlearn_help_and_tasks_dir():
 
 
 @pytest.fixture(scope="module")
-def demo_run(tmp_path_factory):
-    """`unlearn demo --quiet` once for this module's tests: its folder and its process."""
-    out = tmp_path_factory.mktemp("demo")
-    return out, _run(["unlearn", "demo", "--workdir", str(out), "--quiet"], timeout=3600)
+def demo_run(background):
+    """`unlearn demo --workdir FOLDER --quiet` once for this module's tests: its folder and its process (started in
+    the background as the session starts, tests/conftest.py: the demo runs on one thread)."""
+    return background.folder("demo"), background.result("demo", timeout=3600)
 
 
 @pytest.mark.slow
