@@ -22,6 +22,8 @@ CASES = {
                """--metadata '{"data_dir": "EVALDU_DIR", "target": 272}'"""),
     "clear": ({"data": "clear", "forget": "forget10"},
               "lm_eval --model hf-multimodal --model_args pretrained=THIS_REPO --tasks clear_forget10"),
+    "mllmu": ({"data": "mllmu", "forget": "forget15"},
+              "lm_eval --model hf-multimodal --model_args pretrained=THIS_REPO --tasks mllmu_forget15"),
     "rwku": ({"data": "rwku", "rwku_target": ["Orla Venn"], "data_dir": "RWKU_FIXTURE"},
              "lm_eval --model hf --model_args pretrained=THIS_REPO --tasks rwku "
              """--metadata '{"rwku_targets": ["Orla Venn"]}'"""),
