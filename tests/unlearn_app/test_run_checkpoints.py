@@ -72,13 +72,20 @@ def slow_writer(monkeypatch):
     return overlapped, interrupt_at
 
 
+@pytest.fixture(scope="module")
+def in_step(tmp_path_factory, tiny_model_dir, demo_data_dir):
+    """The run with a checkpoint at every step written in step, in the Trainer's own order."""
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(BackgroundCheckpoints, "background_writes", lambda self: False)
+        return run_unlearning(_cfg(tmp_path_factory.mktemp("in_step"), tiny_model_dir, demo_data_dir, "in_step",
+                                   save_steps=1))
+
+
 def test_checkpoints_are_written_beside_the_next_step_and_hold_their_own_step(tmp_path, tiny_model_dir,
-                                                                              demo_data_dir, slow_writer, monkeypatch):
+                                                                              demo_data_dir, slow_writer, in_step):
     overlapped, _ = slow_writer
     beside = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "beside", save_steps=1))
     assert overlapped == {1: True, 2: True}  # step 2's and 3's losses ran while checkpoints 1 and 2 were written
-    monkeypatch.setattr(BackgroundCheckpoints, "background_writes", lambda self: False)  # the Trainer's own order
-    in_step = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "in_step", save_steps=1))
     for step in (STEPS - 1, STEPS):  # the two the Trainer keeps (save_total_limit 2)
         (wa, ma), (wb, mb) = (_state(out / "checkpoints" / f"checkpoint-{step}") for out in (beside, in_step))
         assert _equal(wa, wb) and _equal(ma, mb) and len(ma) > 0, step
@@ -87,7 +94,7 @@ def test_checkpoints_are_written_beside_the_next_step_and_hold_their_own_step(tm
 
 
 def test_ctrl_c_while_a_checkpoint_is_written_keeps_it_whole_and_resume_continues(tmp_path, tiny_model_dir,
-                                                                                  demo_data_dir, slow_writer):
+                                                                                  demo_data_dir, slow_writer, in_step):
     overlapped, interrupt_at = slow_writer
     interrupt_at[0] = 2  # step 2's loss, while checkpoint 1 is being written
     with pytest.raises(UnlearningFailed, match=r"Interrupted at step 1\..*--resume"):
@@ -97,8 +104,7 @@ def test_ctrl_c_while_a_checkpoint_is_written_keeps_it_whole_and_resume_continue
     assert weights and moments and (checkpoint / "trainer_state.json").is_file()
     interrupt_at[0] = None
     resumed = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "run", save_steps=1, resume=True))
-    straight = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "straight", save_steps=1))
-    wr, ws = load_file(str(resumed / "model.safetensors")), load_file(str(straight / "model.safetensors"))
+    wr, ws = load_file(str(resumed / "model.safetensors")), load_file(str(in_step / "model.safetensors"))
     assert wr.keys() == ws.keys() and all(torch.allclose(wr[k], ws[k], atol=1e-6) for k in ws)
 
 
