@@ -12,8 +12,9 @@ Settings: every (method, forget split, full / LoRA, torch threads) of the lists 
 which takes hours on a small machine). Each setting runs ``--pairs`` pairs, one side after the other (ours first in
 odd pairs, open-unlearning first in even ones), so that background load falls on both. Per run: the wall time of the
 process (start to exit: imports, model loading, the reference copy, training, saving), the time per optimiser step
-(each side's own ``train_runtime`` over its steps), and the peak resident memory of the process tree (sampled every
-50 ms); per pair, the relative L2 difference of the two runs' weight updates, ||dW_ours - dW_OU|| / ||dW_OU|| over
+(each side's own ``train_runtime`` over its steps), the time outside the steps (wall minus ``train_runtime``: the
+start-up, ours' reference values computed once, the final save, the exit), and the peak resident memory of the process
+tree (sampled every 50 ms); per pair, the relative L2 difference of the two runs' weight updates, ||dW_ours - dW_OU|| / ||dW_OU|| over
 every parameter (for LoRA, the adapters merged into the weights). The markdown table gives each setting's medians,
 the ours/OU ratios (median of the per-pair ratios) and the largest update difference, under a header with the date,
 machine, load average and both sides' versions.
@@ -298,7 +299,7 @@ def setting_row(setting: dict, pairs: list[dict]) -> dict:
     """A setting's row: medians of each side's figures, medians of the per-pair ratios, the largest update
     difference."""
     row = dict(setting)
-    for key in ("wall", "step", "rss"):
+    for key in ("wall", "step", "outside", "rss"):
         for side in ("ours", "ou"):
             row[f"{side}_{key}"] = _median([p[side][key] for p in pairs])
         row[f"{key}_ratio"] = _median([p["ours"][key] / p["ou"][key] for p in pairs if p["ours"][key] and p["ou"][key]])
@@ -316,8 +317,8 @@ def markdown(header: list[str], rows: list[dict]) -> str:
     """The table: one row per setting, under ``header`` (lines of date, machine, load, versions, settings)."""
     lines = [*header, "",
              "| method | forget | weights | threads | pairs | wall ours / OU (s) | ratio | s per step ours / OU | "
-             "ratio | peak RSS ours / OU (MiB) | ratio | update diff (rel. L2) |",
-             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "ratio | outside the steps ours / OU (s) | peak RSS ours / OU (MiB) | ratio | update diff (rel. L2) |",
+             "| --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         mib = 2.0 ** 20
         rss = [None if r[k] is None else r[k] / mib for k in ("ours_rss", "ou_rss")]
@@ -325,6 +326,7 @@ def markdown(header: list[str], rows: list[dict]) -> str:
             f"| {r['method']} | {r['forget']} | {r['weights']} | {r['threads']} | {r['pairs']} | "
             f"{_num(r['ours_wall'], '.1f')} / {_num(r['ou_wall'], '.1f')} | {_num(r['wall_ratio'], '.2f')} | "
             f"{_num(r['ours_step'], '.2f')} / {_num(r['ou_step'], '.2f')} | {_num(r['step_ratio'], '.2f')} | "
+            f"{_num(r['ours_outside'], '.1f')} / {_num(r['ou_outside'], '.1f')} | "
             f"{_num(rss[0], '.0f')} / {_num(rss[1], '.0f')} | {_num(r['rss_ratio'], '.2f')} | {_num(r['l2'], '.1e')} |")
     return "\n".join(lines) + "\n"
 
@@ -460,7 +462,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{'its own venv' if isolated else 'a venv on our packages'}: {ou_versions}",
                   f"model {Path(model).name}, float32, chat setting; {args.steps} optimiser steps, batch "
                   f"{args.batch_size}, lr {args.lr:g}, AdamW; data {'demo corpus' if not args.data_dir else data_dir}; ours "
-                  f"{'without checkpoints' if args.no_checkpoints else 'with its checkpoint at each epoch end'}"
+                  f"{'without checkpoints' if args.no_checkpoints else 'with its checkpoint at each epoch end (the weights and AdamW state)'}"
                   f"{''.join(' ' + a for a in args.ours_arg)}"]
         print("\n".join(header), flush=True)
         rows, runs = [], []
@@ -513,7 +515,8 @@ def run_pair(k: int, ours_cmd: list[str], ours_env: dict, ou_cmd: list[str], ou_
             wall, rss, _ = timed_run(ou_cmd, ou_env, cwd)
             state = read_json(work / "ou-out" / "trainer_state.json")
             seconds, steps = train_seconds(state.get("log_history", [])), state.get("global_step")
-        pair[side] = {"wall": wall, "rss": rss, "steps": steps, "step": seconds / steps if seconds and steps else None}
+        pair[side] = {"wall": wall, "rss": rss, "steps": steps, "step": seconds / steps if seconds and steps else None,
+                      "outside": wall - seconds if seconds else None}
     pair["l2"] = relative_l2(trained_weights(work / "ours-out", model), trained_weights(work / "ou-out", model),
                              start_weights)
     pair["load"] = os.getloadavg()[0]
@@ -524,6 +527,7 @@ def pair_line(pair: dict) -> str:
     def side(name: str) -> str:
         s = pair[name]
         return (f"{s['wall']:.1f} s ({s['steps']} steps, {_num(s['step'], '.2f')} s/step, "
+                f"{_num(s['outside'], '.1f')} s outside them, "
                 f"{s['rss'] / 2 ** 20:.0f} MiB)")
 
     return (f"ours {side('ours')}, OU {side('ou')}; update difference {_num(pair['l2'], '.2e')}; "

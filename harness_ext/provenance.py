@@ -76,18 +76,19 @@ def cached_file_sha256(path: str | Path) -> str:
     return digest
 
 
-def path_fingerprint(path: str | Path, skip: tuple[str, ...] = ()) -> str:
+def path_fingerprint(path: str | Path, skip: tuple[str, ...] = (), cached: bool = False) -> str:
     """sha256 of a file, or of a folder's files (relative names and contents, sorted; top-level ``skip`` names
-    left out)."""
+    left out). ``cached``: each file's hash remembered by :func:`cached_file_sha256` (the same value)."""
     path = Path(path).expanduser()
+    file_hash = cached_file_sha256 if cached else file_sha256
     if path.is_file():
-        return file_sha256(path)
+        return file_hash(path)
     digest = hashlib.sha256()
     for f in sorted(p for p in path.rglob("*") if p.is_file()):
         rel = f.relative_to(path)
         if rel.parts[0] in skip:
             continue
-        digest.update(f"{rel.as_posix()}\0{file_sha256(f)}\n".encode())
+        digest.update(f"{rel.as_posix()}\0{file_hash(f)}\n".encode())
     return digest.hexdigest()
 
 

@@ -20,6 +20,7 @@ from transformers import Trainer, TrainerCallback
 from unlearn_methods import reference
 from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, answer_logits, forward
 from unlearn_methods.params import MethodParams
+from unlearn_methods.run_checkpoints import BackgroundCheckpoints
 
 #: The kinds of forget example a method may declare (:attr:`UnlearnMethod.forget_corpus`).
 FORGET_CORPORA = ("text", "pair", "refusal")
@@ -134,9 +135,10 @@ class UnlearnMethod:
         return True
 
 
-class UnlearnTrainer(Trainer):
+class UnlearnTrainer(BackgroundCheckpoints, Trainer):
     """``Trainer`` whose loss is an :class:`UnlearnMethod`, with an optional L1 penalty on LoRA weights; each step
-    normalised over its global batch (see the module docstring)."""
+    normalised over its global batch (see the module docstring); its checkpoints written beside the steps
+    (:mod:`unlearn_methods.run_checkpoints`)."""
 
     #: compute_loss divides by the step's global counts, gradient accumulation included (see get_batch_samples)
     loss_is_scaled_for_ga = True

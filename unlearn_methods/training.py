@@ -27,7 +27,7 @@ from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from unlearn_methods import all_methods, checkpoint_folder, get_method, reference
+from unlearn_methods import all_methods, checkpoint_folder, get_method, reference, run_checkpoints
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
 from unlearn_methods.config import RunConfig, coerce_method_params, run_fields
 from unlearn_methods.eval_during import (
@@ -525,6 +525,19 @@ def save_whole(trainer: Any, folder: Path) -> None:
         model.save_pretrained(str(folder), state_dict={k: v for k, v in state.items() if k not in aliases})
 
 
+def _shared_last_checkpoint(cfg: RunConfig, fitted: Fitted, model: Any) -> bool:
+    """Give the working folder the model files of the checkpoint the Trainer wrote at the last step, when ``model``
+    is that step's model (not a LoRA merge, a method's final transformation, or an earlier step --select restored),
+    so the last state is written once (:func:`unlearn_methods.run_checkpoints.share_last_checkpoint`)."""
+    trainer, record = fitted.trainer, fitted.eval_record or {}
+    if (trainer is None or model is not fitted.model or (cfg.lora and cfg.merge)
+            or type(fitted.method).finalize is not UnlearnMethod.finalize
+            or record.get("selected_step", trainer.state.global_step) != trainer.state.global_step):
+        return False
+    checkpoint = run_checkpoints.last_checkpoint(trainer)
+    return checkpoint is not None and run_checkpoints.share_last_checkpoint(checkpoint, fitted.out)
+
+
 def save(cfg: RunConfig, fitted: Fitted, final: Path,
          finish: Callable[[TrainedCheckpoint], None] | None = None) -> TrainedCheckpoint:
     """Save the fitted model in its working folder, call ``finish`` there, and publish the folder as ``final``."""
@@ -535,7 +548,8 @@ def save(cfg: RunConfig, fitted: Fitted, final: Path,
         model = model.merge_and_unload()
     if trainer is not None and model is fitted.model and (trainer.is_fsdp_enabled or trainer.is_deepspeed_enabled):
         save_whole(trainer, out)  # every process: the shards are gathered; the main process writes
-    elif procs.is_main_process:
+    elif procs.is_main_process and not _shared_last_checkpoint(cfg, fitted, model):
+        run_checkpoints.remove_model_files(out)  # a resumed run's may be links into a checkpoint
         model.save_pretrained(str(out))
     trained = TrainedCheckpoint(out, fitted.method, fitted.adapter, fitted.data_dir, fitted.train_metrics,
                                 fitted.eval_record)

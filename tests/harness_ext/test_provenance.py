@@ -6,7 +6,8 @@ import json
 from harness_ext import provenance, tasks_dir
 
 
-def test_fingerprints_hash_contents_not_names_or_times(tmp_path):
+def test_fingerprints_hash_contents_not_names_or_times(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     f = tmp_path / "a.json"
     f.write_text("x")
     assert provenance.file_sha256(f) == hashlib.sha256(b"x").hexdigest() == provenance.path_fingerprint(f)
@@ -18,6 +19,10 @@ def test_fingerprints_hash_contents_not_names_or_times(tmp_path):
     assert provenance.path_fingerprint(folder, skip=("README.md",)) == first != provenance.path_fingerprint(folder)
     (folder / "sub" / "w.bin").write_bytes(b"2")
     assert provenance.path_fingerprint(folder, skip=("README.md",)) != first
+    # cached (the model card's): the same value, and a file changed in size read again
+    assert provenance.path_fingerprint(folder, cached=True) == provenance.path_fingerprint(folder)
+    (folder / "sub" / "w.bin").write_bytes(b"33")
+    assert provenance.path_fingerprint(folder, cached=True) == provenance.path_fingerprint(folder)
 
 
 def test_recording_collects_only_what_is_read_inside(tmp_path):

@@ -55,11 +55,12 @@ def local_inputs(cfg: RunConfig) -> list[tuple[str, str, str]]:
 
 @functools.lru_cache(maxsize=16)
 def _fingerprint(path: str, model: bool) -> str:
-    """sha256 of a local input (once per process: the card is written twice in a run)."""
+    """sha256 of a local input (once per process: the card is written twice in a run; each file's hash remembered
+    across runs by size and modification time, so a run does not read its base model's weights again)."""
     from harness_ext.provenance import path_fingerprint
     from unlearn_app.ci.cache import SKIP_IN_MODEL_HASH
 
-    return path_fingerprint(path, skip=SKIP_IN_MODEL_HASH if model else ())
+    return path_fingerprint(path, skip=SKIP_IN_MODEL_HASH if model else (), cached=True)
 
 
 def run_prompt_format(cfg: RunConfig) -> PromptFormat:
