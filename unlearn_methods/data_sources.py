@@ -240,8 +240,8 @@ class Clear(DataSource):
 
     @dataclass
     class Options:
-        modality: str = option("both", "Unlearn from the people's text rows, their image-caption rows, "
-                               "or both.", choices=("text", "image", "both"))
+        modality: str = option("both", "With --data clear or mllmu: unlearn from the people's text rows, their "
+                               "image rows, or both.", choices=("text", "image", "both"))
 
     def dataset(self, data: str) -> str:
         from unlearn_tasks.clear.splits import HUB_ID
@@ -278,12 +278,7 @@ class Mllmu(Clear):
             "profiles; --model is a LLaVA-style vision-language model)")
     eval_args = "--tasks mllmu_{forget}"
 
-    @dataclass
-    class Options:
-        modality: str = option("both", "With --data clear or mllmu: unlearn from the people's text rows, their image "
-                               "rows, or both.", choices=("text", "image", "both"))
-
-    def dataset(self, data: str) -> str:
+    def dataset(self, data: str) -> str:  # its options are CLEAR's (--modality)
         from unlearn_tasks.mllmu.splits import HUB_ID
 
         return HUB_ID
