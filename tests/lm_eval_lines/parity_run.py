@@ -25,11 +25,14 @@ sys.path[:0] = [str(REPO), str(REPO / "tests")]
 LEAK = {"leak_n": 6, "leak_k": [1, 3, 6], "leak_criterion": "rougeL_recall", "leak_max_new_tokens": 24}
 LUME = {"lume_max_tokens": 2, "max_items_per_split": 2}
 RUNS: dict[str, tuple[list[str], dict, str, int | None]] = {
-    "tofu": (["tofu_forget10"], {}, "tofu", 12),
+    # whole evaluations of fewer documents (max_items_per_split), not lm_eval --limit: the board refuses a partial
+    # evaluation, and test_both_lines submits these runs
+    "tofu": (["tofu_forget10"], {"max_items_per_split": 3}, "tofu", None),
     "formats": (["tofu_mcqa", "tofu_cloze", "tofu_comprehension_qa"], {}, "relu", None),
-    "leak": (["tofu_forget01_leak"], LEAK, "tofu", 6),
-    "muse": (["muse_news_verbmem", "muse_news_knowmem"], {"verbmem_max_tokens": 8, "knowmem_max_tokens": 8}, "muse", 4),
-    "margins": (["margins_tofu_forget01"], {}, "tofu", 8),
+    "leak": (["tofu_forget01_leak"], {**LEAK, "max_items_per_split": 6}, "tofu", None),
+    "muse": (["muse_news_verbmem", "muse_news_knowmem"],
+             {"verbmem_max_tokens": 8, "knowmem_max_tokens": 8, "max_items_per_split": 4}, "muse", None),
+    "margins": (["margins_tofu_forget01"], {"max_items_per_split": 4}, "tofu", None),
     # LUME (SemEval-2025 Task 4) as its group, with its aggregate scores (harness_ext.group_scores) over its tasks
     # and a small MMLU (its YAML folder is the data folder's mmlu/)
     "lume": (["lume"], LUME, "lume", None),

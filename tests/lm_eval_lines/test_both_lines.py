@@ -105,7 +105,7 @@ def test_same_numbers_on_both_lines(lines):
     leak = new["results"]["tofu_forget01_leak"]
     assert 0 < leak["leak_at_1"] < leak["leak_at_3"] < leak["leak_at_6"] <= 1
     assert 0 < new["results"]["tofu_cloze"]["forget_prob"] < 1
-    assert 0 < new["results"]["tofu_forget10"]["forget_truth_ratio"] and len(new["samples"]["tofu_forget10"]) == 12
+    assert 0 < new["results"]["tofu_forget10"]["forget_truth_ratio"] and len(new["samples"]["tofu_forget10"]) == 15  # 3 of each of its 5 sets
     # LUME's group scores (harness_ext.group_scores, on both lines' group step) from its tasks and MMLU
     assert 0 < new["results"]["lume"]["final_score"] and new["results"]["lume"]["mmlu_acc"] == new["results"]["mmlu"]["acc"]
 

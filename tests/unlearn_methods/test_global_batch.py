@@ -5,12 +5,11 @@ multi-process runs: test_multiprocess_training.py."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 from safetensors.torch import load_file
 
+from fixtures.weights import assert_same_losses, logged_losses
 from unlearn_methods.config import load_run_config
 from unlearn_methods.losses import NORM_KEY, WEIGHT_KEY, batch_mean, mean_nll
 from unlearn_methods.training import train
@@ -51,14 +50,5 @@ def test_gradient_accumulation_takes_the_step_of_the_whole_batch(method, tiny_mo
     update = torch.sqrt(sum(((w1[k].double() - w0[k].double()) ** 2).sum() for k in w0))
     diff = torch.sqrt(sum(((w2[k].double() - w1[k].double()) ** 2).sum() for k in w0))
     assert float(update) > 1e-2 and float(diff / update) <= 1e-4
-    logged = [[h for h in json.loads((o / "train_metrics.json").read_text())["log_history"] if "loss" in h]
-              for o in outs]
-    assert len(logged[0]) == len(logged[1]) == 2
-    for whole, accumulated in zip(*logged, strict=True):
-        # Each logged term of the loss to 1e-4; the loss to 1e-4 of its largest term: GradDiff's is the difference
-        # of two NLLs of about 7 (0.0157 here), so their float32 rounding, summed in another order over the
-        # micro-batches, is 1e-4 of the difference on a CPU with AVX-512 kernels (2e-7 of each term).
-        terms = {k: v for k, v in whole.items() if k.endswith("_nll")}
-        scale = max([abs(whole["loss"]), *map(abs, terms.values())])
-        assert accumulated["loss"] == pytest.approx(whole["loss"], rel=0, abs=1e-4 * scale)
-        assert {k: accumulated[k] for k in terms} == pytest.approx(terms, rel=1e-4)
+    assert len(logged_losses(outs[0])) == 2
+    assert_same_losses(outs[0], outs[1], rel=1e-4)  # GradDiff's loss to 1e-4 of its terms (fixtures.weights)
