@@ -126,20 +126,22 @@ def test_commands_run_the_same_steps(bench, tmp_path) -> None:
 
 
 def test_setting_row_and_table(bench) -> None:
-    pairs = [{"ours": {"wall": 10.0, "step": 2.0, "rss": 100 * 2 ** 20}, "ou": {"wall": 20.0, "step": 2.0,
-                                                                             "rss": 200 * 2 ** 20}, "l2": 1e-6},
-             {"ours": {"wall": 12.0, "step": 3.0, "rss": 100 * 2 ** 20}, "ou": {"wall": 16.0, "step": None,
-                                                                             "rss": 200 * 2 ** 20}, "l2": 3e-6}]
+    pairs = [{"ours": {"wall": 10.0, "step": 2.0, "outside": 8.0, "rss": 100 * 2 ** 20},
+              "ou": {"wall": 20.0, "step": 2.0, "outside": 18.0, "rss": 200 * 2 ** 20}, "l2": 1e-6},
+             {"ours": {"wall": 12.0, "step": 3.0, "outside": 9.0, "rss": 100 * 2 ** 20},
+              "ou": {"wall": 16.0, "step": None, "outside": None, "rss": 200 * 2 ** 20}, "l2": 3e-6}]
     row = bench.setting_row({"method": "NPO", "forget": "forget01", "weights": "full", "threads": 1}, pairs)
     assert row["ours_wall"] == 11.0 and row["ou_wall"] == 18.0
     assert row["wall_ratio"] == pytest.approx((0.5 + 0.75) / 2)  # the median of the per-pair ratios
     assert row["step_ratio"] == 1.0                              # the pair without OU's step time left out
     assert row["rss_ratio"] == 0.5 and row["l2"] == 3e-6 and row["pairs"] == 2
+    assert row["ours_outside"] == 8.5 and row["ou_outside"] == 18.0  # the time outside the steps, each side's median
+    assert row["outside_ratio"] == pytest.approx(8.0 / 18.0)      # from the one pair with both
     table = bench.markdown(["2026-11-29 13:00 UTC, a machine", "versions"], [row])
     lines = table.splitlines()
     assert lines[:2] == ["2026-11-29 13:00 UTC, a machine", "versions"]
-    assert lines[-1] == ("| NPO | forget01 | full | 1 | 2 | 11.0 / 18.0 | 0.62 | 2.50 / 2.00 | 1.00 | 100 / 200 | "
-                         "0.50 | 3.0e-06 |")
+    assert lines[-1] == ("| NPO | forget01 | full | 1 | 2 | 11.0 / 18.0 | 0.62 | 2.50 / 2.00 | 1.00 | 8.5 / 18.0 | "
+                         "100 / 200 | 0.50 | 3.0e-06 |")
     assert lines[-2].count("|") == lines[-3].count("|") == lines[-1].count("|")
 
 
