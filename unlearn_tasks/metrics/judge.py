@@ -106,11 +106,17 @@ def lower_is_better() -> set[str]:
     return {SHARE_NAMES["forget"]} | {metric_names(s)["unparsable"] for s in SHARE_NAMES}
 
 
-def aggregate(records: Iterable[Mapping], threshold: float) -> dict[str, float]:
-    """Every judge metric of the sets present in ``records`` (each ``{"split", "verdict", "rougeL_recall"}``)."""
+def _by_split(records: Iterable[Mapping]) -> dict[str, list[Mapping]]:
+    """``records`` grouped by their ``split``, in order."""
     by_split: dict[str, list[Mapping]] = {}
     for r in records:
         by_split.setdefault(r["split"], []).append(r)
+    return by_split
+
+
+def aggregate(records: Iterable[Mapping], threshold: float) -> dict[str, float]:
+    """Every judge metric of the sets present in ``records`` (each ``{"split", "verdict", "rougeL_recall"}``)."""
+    by_split = _by_split(records)
     out: dict[str, float] = {}
     for split in SHARE_NAMES:
         rows = by_split.get(split)
@@ -136,9 +142,7 @@ def score_aggregate(records: Iterable[Mapping], sets: Sequence[str], key: str, m
     """Per set present in ``records`` (each ``{"split", "verdict", "scores"}``, verdict ``scored`` or
     ``unparsable``): the mean of ``scores[key]`` over its scored items (NaN when none is) and the count of
     unparsable replies."""
-    by_split: dict[str, list[Mapping]] = {}
-    for r in records:
-        by_split.setdefault(r["split"], []).append(r)
+    by_split = _by_split(records)
     out: dict[str, float] = {}
     for split in sets:
         rows = by_split.get(split)
