@@ -252,6 +252,8 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
             pass  # reported as a difference below
     if current.get("prompt_format") != "chat" and saved.get("prompt_format") != "chat":
         resume_keys.remove("ou_chat_mask")  # it applies to the chat format only
+    if (written := _written_by(out)) is not None and written != main_process().num_processes:
+        resume_keys = [k for k in resume_keys if k not in ("batch_size", "grad_accum")]  # check_global_batch's
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
@@ -262,6 +264,45 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
             f"--resume: the run saved in {cfg.out} used other settings ({'; '.join(diffs)}). Resume with the same "
             f"settings, or start afresh in an empty --out (or with --overwrite and without --resume)."
         )
+
+
+def _written_by(folder: Path) -> int | None:
+    """How many processes wrote the last checkpoint of the run saved in ``folder`` (None without one): the Trainer
+    writes one RNG state per process, ``rng_state_{i}.pth`` (``rng_state.pth`` alone)."""
+    last = get_last_checkpoint(str(folder / "checkpoints")) if (folder / "checkpoints").is_dir() else None
+    return None if last is None else max(1, len(list(Path(last).glob("rng_state_*.pth"))))
+
+
+def check_global_batch(cfg: RunConfig, out: Path) -> None:
+    """``--resume`` on another number of processes than wrote the checkpoint goes on with the same run only at the
+    same global batch (processes x ``--batch-size`` x ``--grad-accum`` rows a step; the Trainer counts steps, and
+    torch's distributed checkpoint reshards a sharded one): refuse another, in one line, on every process."""
+    work = checkpoint_folder.partial_path(out)
+    folder = work if work.is_dir() else out
+    now = main_process().num_processes
+    if not cfg.resume or not (folder / CONFIG_FILE).is_file() or (written := _written_by(folder)) in (None, now):
+        return
+    saved = read_settings(folder / CONFIG_FILE, "saved configuration").data or {}
+    size, accum = saved.get("batch_size"), saved.get("grad_accum", 1)
+    if not isinstance(size, int) or not isinstance(accum, int):
+        return  # check_resume names the difference
+    rows, here = written * size * accum, now * cfg.batch_size * cfg.grad_accum
+    if rows == here:
+        return
+    each = rows // now
+    size_here = next((b for b in (cfg.batch_size, size) if each % b == 0), 1)
+    advice = (f"Resume on {_processes(now)} with --batch-size and --grad-accum making {each} rows per process (e.g. "
+              f"--batch-size {size_here} --grad-accum {each // size_here}), or on {_processes(written)}."
+              if rows % now == 0 else f"{rows} rows do not divide among {_processes(now)}: resume on "
+              f"{_processes(written)}.")
+    raise UnlearningFailed(
+        f"--resume: the checkpoint in {cfg.out} was written by {_processes(written)} with --batch-size {size} "
+        f"--grad-accum {accum}, {rows} rows a step; {_processes(now)} with --batch-size {cfg.batch_size} "
+        f"--grad-accum {cfg.grad_accum} would take {here}. {advice}")
+
+
+def _processes(n: int) -> str:
+    return f"{n} process{'es' if n > 1 else ''}"
 
 
 @dataclass
@@ -367,6 +408,7 @@ def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[Unle
         raise UnlearningFailed(f"The {method.name} method fine-tunes a text-only copy of the model or generates text, and "
                                f"is not available with --data {cfg.data}; use another method (`unlearn methods`).")
     out = check_output_folder(cfg)
+    check_global_batch(cfg, out)
     source.resolve_splits(cfg)
     resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
     cfg.method_params = method.params.to_dict()

@@ -225,6 +225,49 @@ def test_a_run_saved_before_the_rwku_options_resumes(tmp_path: Path):
         check_resume(cfg, tmp_path)
 
 
+def test_resume_on_another_process_count_needs_the_same_global_batch(tmp_path: Path, monkeypatch):
+    """A checkpoint written by 2 processes (one RNG state each) resumed here, on one: the same run only at the same
+    global batch (processes x --batch-size x --grad-accum), which --batch-size and --grad-accum may then keep in
+    another split; another global batch is refused in one line before anything is written."""
+    from types import SimpleNamespace
+
+    from unlearn_methods import training
+    from unlearn_methods.training import CONFIG_FILE, UnlearningFailed, check_global_batch, check_resume, portable_config
+
+    def config(**options):
+        return load_run_config(None, model="m", out=str(tmp_path), resume=True, **options)
+
+    saved = config(batch_size=2, grad_accum=3)  # 2 processes: 12 rows a step
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(saved, tmp_path), sort_keys=False))
+    checkpoint = tmp_path / "checkpoints" / "checkpoint-4"
+    checkpoint.mkdir(parents=True)
+    for rank in (0, 1):
+        (checkpoint / f"rng_state_{rank}.pth").write_bytes(b"")
+    for same in (config(batch_size=2, grad_accum=6), config(batch_size=12), config(batch_size=4, grad_accum=3)):
+        check_global_batch(same, tmp_path)
+        check_resume(same, tmp_path)
+    with pytest.raises(UnlearningFailed, match=r"^--resume: the checkpoint in .* was written by 2 processes with "
+                       r"--batch-size 2 --grad-accum 3, 12 rows a step; 1 process with --batch-size 2 --grad-accum "
+                       r"3 would take 6\. Resume on 1 process with --batch-size and --grad-accum making 12 rows per "
+                       r"process \(e\.g\. --batch-size 2 --grad-accum 6\), or on 2 processes\.$"):
+        check_global_batch(saved, tmp_path)
+    with pytest.raises(UnlearningFailed, match="12 rows a step; 1 process with --batch-size 5 --grad-accum 1 would "
+                       r"take 5\. Resume on 1 process with .*e\.g\. --batch-size 2 --grad-accum 6"):
+        check_global_batch(config(batch_size=5), tmp_path)
+    (checkpoint / "rng_state_2.pth").write_bytes(b"")  # 3 processes: 18 rows a step, which 4 cannot share
+    with monkeypatch.context() as m:
+        m.setattr(training, "main_process", lambda: SimpleNamespace(num_processes=4))
+        with pytest.raises(UnlearningFailed, match=r"18 rows a step; 4 processes with --batch-size 2 --grad-accum 3 "
+                           r"would take 24\. 18 rows do not divide among 4 processes: resume on 3 processes\.$"):
+            check_global_batch(saved, tmp_path)
+    (checkpoint / "rng_state_2.pth").unlink()
+    (checkpoint / "rng_state_1.pth").unlink()
+    (checkpoint / "rng_state_0.pth").rename(checkpoint / "rng_state.pth")  # one process wrote it: as before
+    check_global_batch(saved, tmp_path)
+    with pytest.raises(UnlearningFailed, match="batch_size: saved 2, now 12"):
+        check_resume(config(batch_size=12), tmp_path)
+
+
 def test_a_sweeps_seeds_are_checked_against_the_declared_range():
     from unlearn_app.sweep.spec import SpecError, parse_spec
 
