@@ -160,11 +160,15 @@ class UnlearnTrainer(BackgroundCheckpoints, Trainer):
         self.add_callback(_EpochEnd(self))
 
     def _make_reference(self):
+        """The frozen copy of the model before unlearning; under FSDP2 sharded over the processes as accelerate shards
+        the model (each holds its part, a layer gathered while it runs), not kept whole on each."""
         if hasattr(self.model, "disable_adapter"):  # LoRA: the base weights are the reference, no copy needed
             return ADAPTER_DISABLED
         ref = copy.deepcopy(self.model).eval()
         for p in ref.parameters():
             p.requires_grad_(False)
+        if self.is_fsdp_enabled and self.accelerator.is_fsdp2:
+            return self.accelerator.prepare(ref)
         return ref.to(self.args.device)
 
     # ------------------------------------------------------------------ the global batch of a step
