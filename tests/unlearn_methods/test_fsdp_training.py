@@ -12,10 +12,12 @@ rows ends with an uneven step (2 rows, accelerate's 2 filler rows weighted 0) an
 step normalised per shard (each process's mean over its own rows or tokens) ends in other weights.
 
 Every run of a process count shares one launch (``fsdp_on_cpu.py`` runs the commands one after the other in the same
-processes), so the suite pays the processes' start-up once per count."""
+processes), so the suite pays the processes' start-up once per count, and the one-process runs are made in the
+test's process while the launch runs."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -80,7 +82,7 @@ def tiny64(tiny_model_dir, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def two(tiny64, demo_data_dir, tmp_path_factory):
+def two(tiny64, demo_data_dir, tmp_path_factory, request):
     """One launch of 2 FSDP processes (2 rows each): every method for 2 epochs; NPO for 1 epoch, then resumed from
     its sharded checkpoint to 2; ``--eval-every`` (refused); GA with a NaN loss on process 1 from step 1; NPO for 1
     epoch at the global batch of :data:`RECOUNT` (resumed on 3 processes by :func:`three`)."""
@@ -94,7 +96,10 @@ def two(tiny64, demo_data_dir, tmp_path_factory):
                  ["run", "--method", "ga", "--full", *common, "--epochs", "2", "--out", root / "nan"],
                  ["run", *METHODS["npo"], *_common(tiny64, demo_data_dir), *RECOUNT[2], "--epochs", "1", "--out",
                   root / "recount"]]
-    done = _fsdp_launch(2, commands, env={"PROBE_NAN_ON_PROCESS": "1"})
+    with ThreadPoolExecutor(1) as pool:  # the one-process runs while the processes start and train
+        launched = pool.submit(_fsdp_launch, 2, commands, {"PROBE_NAN_ON_PROCESS": "1"})
+        request.getfixturevalue("one")
+        done = launched.result()
     errors = sorted({line for line in done.stderr.splitlines() if line.startswith("error: ")})
     return root, done, errors
 
@@ -214,11 +219,14 @@ def three(two, tiny64, demo_data_dir, tmp_path_factory):
                 for m, options in METHODS.items()]
     commands += [["run", *METHODS["npo"], *common, *RECOUNT[2], "--resume", "--out", recount],  # 9 rows a step
                  ["run", *METHODS["npo"], *common, *RECOUNT[3], "--resume", "--out", recount]]
-    done = _fsdp_launch(3, commands, env={"PROBE_MEMORY": str(root / "memory.jsonl")})
+    with ThreadPoolExecutor(1) as pool:  # the one-process runs while the processes start and train
+        launched = pool.submit(_fsdp_launch, 3, commands, {"PROBE_MEMORY": str(root / "memory.jsonl")})
+        for m, options in METHODS.items():
+            _one_process(["run", *options, *common, "--batch-size", "1", "--grad-accum", "3", "--out",
+                          root / "one" / m])
+        _one_process(["run", *METHODS["npo"], *common, *RECOUNT[1], "--out", root / "one" / "recount"])
+        done = launched.result()
     errors = sorted({line for line in done.stderr.splitlines() if line.startswith("error: ")})
-    for m, options in METHODS.items():
-        _one_process(["run", *options, *common, "--batch-size", "1", "--grad-accum", "3", "--out", root / "one" / m])
-    _one_process(["run", *METHODS["npo"], *common, *RECOUNT[1], "--out", root / "one" / "recount"])
     return root, done, errors
 
 
