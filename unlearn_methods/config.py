@@ -103,7 +103,8 @@ class RunConfig:
                                            resume=True)
     save_steps: int | None = option(None, "Checkpoint every N steps.", gt=0, default_text="every epoch")
     resume: bool = option(False, "Resume from the last checkpoint of the run in OUT.partial (a stopped run) or OUT "
-                          "(only when its unlearn_config.yaml matches this run's method, data and hyperparameters).")
+                          "(only when its unlearn_config.yaml matches this run's method, data and hyperparameters; on "
+                          "another number of processes only at the same global batch).")
     overwrite: bool = option(False, "Allow a non-empty OUT (replaced as a whole when the new checkpoint is complete) "
                              "or an unfinished OUT.partial (discarded). OUT may never be the --model folder or inside "
                              "it.")
