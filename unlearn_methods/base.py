@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 import torch
 from transformers import Trainer, TrainerCallback
+from transformers.trainer_callback import ExportableState
 
 from unlearn_methods import reference
 from unlearn_methods.losses import NORM_KEY, REF_NLL_KEY, WEIGHT_KEY, answer_logits, forward
@@ -158,6 +159,7 @@ class UnlearnTrainer(BackgroundCheckpoints, Trainer):
         self._step_terms: dict[str, float] = {}  # this step's terms, summed over its micro-batches on this process
         self._micro_batches = 1  # of the current step, on every process
         self.add_callback(_EpochEnd(self))
+        self.add_callback(RunLayout())
 
     def _make_reference(self):
         """The frozen copy of the model before unlearning; under FSDP2 sharded over the processes as accelerate shards
@@ -297,3 +299,19 @@ class _EpochEnd(TrainerCallback):
     def on_epoch_end(self, args, state, control, **kwargs):
         self.trainer._flush_step_terms()  # the epoch's last step reaches after_step first
         self.trainer.method.on_epoch_end(self.trainer.ctx)
+
+
+class RunLayout(TrainerCallback, ExportableState):
+    """How the steps of a run are made: ``processes`` x ``batch_size`` rows x ``grad_accum`` micro-batches, stored with
+    each checkpoint (``trainer_state.json``, the Trainer's stateful callbacks) for ``--resume`` on another process
+    count, which then reads the layout the checkpoint was written with, not the settings of a later, unfinished try."""
+
+    def __init__(self) -> None:
+        self.layout: dict[str, int] = {}
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.layout = {"processes": args.world_size, "batch_size": args.per_device_train_batch_size,
+                       "grad_accum": args.gradient_accumulation_steps}
+
+    def state(self) -> dict:
+        return {"args": {}, "attributes": {"layout": dict(self.layout)}}

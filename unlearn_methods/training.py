@@ -252,8 +252,10 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
             pass  # reported as a difference below
     if current.get("prompt_format") != "chat" and saved.get("prompt_format") != "chat":
         resume_keys.remove("ou_chat_mask")  # it applies to the chat format only
-    if (written := _written_by(out)) is not None and written != main_process().num_processes:
-        resume_keys = [k for k in resume_keys if k not in ("batch_size", "grad_accum")]  # check_global_batch's
+    if (written := _written_by(out)) is not None:
+        saved |= _written_with(out) or {}  # the last checkpoint's, where the config is of a later, unfinished try
+        if written != main_process().num_processes:
+            resume_keys = [k for k in resume_keys if k not in ("batch_size", "grad_accum")]  # check_global_batch's
     diffs = [f"{k}: saved {saved.get(k)!r}, now {current.get(k)!r}" for k in resume_keys if saved.get(k) != current.get(k)]
     saved_epochs = saved.get("epochs")
     if isinstance(saved_epochs, (int, float)) and current["epochs"] < saved_epochs:  # it would rewrite the saved config
@@ -273,6 +275,20 @@ def _written_by(folder: Path) -> int | None:
     return None if last is None else max(1, len(list(Path(last).glob("rng_state_*.pth"))))
 
 
+def _written_with(folder: Path) -> dict[str, Any] | None:
+    """``{"batch_size", "grad_accum"}`` the last checkpoint of the run in ``folder`` was written with (its
+    :class:`~unlearn_methods.base.RunLayout`; None for a checkpoint without one, whose settings are the saved
+    configuration's): a later try on other settings, stopped before its first checkpoint, rewrote the configuration."""
+    try:
+        last = Path(get_last_checkpoint(str(folder / "checkpoints")))
+        stored = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]["RunLayout"]
+        layout = (stored[0] if isinstance(stored, list) else stored)["attributes"]["layout"]
+        values = {k: layout[k] for k in ("batch_size", "grad_accum")}
+    except (OSError, ValueError, KeyError, TypeError, IndexError, RecursionError):
+        return None
+    return values if all(isinstance(v, int) and v > 0 for v in values.values()) else None
+
+
 def check_global_batch(cfg: RunConfig, out: Path) -> None:
     """``--resume`` on another number of processes than wrote the checkpoint goes on with the same run only at the
     same global batch (processes x ``--batch-size`` x ``--grad-accum`` rows a step; the Trainer counts steps, and
@@ -282,7 +298,7 @@ def check_global_batch(cfg: RunConfig, out: Path) -> None:
     now = main_process().num_processes
     if not cfg.resume or not (folder / CONFIG_FILE).is_file() or (written := _written_by(folder)) in (None, now):
         return
-    saved = read_settings(folder / CONFIG_FILE, "saved configuration").data or {}
+    saved = _written_with(folder) or read_settings(folder / CONFIG_FILE, "saved configuration").data or {}
     size, accum = saved.get("batch_size"), saved.get("grad_accum", 1)
     if not isinstance(size, int) or not isinstance(accum, int):
         return  # check_resume names the difference

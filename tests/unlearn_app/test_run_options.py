@@ -2,6 +2,7 @@
 values handed to the config and the keys of the saved run config all come from it."""
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -261,6 +262,23 @@ def test_resume_on_another_process_count_needs_the_same_global_batch(tmp_path: P
                            r"would take 24\. 18 rows do not divide among 4 processes: resume on 3 processes\.$"):
             check_global_batch(saved, tmp_path)
     (checkpoint / "rng_state_2.pth").unlink()
+    # a try on 1 process at another split (--batch-size 4 --grad-accum 3), stopped before its first checkpoint,
+    # rewrote the config: the checkpoint's own layout (the Trainer's stateful callbacks) is what it was written with
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(config(batch_size=4, grad_accum=3), tmp_path)))
+    state = {"stateful_callbacks": {"RunLayout": {"args": {}, "attributes": {"layout": {
+        "processes": 2, "batch_size": 2, "grad_accum": 3}}}}}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    with monkeypatch.context() as m:
+        m.setattr(training, "main_process", lambda: SimpleNamespace(num_processes=2))
+        check_global_batch(saved, tmp_path)
+        check_resume(saved, tmp_path)  # the layout's 2 x 3, not the config's 4 x 3
+        with pytest.raises(UnlearningFailed, match="batch_size: saved 2, now 4"):
+            check_resume(config(batch_size=4, grad_accum=3), tmp_path)
+    with pytest.raises(UnlearningFailed, match="2 processes with --batch-size 2 --grad-accum 3, 12 rows a step"):
+        check_global_batch(config(batch_size=4, grad_accum=1), tmp_path)
+    check_global_batch(config(batch_size=4, grad_accum=3), tmp_path)  # 12 rows on 1 process
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"stateful_callbacks": {}}))
+    (tmp_path / CONFIG_FILE).write_text(yaml.safe_dump(portable_config(saved, tmp_path), sort_keys=False))
     (checkpoint / "rng_state_1.pth").unlink()
     (checkpoint / "rng_state_0.pth").rename(checkpoint / "rng_state.pth")  # one process wrote it: as before
     check_global_batch(saved, tmp_path)
