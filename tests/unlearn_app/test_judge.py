@@ -324,7 +324,7 @@ def _choice(text: str) -> bytes:
 
 
 @pytest.mark.parametrize("body, message", [
-    (b'{"choices": []}', "answer could not be read as OpenAI's completions schema (ValueError"),
+    (b'{"choices": []}', "prompt(s) with fewer choices (OpenAI's completions schema gives one per prompt)"),
     (_choice("Yes \ud800"), "reply 1 is no text: it holds a lone surrogate ('\\ud800' at character 4)"),
     (b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "schema (RecursionError"),
     (b'{"choices": [{"index": 0, "text": "Yes"}], "n": ' + b"7" * 5000 + b"}", "schema (ValueError: Exceeds the limit"),
