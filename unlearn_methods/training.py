@@ -430,9 +430,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             raise UnlearningFailed("--eval-every evaluates on the main process, which holds only a shard of the weights "
                                    "under FSDP or DeepSpeed ZeRO-3; leave --eval-every out (evaluate the checkpoint "
                                    "with lm_eval), or train with DDP or LoRA.")
-        resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
-        if cfg.resume and resume is None:
-            log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
+        resume = _resume_checkpoint(out / "checkpoints") if cfg.resume else None
         try:
             result = trainer.train(resume_from_checkpoint=resume)
         except KeyboardInterrupt:
@@ -470,6 +468,22 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
     return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record,
                   trainer if method.trains else None)
+
+
+def _resume_checkpoint(checkpoints: Path) -> str | None:
+    """The newest complete checkpoint under ``checkpoints``, or None (start from the beginning). A checkpoint that a
+    killed run left incomplete is removed and named in one line with the one resumed from."""
+    procs = main_process()
+    skipped = run_checkpoints.discard_incomplete(checkpoints) if procs.is_main_process else []
+    procs.wait_for_everyone()
+    resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    start = f"continuing from {Path(resume).name}" if resume else "starting from the beginning"
+    if skipped:
+        log.warning("--resume: skipped %s, left incomplete by a run stopped while writing it; %s.",
+                    " and ".join(skipped), start)
+    elif resume is None and procs.is_main_process:
+        log.warning("--resume: no checkpoint under %s; starting from the beginning.", checkpoints)
+    return resume
 
 
 def check_answer_tokens(cfg: RunConfig, dataset: Any) -> None:
