@@ -80,7 +80,9 @@ class UnlearnRun:
         return reinforced
 
 
-def _load(cfg: RunConfig):
+def _load(cfg: RunConfig, tokenizer: Any = None):
+    """The tokenizer (``tokenizer`` when :func:`check_run` loaded it already) and the model; for vision data the
+    processor and the vision-language model."""
     dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
     if cfg.source.vision:
         from unlearn_methods.vlm import load_vision_model
@@ -93,7 +95,7 @@ def _load(cfg: RunConfig):
                 f"a LLaVA-style checkpoint (AutoModelForImageTextToText + AutoProcessor), local or on the Hub."
             ) from e
     try:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
     except OSError as e:
         raise UnlearningFailed(
@@ -316,7 +318,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
     runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
     the evaluated step whose weights are saved; ``on_row(row)`` is called with every evaluation row once written.
     """
-    method, final = check_run(cfg, select)
+    method, final, tokenizer = check_run(cfg, select)
     procs = main_process()
     procs.wait_for_everyone()  # every process has checked --out before the main one prepares it
     if procs.is_main_process:
@@ -325,7 +327,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
     procs.wait_for_everyone()
     out = checkpoint_folder.partial_path(final)
     try:
-        fitted = fit(cfg, method, out, select, evaluator, on_row)
+        fitted = fit(cfg, method, out, select, evaluator, on_row, tokenizer)
     except BaseException:
         if procs.is_main_process and not cfg.resume and not _trained_in(out):
             shutil.rmtree(out, ignore_errors=True)  # nothing to resume: the next run is not blocked by it
@@ -340,10 +342,11 @@ def _trained_in(work: Path) -> bool:
             or any((work / "checkpoints").glob("*")))  # the Trainer makes the folder before its first step
 
 
-def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path]:
+def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path, Any]:
     """Every check of the run, writing nothing: the options, the method's hyperparameters, the method against the
     data source (raw text, vision) and against ``--eval-every``, the data source's own (RWKU's targets), the output
-    folder. Returns the method and the resolved ``--out``; fills in ``cfg``'s splits and method parameters."""
+    folder. Returns the method, the resolved ``--out`` and the tokenizer when the prompt format needed it (None
+    otherwise); fills in ``cfg``'s splits and method parameters."""
     cfg.validate()
     if cfg.select and select is None:
         raise ValueError(f"--select {cfg.select!r} given without its parsed rule; run it through "
@@ -368,9 +371,9 @@ def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[Unle
                                f"is not available with --data {cfg.data}; use another method (`unlearn methods`).")
     out = check_output_folder(cfg)
     source.resolve_splits(cfg)
-    resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
+    tokenizer = resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
     cfg.method_params = method.params.to_dict()
-    return method, out
+    return method, out, tokenizer
 
 
 @dataclass
@@ -390,13 +393,14 @@ class Fitted:
 
 def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule | None = None,
         evaluator: Callable[[Any], Metrics] | None = None,
-        on_row: Callable[[dict[str, Any]], None] | None = None) -> Fitted:
-    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`); under a
-    launcher, every process trains its share and the main process alone writes."""
+        on_row: Callable[[dict[str, Any]], None] | None = None, tokenizer: Any = None) -> Fitted:
+    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`, whose
+    tokenizer is given, if it loaded one); under a launcher, every process trains its share and the main process
+    alone writes."""
     procs = main_process()
     source = cfg.source
     torch.manual_seed(cfg.seed)
-    tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
+    tokenizer, model = _load(cfg, tokenizer)  # a vision source: the processor (it saves with the checkpoint) and the VLM
     data_dir = None
     if procs.is_main_process:
         data_dir = source.local_data(cfg, out)
