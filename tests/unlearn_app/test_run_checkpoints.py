@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import PreTrainedModel, Trainer
+from transformers import AutoTokenizer, PreTrainedModel, Trainer
 
 import unlearn_methods.methods  # noqa: F401
 from unlearn_app.pipeline import run_unlearning
@@ -118,13 +118,20 @@ def test_ctrl_c_while_a_checkpoint_is_written_keeps_it_whole_and_resume_continue
 
 def test_the_last_step_writes_its_state_once_and_the_folder_is_complete(tmp_path, tiny_model_dir, demo_data_dir,
                                                                         monkeypatch):
-    saves = []
+    """The run's fixed costs, each paid once: the last step's state written once, and (at the start) the tokenizer
+    loaded once (the prompt format's check and the training share it)."""
+    saves, tokenizers = [], []
     original = PreTrainedModel.save_pretrained
     monkeypatch.setattr(PreTrainedModel, "save_pretrained",
                         lambda self, folder, *a, **k: saves.append(os.path.basename(folder)) or original(
                             self, folder, *a, **k))
+    load_tokenizer = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained",
+                        lambda name, *a, **k: tokenizers.append(str(name)) or load_tokenizer(name, *a, **k))
     out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "once", epochs=2))
     assert saves == [f"checkpoint-{STEPS}", f"checkpoint-{2 * STEPS}"]  # one save a checkpoint, none more at the end
+    assert tokenizers == [str(tiny_model_dir)]
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", load_tokenizer)
     last = out / "checkpoints" / f"checkpoint-{2 * STEPS}"
     for name in ("model.safetensors", "config.json"):
         assert os.path.samefile(out / name, last / name)  # one file, two names
