@@ -2,7 +2,8 @@
 documented FSDP2 config on 2 CPU processes (the test-only shim :mod:`fixtures.fsdp_on_cpu`), the whole launch
 SIGKILLed (as a preemption or the OOM killer's cleanup does) while process 1 is in the middle of checkpoint 3's
 optimizer state (the probe of :mod:`fixtures.process_probes` stalls it there: no timing). Checkpoint 3 is nowhere a
-resume looks, and ``--resume`` says it skips it and takes the steps of one process from checkpoint 2."""
+resume looks, checkpoint 2 holds every process's part (renamed into place only once all are written), and
+``--resume`` says it skips checkpoint 3 and takes the steps of one process from checkpoint 2."""
 
 from __future__ import annotations
 
@@ -44,7 +45,7 @@ def test_a_sharded_run_killed_mid_checkpoint_resumes_from_the_complete_one_befor
     command, env = launch_command(_run(tiny64, demo_data_dir, out, "--batch-size", "2"), processes=2,
                                   config_file=FSDP_CONFIG, script=FSDP_ON_CPU,
                                   env={"PROBE_STALL_CHECKPOINT": "3", "PROBE_STALL_PROCESS": "1",
-                                       "PROBE_STALLED": str(stalled)})
+                                       "PROBE_STALLED": str(stalled), "PROBE_RNG_AFTER_RENAME": "2"})
     with open(tmp_path / "stderr", "w") as stderr:
         launcher = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr,
                                     start_new_session=True)  # its own process group: the launcher and both processes
@@ -61,7 +62,8 @@ def test_a_sharded_run_killed_mid_checkpoint_resumes_from_the_complete_one_befor
     assert sorted(p.name for p in (staged / "pytorch_model_fsdp_0").glob("*.distcp")) == ["__0_0.distcp",
                                                                                          "__1_0.distcp"]
     assert (staged / "optimizer.pt").read_bytes() == b"PK\x03\x04"
-    for part in ("pytorch_model_fsdp_0", "optimizer_0"):  # the one before: every process's part, and its RNG state
+    # the one before: every process's part and RNG state (process 1's written as late as a rename would allow)
+    for part in ("pytorch_model_fsdp_0", "optimizer_0"):
         assert sorted(p.name for p in (checkpoints / "checkpoint-2" / part).glob("*.distcp")) == ["__0_0.distcp",
                                                                                                  "__1_0.distcp"]
     assert sorted(p.name for p in (checkpoints / "checkpoint-2").glob("rng_state_*")) == ["rng_state_0.pth",
