@@ -312,3 +312,22 @@ def test_select_if_errors():
                           select=f"{TASK}/forget_prob:min", select_if=["tofu_nope/x >= 1"])
     with pytest.raises(SelectionError, match=r"unknown task\(s\) tofu_nope"):
         check_evaluation(cfg)
+
+
+def test_the_best_copy_holds_its_step_in_the_same_file_as_its_weights(tmp_path):
+    """The best step's weights and the step they are of are one file, replaced at once: a run killed while a later
+    best is saved leaves the earlier pair or the later one, never one step's weights under another's number (two
+    files, the weights replaced and then the step written, would); ``--resume`` reads the step from that file."""
+    from unlearn_methods.eval_during import EvalDuringTraining, Selected
+
+    model, rule = torch.nn.Linear(2, 1), parse_select("t/m:max")
+    callback = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    callback.best = Selected(2, 0.5, 0.25, rule.text)
+    callback._save_best(model)
+    assert sorted(p.name for p in (tmp_path / BEST_DIR).iterdir()) == ["weights.safetensors"]
+    resumed = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    resumed._start(3)
+    assert resumed.best == Selected(2, 0.5, 0.25, rule.text)
+    again = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    again._start(1)  # resumed before step 2: that copy is not this run's
+    assert again.best is None and not (tmp_path / BEST_DIR).exists()
