@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import time
@@ -132,9 +133,11 @@ class EvalDuringTraining(TrainerCallback):
         Returns the steps already evaluated."""
         self.out.mkdir(parents=True, exist_ok=True)
         kept = [r for r in read_rows(self.rows_path) if r["step"] <= step] if self.rows_path.is_file() and step else []
-        with self.rows_path.open("w") as f:
+        staged = self.rows_path.with_name(f".{self.rows_path.name}.writing")  # replaced at once: a kill keeps the old
+        with staged.open("w") as f:
             for row in kept:
                 f.write(json.dumps({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in row.items()}) + "\n")
+        os.replace(staged, self.rows_path)
         self.evaluated = {int(r["step"]) for r in kept}
         if kept and kept[0]["step"] == 0:
             self.start_metrics = {}

@@ -267,6 +267,33 @@ def test_resume_keeps_the_rows_up_to_the_resumed_step(tmp_path, tiny_model_dir, 
     assert [(r["step"], r["fake/score"]) for r in rows] == [(0, 1), (2, 2), (3, 3), (4, 4), (6, 5)]
 
 
+def test_a_resume_stopped_while_it_rewrites_the_rows_keeps_them(tmp_path, tiny_model_dir, demo_data_dir, monkeypatch):
+    """The rows up to the resumed step are written beside the file and replace it at once: a run stopped after the
+    first of them is written (Ctrl-C, here) leaves every row it had, not a file cut after one row."""
+    import types
+
+    from unlearn_methods import eval_during
+
+    train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=1, eval_every=2, save_steps=1), evaluator=Scripted([1, 2, 3]))
+    rows_file = tmp_path / "run" / ROWS_FILE
+    before = rows_file.read_bytes()
+    written = []
+
+    def dumps(obj, **kw):
+        if written:
+            raise KeyboardInterrupt
+        written.append(obj)
+        return json.dumps(obj, **kw)
+
+    monkeypatch.setattr(eval_during, "json", types.SimpleNamespace(dumps=dumps, loads=json.loads))
+    with pytest.raises(UnlearningFailed, match="Interrupted at step 3"):
+        train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=2, eval_every=2, save_steps=1, resume=True),
+              evaluator=Scripted([4, 5]))
+    kept = tmp_path / "run.partial" / ROWS_FILE  # the resumed run's folder, where --resume goes on
+    assert len(written) == 1 and kept.read_bytes() == before
+    assert [r["step"] for r in read_rows(kept)] == [0, 2, 3]
+
+
 def test_plot_puts_other_scales_in_a_second_panel_and_skips_nan(tmp_path):
     PIL = pytest.importorskip("PIL.Image")
     from unlearn_app.reports.plots import metrics_vs_step
