@@ -106,8 +106,8 @@ def main(out: Path, model_dir: str, data: dict[str, str], runs: list[str]) -> No
     from importlib.metadata import version
 
     from harness_ext.evaluate import run_lm_eval
-    from harness_ext.results import latest_results_file, read_results_file
-    from unlearn_app.leaderboard.recompute import parse_samples, samples_files
+    from harness_ext.results import latest_results_file, read_results_file, samples_files
+    from unlearn_app.leaderboard.recompute import parse_samples
 
     numbers: dict = {"lm_eval": version("lm_eval"), "results": {}, "samples": {}}
     for run in runs:
