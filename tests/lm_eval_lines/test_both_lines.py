@@ -165,12 +165,13 @@ def test_each_lines_samples_are_read_by_submit_validate_judge_and_report(lines, 
             for metric, value in check.recomputed[task].items():
                 assert _same(value, old["results"][task][metric]), (line, task, metric)
         # WaterDrum's verification needs the validator's own tokenizer (never the submitter's): with it, every
-        # metric from each line's samples
+        # metric from 0.5's samples (0.4.13's: tests/unlearn_app/test_recompute.py; 5 s a run here)
         assert set(check.unverified["waterdrum_ax"]) == set(old["results"]["waterdrum_ax"]), line
-        waterdrum = _waterdrum_recomputed(out / "waterdrum", data_root(out) / "waterdrum" / "trained_model")
-        for task, values in waterdrum.items():
-            assert not values.unverifiable and values.values.keys() == old["results"][task].keys(), (line, task)
-            assert _same(values.values, old["results"][task]), (line, task)
+        if line == "0.5":
+            waterdrum = _waterdrum_recomputed(out / "waterdrum", data_root(out) / "waterdrum" / "trained_model")
+            for task, values in waterdrum.items():
+                assert not values.unverifiable and values.values.keys() == old["results"][task].keys(), task
+                assert _same(values.values, old["results"][task]), task
         generations = read_generations(out / "tofu")  # unlearn judge
         # MLLMU-Bench's generations, run through its group: 0.5 names the files samples_mllmu_forget10::<task>_<date>
         mllmu = read_generations(out / "mllmu", BENCHMARKS["mllmu"])
