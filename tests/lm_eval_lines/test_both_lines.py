@@ -5,7 +5,8 @@ Both lines run in this test, side by side, from one tiny model and one set of da
 lm-eval and the one of ``UNLEARN_OTHER_LM_EVAL_PYTHON`` (a Python whose lm-eval is the other line, with this
 checkout's packages) each run ``parity_run.py`` (the bare ``lm_eval`` command for TOFU forget10, then the ReLU
 formats, TOFU Leak@k, MUSE, margins, LUME (SemEval-2025) with its group scores, CLEAR and MLLMU-Bench on
-``hf-multimodal``, KnowUnDo and WaterDrum), and every metric and every document's logged value of one is compared with the other's.
+``hf-multimodal``, KnowUnDo and WaterDrum), and every metric and every document's logged value of one is compared
+with the other's.
 No number is written here: each line's are checked against the other's. CI's lm-eval 0.5 stage runs this folder
 in its 0.5 venv with the main venv's Python as the other line (.ci/lmeval05_stage.sh); without the variable the
 comparison is skipped (the main suite has only one lm-eval).
@@ -124,7 +125,7 @@ def test_same_numbers_on_both_lines(lines):
     assert all(len(new["samples"][t]) == 12 for t in ("mllmu_forget10_image", "mllmu_forget10_text"))
 
 
-def data_root(out: Path) -> Path:
+def _data_root(out: Path) -> Path:
     """The data folder the :func:`lines` runs read (beside their output folders)."""
     return out.parent / "data"
 
@@ -168,7 +169,7 @@ def test_each_lines_samples_are_read_by_submit_validate_judge_and_report(lines, 
         # metric from 0.5's samples (0.4.13's: tests/unlearn_app/test_recompute.py; 5 s a run here)
         assert set(check.unverified["waterdrum_ax"]) == set(old["results"]["waterdrum_ax"]), line
         if line == "0.5":
-            waterdrum = _waterdrum_recomputed(out / "waterdrum", data_root(out) / "waterdrum" / "trained_model")
+            waterdrum = _waterdrum_recomputed(out / "waterdrum", _data_root(out) / "waterdrum" / "trained_model")
             for task, values in waterdrum.items():
                 assert not values.unverifiable and values.values.keys() == old["results"][task].keys(), task
                 assert _same(values.values, old["results"][task]), task
