@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,40 @@ QUALIFIER = "::"
 def plain_task_name(name: str) -> str:
     """``task`` of lm-eval 0.5's qualified ``group::task`` (a name without a qualifier unchanged)."""
     return name.rsplit(QUALIFIER, 1)[-1]
+
+
+_TASK = r"[A-Za-z0-9][\w.-]*?"
+#: The name of a samples file ``lm_eval --log_samples`` writes: ``samples_<task>_<date>.jsonl`` on 0.4.13; 0.5 writes
+#: a task of a group under its qualified name, ``samples_<group>::<task>_<date>.jsonl`` (``<g>::<subgroup>::<task>``
+#: when nested). The date is lm-eval's ``2026-12-07T06-30-00.123456``.
+SAMPLES_NAME = re.compile(rf"samples_(?P<task>{_TASK}(?:{QUALIFIER}{_TASK})*)_(?P<stamp>\d[\d\-T:.]*)\.jsonl")
+
+
+def samples_file_task(name: str) -> tuple[str, str] | None:
+    """``(task, date)`` of a samples file's name (the task as lm-eval wrote it: ``group::task`` on 0.5 for a task of a
+    group), or None for a name lm-eval does not write."""
+    found = SAMPLES_NAME.fullmatch(name)
+    return (found["task"], found["stamp"]) if found else None
+
+
+def samples_files(results_file: Path, task: str) -> list[Path]:
+    """The samples file of ``task`` (a name of :func:`read_results_file`'s results) beside an lm-eval results file:
+    the one of the results file's date, else the newest; on lm-eval 0.5 the file of a task of a group, named
+    ``samples_<group>::<task>_<date>.jsonl`` (:data:`SAMPLES_NAME`). Empty when there is none, or when several groups'
+    files hold the task and none is named ``task`` exactly (picking one would be a guess). Symbolic links are not
+    followed."""
+    stamp = results_file.stem.removeprefix("results_")
+    found: list[tuple[str, bool, Path]] = []  # (date, named exactly, file)
+    for path in results_file.parent.glob("samples_*.jsonl"):
+        named = samples_file_task(path.name)
+        if named and task in (named[0], plain_task_name(named[0])) and path.is_file() and not path.is_symlink():
+            found.append((named[1], named[0] == task, path))
+    if not found:
+        return []
+    when = stamp if any(date == stamp for date, _, _ in found) else max(date for date, _, _ in found)
+    of_date = [(exact, path) for date, exact, path in found if date == when]
+    exact = [path for is_exact, path in of_date if is_exact]
+    return exact if exact else [of_date[0][1]] if len(of_date) == 1 else []
 
 
 #: The per-task sections of a results file (``group_subtasks`` also lists task names as values).

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+
+from fixtures.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
@@ -21,11 +21,7 @@ SCRIPT = REPO / "benchmarks" / "gpu_check.sh"
 
 @pytest.fixture(scope="module")
 def check():
-    spec = importlib.util.spec_from_file_location("gpu_check", REPO / "benchmarks" / "gpu_check.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_check"] = module  # its dataclass looks its module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / "benchmarks" / "gpu_check.py")
 
 
 def _script(args: list[str], path: str, tmp_path: Path) -> tuple[subprocess.CompletedProcess, Path]:

@@ -3,21 +3,19 @@ from the timed calls, its generations from its results file; values computed by 
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+
+from fixtures.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_tofu_eval.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_tofu_eval", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def _line(seconds: float, who: str, message: str) -> str:

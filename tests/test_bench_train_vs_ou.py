@@ -4,7 +4,6 @@ folder that is no open-unlearning checkout; values computed by hand, offline, no
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -14,16 +13,14 @@ from pathlib import Path
 import pytest
 import torch
 
+from fixtures.scripts import load_script
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_train_vs_ou.py"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_train_vs_ou", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 def test_relative_l2_of_the_updates_by_value(bench) -> None:

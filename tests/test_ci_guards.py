@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.ci_skips import ci_active, fail_ci_provided_skip
+from fixtures.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 #: The skip reasons the suite produces for what CI provides (see the skips in tests/ and tests/conftest.py).
@@ -77,10 +78,7 @@ def test_a_module_level_skip_fails_a_ci_run(tmp_path):
 
 
 def _check_junit():
-    spec = importlib.util.spec_from_file_location("check_junit", REPO / ".ci" / "check_junit.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(REPO / ".ci" / "check_junit.py")
 
 
 def _report(path: Path, tests: int, skipped: int = 0, failures: int = 0, errors: int = 0) -> str:

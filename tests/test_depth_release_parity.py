@@ -6,11 +6,12 @@ each answer as the entity (the release's schema)."""
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
 import pytest
+
+from fixtures.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "depth_release_parity.py"
 RELEASE = os.environ.get("UDS_RELEASE_DIR")
@@ -24,9 +25,7 @@ def test_tiny_models_equal_the_release(tiny_model_dir, demo_data_dir):
 
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    spec = importlib.util.spec_from_file_location("depth_release_parity", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = load_script(SCRIPT)
     tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
     target = AutoModelForCausalLM.from_pretrained(tiny_model_dir).eval()
     rows = [json.loads(line) for line in (demo_data_dir / "forget01.json").read_text().splitlines() if line.strip()]

@@ -8,7 +8,6 @@ and the whole site built in a process where ``import torch`` fails.
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 import sys
@@ -18,15 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(f"_docs_{name}", ROOT / "docs" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "docs" / f"{name}.py", f"_docs_{name}")
 
 
 check_site = _load("check_site")

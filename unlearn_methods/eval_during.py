@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
 import shutil
 import time
@@ -32,8 +33,8 @@ log = logging.getLogger(__name__)
 ROWS_FILE = "eval_during_training.jsonl"
 PLOT_FILE = "eval_during_training.png"
 BEST_DIR = "eval_best"  # the best weights so far while the run lasts (removed once they are the output)
-_BEST_WEIGHTS = "weights.safetensors"
-_BEST_INFO = "best.json"
+_BEST_WEIGHTS = "weights.safetensors"  # the best step's weights, and in its metadata the step (one file: never apart)
+_SELECTED = "selected"
 
 Metrics = dict[str, dict[str, float]]
 
@@ -132,9 +133,11 @@ class EvalDuringTraining(TrainerCallback):
         Returns the steps already evaluated."""
         self.out.mkdir(parents=True, exist_ok=True)
         kept = [r for r in read_rows(self.rows_path) if r["step"] <= step] if self.rows_path.is_file() and step else []
-        with self.rows_path.open("w") as f:
+        staged = self.rows_path.with_name(f".{self.rows_path.name}.writing")  # replaced at once: a kill keeps the old
+        with staged.open("w") as f:
             for row in kept:
                 f.write(json.dumps({k: _finite_or_none(v) if isinstance(v, float) else v for k, v in row.items()}) + "\n")
+        os.replace(staged, self.rows_path)
         self.evaluated = {int(r["step"]) for r in kept}
         if kept and kept[0]["step"] == 0:
             self.start_metrics = {}
@@ -142,11 +145,9 @@ class EvalDuringTraining(TrainerCallback):
                 if "/" in key:
                     task, metric = key.split("/", 1)
                     self.start_metrics.setdefault(task, {})[metric] = value
-        info = self.best_dir / _BEST_INFO
-        if step and self.rule is not None and info.is_file():
-            best = Selected(**json.loads(info.read_text()))
-            if best.step <= step and best.rule == self.rule.text:
-                self.best = best
+        best = _saved_best(self.best_dir / _BEST_WEIGHTS) if step and self.rule is not None else None
+        if best is not None and best.step <= step and best.rule == self.rule.text:
+            self.best = best
         if self.best is None and self.best_dir.exists():
             shutil.rmtree(self.best_dir)
         if self.rule is not None and self.best is None and kept:
@@ -215,9 +216,8 @@ class EvalDuringTraining(TrainerCallback):
         self.best_dir.mkdir(parents=True, exist_ok=True)
         tensors = {n: p.detach().to("cpu", copy=True).contiguous() for n, p in self._trainable(model).items()}
         tmp = self.best_dir / (_BEST_WEIGHTS + ".tmp")
-        save_file(tensors, str(tmp))
-        tmp.replace(self.best_dir / _BEST_WEIGHTS)  # never a half-written copy, even if interrupted
-        (self.best_dir / _BEST_INFO).write_text(json.dumps(self.best.__dict__))
+        save_file(tensors, str(tmp), metadata={_SELECTED: json.dumps(self.best.__dict__)})
+        tmp.replace(self.best_dir / _BEST_WEIGHTS)  # the weights with their step, or the earlier pair: never half
 
     # ------------------------------------------------------------------ the end of the run
     def restore_best(self, model, final_step: int) -> Selected | None:
@@ -256,6 +256,20 @@ class EvalDuringTraining(TrainerCallback):
                         ", ".join(map(str, self.nan_steps)))
         shutil.rmtree(self.best_dir, ignore_errors=True)
         return self.best
+
+
+def _saved_best(weights: Path) -> Selected | None:
+    """The step whose weights ``weights`` (the best copy) holds, from its metadata; None without a readable copy."""
+    from safetensors import SafetensorError, safe_open
+
+    if not weights.is_file():
+        return None
+    try:
+        with safe_open(str(weights), "pt") as f:
+            selected = (f.metadata() or {}).get(_SELECTED)
+    except (OSError, SafetensorError):
+        return None
+    return Selected(**json.loads(selected)) if selected else None
 
 
 def _once(work: Callable[[], Any]) -> Any:

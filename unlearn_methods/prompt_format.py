@@ -116,26 +116,27 @@ def trains_on_questions(cfg) -> bool:
     return not (source.text or source.vision or source.raw_text(cfg))
 
 
-def resolve_prompt_format(cfg, tokenizer: Any = None) -> None:
+def resolve_prompt_format(cfg, tokenizer: Any = None) -> Any:
     """Replace ``cfg.prompt_format`` ``auto`` by ``chat`` (the tokenizer has a chat template) or ``plain``, and
     refuse ``chat`` where it does not apply or the tokenizer has no template (ValueError naming the fix).
-    ``tokenizer``: the model's (loaded from ``cfg.model`` when needed and not given)."""
+    ``tokenizer``: the model's (loaded from ``cfg.model`` when needed and not given). Returns the tokenizer it
+    looked at (None when the format needed none), for the run to use rather than load it again."""
     if not trains_on_questions(cfg):
         if cfg.prompt_format == "chat" or cfg.system_prompt is not None or cfg.chat_template_args:
             what = "vision-language data" if cfg.source.vision else "raw text (no questions)"
             raise ValueError(f"--prompt-format chat (and --system-prompt, --chat-template-arg) apply to question-answer "
                              f"data; --data {cfg.data} trains on {what} here. Leave them out.")
         cfg.prompt_format = "plain"
-        return
+        return None
     if cfg.prompt_format == "plain":
-        return
+        return tokenizer
     if tokenizer is None:
         from transformers import AutoTokenizer
 
         try:
             tokenizer = AutoTokenizer.from_pretrained(cfg.model)
         except (OSError, ValueError):
-            return  # left unresolved: loading the model reports the problem
+            return None  # left unresolved: loading the model reports the problem
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if cfg.prompt_format == "chat" and not has_template:
         raise ValueError(f"--prompt-format chat: the tokenizer of {cfg.model} has no chat template. Use --prompt-format "
@@ -144,3 +145,4 @@ def resolve_prompt_format(cfg, tokenizer: Any = None) -> None:
         raise ValueError(f"--system-prompt and --chat-template-arg apply to the chat format, but the tokenizer of "
                          f"{cfg.model} has no chat template (--prompt-format auto trains it plain). Leave them out.")
     cfg.prompt_format = "chat" if has_template else "plain"
+    return tokenizer

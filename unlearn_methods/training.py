@@ -80,7 +80,9 @@ class UnlearnRun:
         return reinforced
 
 
-def _load(cfg: RunConfig):
+def _load(cfg: RunConfig, tokenizer: Any = None):
+    """The tokenizer (``tokenizer`` when :func:`check_run` loaded it already) and the model; for vision data the
+    processor and the vision-language model."""
     dtype = getattr(torch, cfg.dtype) if cfg.dtype != "auto" else "auto"
     if cfg.source.vision:
         from unlearn_methods.vlm import load_vision_model
@@ -93,7 +95,7 @@ def _load(cfg: RunConfig):
                 f"a LLaVA-style checkpoint (AutoModelForImageTextToText + AutoProcessor), local or on the Hub."
             ) from e
     try:
-        tokenizer = AutoTokenizer.from_pretrained(cfg.model)
+        tokenizer = tokenizer if tokenizer is not None else AutoTokenizer.from_pretrained(cfg.model)
         model = AutoModelForCausalLM.from_pretrained(cfg.model, dtype=dtype)
     except OSError as e:
         raise UnlearningFailed(
@@ -373,7 +375,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
     runs during training; ``select``, the parsed ``cfg.select`` (:func:`unlearn_app.selection.parse_select`), picks
     the evaluated step whose weights are saved; ``on_row(row)`` is called with every evaluation row once written.
     """
-    method, final = check_run(cfg, select)
+    method, final, tokenizer = check_run(cfg, select)
     procs = main_process()
     procs.wait_for_everyone()  # every process has checked --out before the main one prepares it
     if procs.is_main_process:
@@ -382,7 +384,7 @@ def train(cfg: RunConfig, select: SelectionRule | None = None, evaluator: Callab
     procs.wait_for_everyone()
     out = checkpoint_folder.partial_path(final)
     try:
-        fitted = fit(cfg, method, out, select, evaluator, on_row)
+        fitted = fit(cfg, method, out, select, evaluator, on_row, tokenizer)
     except BaseException:
         if procs.is_main_process and not cfg.resume and not _trained_in(out):
             shutil.rmtree(out, ignore_errors=True)  # nothing to resume: the next run is not blocked by it
@@ -397,10 +399,11 @@ def _trained_in(work: Path) -> bool:
             or any((work / "checkpoints").glob("*")))  # the Trainer makes the folder before its first step
 
 
-def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path]:
+def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[UnlearnMethod, Path, Any]:
     """Every check of the run, writing nothing: the options, the method's hyperparameters, the method against the
     data source (raw text, vision) and against ``--eval-every``, the data source's own (RWKU's targets), the output
-    folder. Returns the method and the resolved ``--out``; fills in ``cfg``'s splits and method parameters."""
+    folder. Returns the method, the resolved ``--out`` and the tokenizer when the prompt format needed it (None
+    otherwise); fills in ``cfg``'s splits and method parameters."""
     cfg.validate()
     if cfg.select and select is None:
         raise ValueError(f"--select {cfg.select!r} given without its parsed rule; run it through "
@@ -426,9 +429,9 @@ def check_run(cfg: RunConfig, select: SelectionRule | None = None) -> tuple[Unle
     out = check_output_folder(cfg)
     check_global_batch(cfg, out)
     source.resolve_splits(cfg)
-    resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
+    tokenizer = resolve_prompt_format(cfg)  # auto -> chat or plain, before the config is saved or compared by --resume
     cfg.method_params = method.params.to_dict()
-    return method, out
+    return method, out, tokenizer
 
 
 @dataclass
@@ -448,13 +451,14 @@ class Fitted:
 
 def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule | None = None,
         evaluator: Callable[[Any], Metrics] | None = None,
-        on_row: Callable[[dict[str, Any]], None] | None = None) -> Fitted:
-    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`); under a
-    launcher, every process trains its share and the main process alone writes."""
+        on_row: Callable[[dict[str, Any]], None] | None = None, tokenizer: Any = None) -> Fitted:
+    """Load the model and the data, and train in the working folder ``out`` (checked by :func:`check_run`, whose
+    tokenizer is given, if it loaded one); under a launcher, every process trains its share and the main process
+    alone writes."""
     procs = main_process()
     source = cfg.source
     torch.manual_seed(cfg.seed)
-    tokenizer, model = _load(cfg)  # a vision source: the processor (it saves with the checkpoint) and the VLM
+    tokenizer, model = _load(cfg, tokenizer)  # a vision source: the processor (it saves with the checkpoint) and the VLM
     data_dir = None
     if procs.is_main_process:
         data_dir = source.local_data(cfg, out)
@@ -488,9 +492,7 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             raise UnlearningFailed("--eval-every evaluates on the main process, which holds only a shard of the weights "
                                    "under FSDP or DeepSpeed ZeRO-3; leave --eval-every out (evaluate the checkpoint "
                                    "with lm_eval), or train with DDP or LoRA.")
-        resume = get_last_checkpoint(str(out / "checkpoints")) if cfg.resume and (out / "checkpoints").is_dir() else None
-        if cfg.resume and resume is None:
-            log.warning("--resume: no checkpoint under %s; starting from the beginning.", out / "checkpoints")
+        resume = _resume_checkpoint(out / "checkpoints") if cfg.resume else None
         try:
             result = trainer.train(resume_from_checkpoint=resume)
         except KeyboardInterrupt:
@@ -528,6 +530,22 @@ def fit(cfg: RunConfig, method: UnlearnMethod, out: Path, select: SelectionRule 
             (out / METRICS_FILE).write_text(json.dumps(saved, indent=2))
     return Fitted(out, method, run, model, data_dir, adapter, train_metrics, eval_record,
                   trainer if method.trains else None)
+
+
+def _resume_checkpoint(checkpoints: Path) -> str | None:
+    """The newest complete checkpoint under ``checkpoints``, or None (start from the beginning). A checkpoint that a
+    killed run left incomplete is removed and named in one line with the one resumed from."""
+    procs = main_process()
+    skipped = run_checkpoints.discard_incomplete(checkpoints) if procs.is_main_process else []
+    procs.wait_for_everyone()
+    resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    start = f"continuing from {Path(resume).name}" if resume else "starting from the beginning"
+    if skipped:
+        log.warning("--resume: skipped %s, left incomplete by a run stopped while writing it; %s.",
+                    " and ".join(skipped), start)
+    elif resume is None and procs.is_main_process:
+        log.warning("--resume: no checkpoint under %s; starting from the beginning.", checkpoints)
+    return resume
 
 
 def check_answer_tokens(cfg: RunConfig, dataset: Any) -> None:

@@ -4,9 +4,10 @@ from the files lm-eval wrote) and each run's lm-eval output folder (``OUT/<run>/
 ``lm_eval --log_samples`` writes them). The ``tofu`` run is the bare ``lm_eval`` command (it must find our task
 through the autoload hook, in lm-eval's whole index); the others go through :func:`harness_ext.evaluate.run_lm_eval`.
 
-``python tests/lm_eval_lines/parity_run.py OUT MODEL_DIR DATA_ROOT [RUN ...]`` (DATA_ROOT as :func:`write_data`
-writes it; the runs of :data:`RUNS` named, default all). The test in this folder runs it under lm-eval 0.4.13 and
-under 0.5 and compares the two ``numbers.json`` (tests/lm_eval_lines/test_both_lines.py).
+``python tests/lm_eval_lines/parity_run.py OUT MODEL_DIR DATA_ROOT [RUN ...]`` (DATA_ROOT as
+``parity_run.py --write-data DATA_ROOT`` and ``--write-waterdrum DATA_ROOT MODEL_DIR`` write it; the runs of
+:data:`RUNS` named, default all). The test in this folder runs it under lm-eval 0.4.13 and under 0.5 and compares the two
+``numbers.json`` (tests/lm_eval_lines/test_both_lines.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import math
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,25 +40,52 @@ RUNS: dict[str, tuple[list[str], dict, str, int | None]] = {
     "lume": (["lume"], LUME, "lume", None),
     # CLEAR on lm-eval's hf-multimodal backend (its tiny LLaVA: DATA_ROOT/llava), images in the requests
     "clear": (["clear_forget10_image"], {"max_items_per_split": 2}, "clear", None),
+    # MLLMU-Bench through its group (image and text tasks; 0.5 names their files mllmu_forget10::...), same LLaVA
+    "mllmu": (["mllmu_forget10"], {"max_items_per_split": 1, "mode": "clean"}, "mllmu", None),
+    # KnowUnDo through its group: its own request type (per-token log-probabilities and argmax matches)
+    "knowundo": (["knowundo"], {}, "knowundo", None),
+    # WaterDrum through its group: sampled generations verified against the owners' watermarks, on the tiny model
+    # trained on watermarked data (DATA_ROOT/waterdrum: tests/fixtures/waterdrum.py)
+    "waterdrum": (["waterdrum"], {}, "waterdrum", None),
 }
 #: The tasks and groups whose numbers are compared (a group's tasks are read from the results too).
-GROUP_TASKS = {"lume": ["lume", "lume_task1", "lume_task2", "lume_task3", "lume_mia", "mmlu"]}
+GROUP_TASKS = {"lume": ["lume", "lume_task1", "lume_task2", "lume_task3", "lume_mia", "mmlu"],
+               "mllmu": ["mllmu_forget10_image", "mllmu_forget10_text"],
+               "knowundo": ["knowundo_copyright", "knowundo_privacy"], "waterdrum": ["waterdrum_ax", "waterdrum_tofu"]}
+#: The data folders of DATA_ROOT.
+DATA = ("tofu", "relu", "muse", "lume", "clear", "mllmu", "knowundo", "waterdrum")
 
 
-def write_data(root: Path) -> dict[str, str]:
-    """The data folders of :data:`RUNS` under ``root`` (the test's fixtures' writers), by name."""
+def write_data(root: Path) -> None:
+    """The data folders of :data:`RUNS` under ``root`` (the test's fixtures' writers) but WaterDrum's."""
+    from fixtures.knowundo import write_knowundo_corpus
     from fixtures.lume import write_lume_corpus, write_mmlu_fixture
     from fixtures.muse import write_muse_corpus
     from fixtures.tofu_formats import write_fixture
     from unlearn_methods.scaffolding.clear_corpus import corpus_texts, write_clear_layout
+    from unlearn_methods.scaffolding.mllmu_corpus import write_mllmu_layout
     from unlearn_methods.scaffolding.tiny_vlm import build_tiny_llava
     from unlearn_methods.scaffolding.tofu_corpus import write_corpus
 
     write_mmlu_fixture(root / "lume" / "mmlu")
     build_tiny_llava(corpus_texts(), root / "llava", seed=0)
-    return {"tofu": str(write_corpus(root / "tofu")), "relu": str(write_fixture(root / "relu")),
-            "muse": str(write_muse_corpus(root / "muse")), "lume": str(write_lume_corpus(root / "lume")),
-            "clear": str(write_clear_layout(root / "clear", n_people=20, poses=2))}
+    write_corpus(root / "tofu")
+    write_fixture(root / "relu")
+    write_muse_corpus(root / "muse")
+    write_lume_corpus(root / "lume")
+    write_clear_layout(root / "clear", n_people=20, poses=2)
+    write_mllmu_layout(root / "mllmu", n_people=40)
+    write_knowundo_corpus(root / "knowundo")
+
+
+def write_waterdrum(root: Path, model_dir: Path) -> None:
+    """WaterDrum's data folder under ``root``: the fixture's texts watermarked with ``model_dir`` (the tiny model) as
+    paraphraser and a tiny model trained on them (tests/fixtures/waterdrum.py), apart from :func:`write_data` so that
+    the two can be written side by side (the training takes most of it)."""
+    from fixtures import waterdrum
+
+    with waterdrum.one_thread():
+        waterdrum.write(root / "waterdrum", model_dir)
 
 
 def _plain(value):
@@ -106,11 +135,12 @@ def main(out: Path, model_dir: str, data: dict[str, str], runs: list[str]) -> No
     from importlib.metadata import version
 
     from harness_ext.evaluate import run_lm_eval
-    from harness_ext.results import latest_results_file, read_results_file
-    from unlearn_app.leaderboard.recompute import parse_samples, samples_files
+    from harness_ext.results import latest_results_file, read_results_file, samples_files
+    from unlearn_app.leaderboard.recompute import parse_samples
 
     numbers: dict = {"lm_eval": version("lm_eval"), "results": {}, "samples": {}}
     for run in runs:
+        started = time.monotonic()
         tasks, meta, data_key, limit = RUNS[run]
         metadata = {"data_dir": data[data_key], **meta}
         if run == CLI_RUN:
@@ -120,6 +150,17 @@ def main(out: Path, model_dir: str, data: dict[str, str], runs: list[str]) -> No
         elif run == "clear":
             run_lm_eval(Path(data[data_key]).parent / "llava", tasks, out / run, metadata, backend="hf-multimodal",
                         batch_size=4, device="cpu", gen_kwargs="max_gen_toks=6", log_samples=True)
+        elif run == "mllmu":  # its few-shot prompts outgrow the tiny LLaVA's 512 positions (as in its slow test)
+            run_lm_eval(Path(data[data_key]).parent / "llava", tasks, out / run, metadata, backend="hf-multimodal",
+                        batch_size=4, device="cpu", gen_kwargs="max_gen_toks=4", log_samples=True,
+                        extra_model_args={"dtype": "float32", "max_length": 1024})
+        elif run == "waterdrum":  # the fixture's options (4 owners, 3 generations, 16-token prompts) and model
+            from fixtures.waterdrum import metadata as waterdrum_options
+
+            folder = Path(data[data_key])
+            run_lm_eval(folder / "trained_model", tasks, out / run, waterdrum_options(folder / "data",
+                        folder / "trained_model"), batch_size=16, device="cpu", gen_kwargs="max_gen_toks=32",
+                        extra_model_args={"dtype": "float32"}, log_samples=True)
         else:
             run_lm_eval(model_dir, tasks, out / run, metadata, batch_size=8, device="cpu", limit=limit,
                         extra_model_args={"dtype": "float32"}, log_samples=True)
@@ -131,6 +172,7 @@ def main(out: Path, model_dir: str, data: dict[str, str], runs: list[str]) -> No
             for samples in samples_files(results_file, task):  # a group has none
                 numbers["samples"][task] = {str(s["doc_id"]): {m: _plain(s.get(m)) for m in s["metrics"]}
                                             for s in parse_samples(samples.read_bytes(), samples.name)}
+        print(f"parity_run: {run} {time.monotonic() - started:.1f} s", flush=True)
     (out / "numbers.json").write_text(json.dumps(numbers, indent=1, sort_keys=True))
 
 
@@ -138,6 +180,8 @@ if __name__ == "__main__":
     if sys.argv[1] == "--write-data":  # python parity_run.py --write-data ROOT
         write_data(Path(sys.argv[2]))
         sys.exit(0)
+    if sys.argv[1] == "--write-waterdrum":  # python parity_run.py --write-waterdrum ROOT MODEL_DIR
+        write_waterdrum(Path(sys.argv[2]), Path(sys.argv[3]))
+        sys.exit(0)
     target, model, data_root, *names = sys.argv[1:]
-    main(Path(target), model, {k: str(Path(data_root) / k) for k in ("tofu", "relu", "muse", "lume", "clear")},
-         names or list(RUNS))
+    main(Path(target), model, {k: str(Path(data_root) / k) for k in DATA}, names or list(RUNS))

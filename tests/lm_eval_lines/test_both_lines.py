@@ -4,8 +4,9 @@ both lines' files.
 Both lines run in this test, side by side, from one tiny model and one set of data folders: this interpreter's
 lm-eval and the one of ``UNLEARN_OTHER_LM_EVAL_PYTHON`` (a Python whose lm-eval is the other line, with this
 checkout's packages) each run ``parity_run.py`` (the bare ``lm_eval`` command for TOFU forget10, then the ReLU
-formats, TOFU Leak@k, MUSE, margins, LUME (SemEval-2025) with its group scores, and CLEAR on ``hf-multimodal``),
-and every metric and every document's logged value of one is compared with the other's.
+formats, TOFU Leak@k, MUSE, margins, LUME (SemEval-2025) with its group scores, CLEAR and MLLMU-Bench on
+``hf-multimodal``, KnowUnDo and WaterDrum), and every metric and every document's logged value of one is compared
+with the other's.
 No number is written here: each line's are checked against the other's. CI's lm-eval 0.5 stage runs this folder
 in its 0.5 venv with the main venv's Python as the other line (.ci/lmeval05_stage.sh); without the variable the
 comparison is skipped (the main suite has only one lm-eval).
@@ -49,9 +50,13 @@ def lines(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("lm_eval_lines")
     model = root / "model"
     build_tiny_model(tokenizer_texts(0), model, seed=0)
-    write_data = subprocess.run([sys.executable, str(HERE / "parity_run.py"), "--write-data", str(root / "data")],
-                                capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert write_data.returncode == 0, write_data.stderr[-2000:]
+    writers = [subprocess.Popen([sys.executable, str(HERE / "parity_run.py"), what, str(root / "data"), str(model)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"})
+               for what in ("--write-data", "--write-waterdrum")]  # side by side, one thread each
+    for writer in writers:
+        log = writer.communicate(timeout=600)[0]
+        assert writer.returncode == 0, log[-2000:]
     data = [str(root / "data")]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
            "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))])}
@@ -89,7 +94,8 @@ def test_same_numbers_on_both_lines(lines):
     assert sorted(old["results"]) == sorted(new["results"]) == sorted([
         "tofu_forget10", "tofu_cloze", "tofu_comprehension_qa", "tofu_mcqa", "tofu_forget01_leak", "muse_news_verbmem",
         "muse_news_knowmem", "margins_tofu_forget01", "lume", "lume_task1", "lume_task2", "lume_task3", "lume_mia",
-        "mmlu", "clear_forget10_image"])
+        "mmlu", "clear_forget10_image", "mllmu_forget10_image", "mllmu_forget10_text", "knowundo_copyright",
+        "knowundo_privacy", "waterdrum_ax", "waterdrum_tofu"])
     for task in old["results"]:
         assert old["results"][task].keys() == new["results"][task].keys(), task
         differ = {m: (v, new["results"][task][m]) for m, v in old["results"][task].items()
@@ -108,9 +114,38 @@ def test_same_numbers_on_both_lines(lines):
     assert 0 < new["results"]["tofu_forget10"]["forget_truth_ratio"] and len(new["samples"]["tofu_forget10"]) == 15  # 3 of each of its 5 sets
     # LUME's group scores (harness_ext.group_scores, on both lines' group step) from its tasks and MMLU
     assert 0 < new["results"]["lume"]["final_score"] and new["results"]["lume"]["mmlu_acc"] == new["results"]["mmlu"]["acc"]
+    # WaterDrum: the model trained on watermarked text carries its owners' watermark in its sampled generations
+    # (verified on both lines' samples), far above the strength under the other owners' keys
+    for task in ("waterdrum_ax", "waterdrum_tofu"):
+        got = new["results"][task]
+        assert got["forget_strength"] > 5 * abs(got["other_id_strength"]) > 0 and 0 < got["forget_rougeL_recall"] < 1
+    assert 0 < new["results"]["knowundo_privacy"]["unlearn_success"] < 100  # per-token argmax matches of its answers
+    # MLLMU-Bench: every set's classification, cloze and generation question (the tiny LLaVA's greedy answers are
+    # the same ':' for any prompt, so its scores are 0: what is compared here is the run and its records)
+    assert all(len(new["samples"][t]) == 12 for t in ("mllmu_forget10_image", "mllmu_forget10_text"))
+
+
+def _data_root(out: Path) -> Path:
+    """The data folder the :func:`lines` runs read (beside their output folders)."""
+    return out.parent / "data"
+
+
+def _waterdrum_recomputed(run: Path, tokenizer: Path) -> dict:
+    """WaterDrum's metrics recomputed from a run's samples as ``leaderboard validate`` does, with ``tokenizer`` as
+    the validator's verification tokenizer (``trusted``)."""
+    from harness_ext.results import latest_results_file, read_results_file, samples_files
+    from unlearn_app.leaderboard.recompute import parse_samples, recompute_run
+
+    results_file = latest_results_file(run)
+    tasks = ("waterdrum_ax", "waterdrum_tofu")
+    samples = {t: parse_samples(samples_files(results_file, t)[0].read_bytes(), t) for t in tasks}
+    done = recompute_run(read_results_file(results_file), samples,
+                         trusted={t: {"verify_tokenizer": str(tokenizer)} for t in tasks})
+    return {t: done[t] for t in tasks}
 
 
 def test_each_lines_samples_are_read_by_submit_validate_judge_and_report(lines, tmp_path):
+    from unlearn_app.judge.benchmarks import BENCHMARKS
     from unlearn_app.judge.inputs import read_generations
     from unlearn_app.leaderboard.submission import build, write
     from unlearn_app.leaderboard.validate import check_folder
@@ -119,20 +154,37 @@ def test_each_lines_samples_are_read_by_submit_validate_judge_and_report(lines, 
     old, _ = _numbers(lines)
     seen: dict[str, dict] = {}
     for line, out in lines.items():
-        runs = [out / run for run in ("tofu", "formats", "leak", "muse", "margins", "lume", "clear")]
+        runs = [out / run for run in ("tofu", "formats", "leak", "muse", "margins", "lume", "clear", "mllmu",
+                                      "knowundo", "waterdrum")]
         built = build(runs, model_id="org/model", revision="0" * 40, method="ga")  # unlearn submit
         check = check_folder(write(built, tmp_path / line))  # unlearn leaderboard validate
         assert check.ok, (line, check.errors)
         for task in ("tofu_mcqa", "tofu_cloze", "tofu_forget01_leak", "muse_news_verbmem", "margins_tofu_forget01",
-                     "lume_task1", "lume", "clear_forget10_image"):  # 0.5 logs lume's tasks as lume::lume_task1
+                     "lume_task1", "lume", "clear_forget10_image", "mllmu_forget10_image", "mllmu_forget10_text",
+                     "knowundo_copyright"):  # 0.5 logs a group's tasks as lume::lume_task1 ...
             assert check.recomputed[task], (line, task, check.unverified)
             for metric, value in check.recomputed[task].items():
                 assert _same(value, old["results"][task][metric]), (line, task, metric)
+        # WaterDrum's verification needs the validator's own tokenizer (never the submitter's): with it, every
+        # metric from 0.5's samples (0.4.13's: tests/unlearn_app/test_recompute.py; 5 s a run here)
+        assert set(check.unverified["waterdrum_ax"]) == set(old["results"]["waterdrum_ax"]), line
+        if line == "0.5":
+            waterdrum = _waterdrum_recomputed(out / "waterdrum", _data_root(out) / "waterdrum" / "trained_model")
+            for task, values in waterdrum.items():
+                assert not values.unverifiable and values.values.keys() == old["results"][task].keys(), task
+                assert _same(values.values, old["results"][task]), task
         generations = read_generations(out / "tofu")  # unlearn judge
+        # MLLMU-Bench's generations, run through its group: 0.5 names the files samples_mllmu_forget10::<task>_<date>
+        mllmu = read_generations(out / "mllmu", BENCHMARKS["mllmu"])
+        assert sorted(mllmu.items) == ["mllmu_forget10_image", "mllmu_forget10_text"], (line, mllmu.files)
+        assert all(f.name.startswith("samples_mllmu_forget10::" if line == "0.5" else "samples_mllmu_forget10_")
+                   for f in mllmu.files), (line, mllmu.files)
         report = load_run(out / "tofu")  # unlearn report
         seen[line] = {"recomputed": check.recomputed, "unverified": check.unverified,
                       "generations": [(i.split, i.index, i.question, i.answer)
                                       for items in generations.items.values() for i in items],
+                      "mllmu": {task: [(i.split, i.index, i.question, i.ground_truth, i.answer) for i in items]
+                                for task, items in mllmu.items.items()},
                       "report": {m: "nan" if isinstance(v, float) and math.isnan(v) else v
                                  for m, v in report.metrics["tofu_forget10"].items()}}
         assert seen[line]["generations"] and all(isinstance(g[3], str) for g in seen[line]["generations"])

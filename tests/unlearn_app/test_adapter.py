@@ -39,3 +39,15 @@ def test_adapter_without_base_is_an_error(tmp_path, capsys):
     data.write_text(json.dumps({"prompt": "a", "target": "b"}) + "\n")
     assert main(["margins", "--model", str(folder), "--data", str(data), "--out", str(tmp_path / "m.npy")]) == 2
     assert "names no base_model_name_or_path" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("rank", ["8", 2.5, 0, -4, True, [8]])
+def test_adapter_rank_that_is_not_a_whole_number_is_one_line(tmp_path, capsys, rank):
+    folder = _adapter(tmp_path / "a", base_model_name_or_path="b", r=rank)
+    with pytest.raises(AdapterError, match=r'"r" \(the LoRA rank\) is .* whole number of at least 1'):
+        find_adapter(folder)
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"prompt": "a", "target": "b"}) + "\n")
+    assert main(["margins", "--model", str(folder), "--data", str(data), "--out", str(tmp_path / "m.npy")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "LoRA rank" in err and "\n" not in err and "Traceback" not in err

@@ -118,6 +118,26 @@ def test_a_bad_option_is_refused_once_before_the_processes_start(options, messag
     assert not (tmp_path / "o").exists()
 
 
+def test_a_bad_margins_option_is_refused_once_before_the_processes_start(one_of_a_cpu_launch, tmp_path, capsys):
+    """``unlearn margins`` declares its checks for the launch too: a missing data file, a model that is not there and
+    an adapter without its base are refused by the one process, no process started; good options start them."""
+    data = tmp_path / "d.jsonl"
+    data.write_text('{"prompt": "a", "target": "b"}\n')
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text('{"r": 8}')
+    out = ["--out", str(tmp_path / "m.npy")]
+    for argv, message in [(["--model", "org/model", "--data", str(tmp_path / "none.jsonl")], "none.jsonl does not exist"),
+                          (["--model", str(tmp_path / "nowhere"), "--data", str(data)], "nowhere"),
+                          (["--model", str(adapter), "--data", str(data)], "names no base_model_name_or_path")]:
+        run = run_unlearn_here(["margins", *argv, *out], capsys)
+        assert run.returncode == 2 and one_of_a_cpu_launch == [], run.stderr
+        assert message in run.stderr and run.stderr.count("error:") == 1 and "started one process" not in run.stderr
+    with pytest.raises(Replaced):
+        run_unlearn_here(["margins", "--model", "org/model", "--data", str(data), *out], capsys)
+    assert len(one_of_a_cpu_launch) == 1 and not (tmp_path / "m.npy").exists()
+
+
 @pytest.fixture(scope="module")
 def tofu_home(tmp_path_factory):
     """A ``$UNLEARN_DATA_DIR`` holding the demo corpus as a local copy of ``locuslab/TOFU``."""

@@ -267,6 +267,33 @@ def test_resume_keeps_the_rows_up_to_the_resumed_step(tmp_path, tiny_model_dir, 
     assert [(r["step"], r["fake/score"]) for r in rows] == [(0, 1), (2, 2), (3, 3), (4, 4), (6, 5)]
 
 
+def test_a_resume_stopped_while_it_rewrites_the_rows_keeps_them(tmp_path, tiny_model_dir, demo_data_dir, monkeypatch):
+    """The rows up to the resumed step are written beside the file and replace it at once: a run stopped after the
+    first of them is written (Ctrl-C, here) leaves every row it had, not a file cut after one row."""
+    import types
+
+    from unlearn_methods import eval_during
+
+    train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=1, eval_every=2, save_steps=1), evaluator=Scripted([1, 2, 3]))
+    rows_file = tmp_path / "run" / ROWS_FILE
+    before = rows_file.read_bytes()
+    written = []
+
+    def dumps(obj, **kw):
+        if written:
+            raise KeyboardInterrupt
+        written.append(obj)
+        return json.dumps(obj, **kw)
+
+    monkeypatch.setattr(eval_during, "json", types.SimpleNamespace(dumps=dumps, loads=json.loads))
+    with pytest.raises(UnlearningFailed, match="Interrupted at step 3"):
+        train(_cfg(tmp_path, tiny_model_dir, demo_data_dir, epochs=2, eval_every=2, save_steps=1, resume=True),
+              evaluator=Scripted([4, 5]))
+    kept = tmp_path / "run.partial" / ROWS_FILE  # the resumed run's folder, where --resume goes on
+    assert len(written) == 1 and kept.read_bytes() == before
+    assert [r["step"] for r in read_rows(kept)] == [0, 2, 3]
+
+
 def test_plot_puts_other_scales_in_a_second_panel_and_skips_nan(tmp_path):
     PIL = pytest.importorskip("PIL.Image")
     from unlearn_app.reports.plots import metrics_vs_step
@@ -312,3 +339,22 @@ def test_select_if_errors():
                           select=f"{TASK}/forget_prob:min", select_if=["tofu_nope/x >= 1"])
     with pytest.raises(SelectionError, match=r"unknown task\(s\) tofu_nope"):
         check_evaluation(cfg)
+
+
+def test_the_best_copy_holds_its_step_in_the_same_file_as_its_weights(tmp_path):
+    """The best step's weights and the step they are of are one file, replaced at once: a run killed while a later
+    best is saved leaves the earlier pair or the later one, never one step's weights under another's number (two
+    files, the weights replaced and then the step written, would); ``--resume`` reads the step from that file."""
+    from unlearn_methods.eval_during import EvalDuringTraining, Selected
+
+    model, rule = torch.nn.Linear(2, 1), parse_select("t/m:max")
+    callback = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    callback.best = Selected(2, 0.5, 0.25, rule.text)
+    callback._save_best(model)
+    assert sorted(p.name for p in (tmp_path / BEST_DIR).iterdir()) == ["weights.safetensors"]
+    resumed = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    resumed._start(3)
+    assert resumed.best == Selected(2, 0.5, 0.25, rule.text)
+    again = EvalDuringTraining(lambda m: {}, 1, tmp_path, rule)
+    again._start(1)  # resumed before step 2: that copy is not this run's
+    assert again.best is None and not (tmp_path / BEST_DIR).exists()

@@ -48,6 +48,13 @@ def test_round_trip_of_a_tofu_run_with_its_per_item_values(tofu_run, tmp_path, c
     for metric, value in exported.items():
         assert _same(value, expected[metric]), metric
     assert {"forget_prob", "mia_loss_auc", "extraction_strength", "exact_memorization", "ra_truth_ratio"} <= set(exported)
+    # the same run as lm-eval 0.5 names it when run through a group (samples_tofu::tofu_forget01_likelihood_<date>):
+    # the same folder, per-item values included
+    from fixtures.lm_eval_05 import as_group_run
+
+    (folder,) = {p.parent for p in run.rglob("results_*.json")}
+    assert main(["export-ou", str(as_group_run(folder, "tofu", tmp_path / "05")), "--out", str(tmp_path / "ou05")]) == 0
+    assert (tmp_path / "ou05" / "TOFU_EVAL.json").read_text() == (tmp_path / "ou" / "TOFU_EVAL.json").read_text()
 
 
 def test_without_samples_the_reference_record_gives_the_per_item_values_and_bad_runs_are_refused(tmp_path, capsys):

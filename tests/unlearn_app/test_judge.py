@@ -324,7 +324,7 @@ def _choice(text: str) -> bytes:
 
 
 @pytest.mark.parametrize("body, message", [
-    (b'{"choices": []}', "answer could not be read as OpenAI's completions schema (ValueError"),
+    (b'{"choices": []}', "prompt(s) with fewer choices (OpenAI's completions schema gives one per prompt)"),
     (_choice("Yes \ud800"), "reply 1 is no text: it holds a lone surrogate ('\\ud800' at character 4)"),
     (b'{"choices": ' + b"[" * 200_000 + b"]" * 200_000 + b"}", "schema (RecursionError"),
     (b'{"choices": [{"index": 0, "text": "Yes"}], "n": ' + b"7" * 5000 + b"}", "schema (ValueError: Exceeds the limit"),
@@ -514,3 +514,27 @@ def test_report_ci_and_leaderboard_read_the_verdicts(tmp_path, capsys):
     check = check_folder(write(build([run, edited], model_id="org/model", revision="0" * 40, method="ga"),
                                tmp_path / "board2"))
     assert check.mismatched == {JUDGED: ["forget_judge_revealed"]} and len(check.errors) == 1
+
+
+def test_lm_eval_05_names_of_a_task_run_through_its_group(tmp_path):
+    """lm-eval 0.5 writes a task of ``--tasks tofu`` as ``samples_tofu::tofu_forget01_<date>.jsonl`` with
+    ``tofu::tofu_forget01`` in the results file: the judge reads that folder, its results file or the samples file
+    itself as it reads 0.4.13's, and names its task ``judge_tofu_forget01`` as on 0.4.13."""
+    from fixtures.lm_eval_05 import as_group_run
+    from unlearn_app.judge.inputs import read_generations
+
+    old = write_samples_run(tmp_path / "old", task="tofu_forget01")
+    new = as_group_run(old, "tofu", tmp_path / "new")
+    (samples_file,) = new.glob("samples_*.jsonl")
+    assert samples_file.name == f"samples_tofu::tofu_forget01_{STAMP}.jsonl"
+    want = read_generations(old)
+    for given in (new, new / f"results_{STAMP}.json", samples_file):
+        got = read_generations(given)
+        assert got.items == want.items and list(got.items) == ["tofu_forget01"], given
+        assert got.files == [samples_file]
+    with judge_server() as server:
+        assert judge(new, tmp_path / "out", server.url) == 0
+        assert len(server.requests) == len(ITEMS)
+    assert same(metrics(tmp_path / "out", "judge_tofu_forget01"), EXPECTED)
+    assert [r["judge"]["verdict"] for r in samples(tmp_path / "out", "judge_tofu_forget01")] == [
+        "yes", "no", "unparsable", "yes", "yes", "no", "yes"]

@@ -125,6 +125,10 @@ def test_wrong_inputs_for_the_family_are_one_line(tmp_path, capsys):
                              "http://127.0.0.1:1/v1/completions", "--cache-dir", tmp_path / "c", "--out",
                              tmp_path / "o"], capsys)  # the default family is TOFU's
     assert done.returncode == 2 and "no generated answer of the forget, retain, ra, wf sets (TOFU)" in done.stderr
+    done = run_unlearn_here(judge_args(sample.parent, tmp_path / "o", "http://127.0.0.1:1/v1/completions",
+                                       "--rouge-threshold", "0.5"), capsys)  # the default value, given: still refused
+    assert done.returncode == 2 and "--prompts mllmu-factuality does not compare with ROUGE" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists()
 
 
 def test_leaderboard_rederives_the_factuality_and_catches_an_edit(tmp_path, capsys):

@@ -1,15 +1,22 @@
 """A run's resumable checkpoints at a fixed cost (unlearn_methods.run_checkpoints): each is written while the next
-step's forward and backward passes run, holds the state of its own step, survives Ctrl-C, and the last one shares
-its model files with the finished folder instead of writing them twice."""
+step's forward and backward passes run, holds the state of its own step, survives Ctrl-C, appears complete or not
+at all (a kill mid-write leaves the one before to resume from), and the last one shares its model files with the
+finished folder instead of writing them twice."""
 
+import logging
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
+from concurrent.futures import Future
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import PreTrainedModel, Trainer
+from transformers import AutoTokenizer, PreTrainedModel, Trainer
 
 import unlearn_methods.methods  # noqa: F401
 from unlearn_app.pipeline import run_unlearning
@@ -20,6 +27,7 @@ from unlearn_methods.run_checkpoints import BackgroundCheckpoints
 from unlearn_methods.training import UnlearningFailed
 
 STEPS = 3  # forget01 of the demo corpus (6 questions) at batch 2: three steps an epoch
+PROBES = Path(__file__).resolve().parents[1] / "fixtures" / "process_probes.py"
 
 
 def _cfg(tmp_path, model_dir, data_dir, name, **kw):
@@ -110,13 +118,20 @@ def test_ctrl_c_while_a_checkpoint_is_written_keeps_it_whole_and_resume_continue
 
 def test_the_last_step_writes_its_state_once_and_the_folder_is_complete(tmp_path, tiny_model_dir, demo_data_dir,
                                                                         monkeypatch):
-    saves = []
+    """The run's fixed costs, each paid once: the last step's state written once, and (at the start) the tokenizer
+    loaded once (the prompt format's check and the training share it)."""
+    saves, tokenizers = [], []
     original = PreTrainedModel.save_pretrained
     monkeypatch.setattr(PreTrainedModel, "save_pretrained",
                         lambda self, folder, *a, **k: saves.append(os.path.basename(folder)) or original(
                             self, folder, *a, **k))
+    load_tokenizer = AutoTokenizer.from_pretrained
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained",
+                        lambda name, *a, **k: tokenizers.append(str(name)) or load_tokenizer(name, *a, **k))
     out = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "once", epochs=2))
     assert saves == [f"checkpoint-{STEPS}", f"checkpoint-{2 * STEPS}"]  # one save a checkpoint, none more at the end
+    assert tokenizers == [str(tiny_model_dir)]
+    monkeypatch.setattr(AutoTokenizer, "from_pretrained", load_tokenizer)
     last = out / "checkpoints" / f"checkpoint-{2 * STEPS}"
     for name in ("model.safetensors", "config.json"):
         assert os.path.samefile(out / name, last / name)  # one file, two names
@@ -155,3 +170,101 @@ def test_a_finished_run_resumed_with_more_epochs_never_writes_through_its_links(
     (checkpoint / "config.json").write_text('{"auto_map": {}}')  # a model with code of its own: saved as before
     assert not run_checkpoints.share_last_checkpoint(checkpoint, out)
     assert (out / "model.safetensors").read_bytes() == b"step 6"
+
+
+@pytest.fixture
+def resume_lines():
+    """The warnings ``--resume`` logs (the training module's logger, whatever handlers the CLI gave it)."""
+    handler = logging.Handler()
+    records: list[logging.LogRecord] = []
+    handler.emit = records.append
+    log = logging.getLogger("unlearn_methods.training")
+    log.addHandler(handler)
+    yield lambda: [r.getMessage() for r in records if r.getMessage().startswith("--resume")]
+    log.removeHandler(handler)
+
+
+def test_a_run_killed_while_writing_a_checkpoint_resumes_from_the_one_before(tmp_path, tiny_model_dir, demo_data_dir,
+                                                                             in_step, resume_lines):
+    """``unlearn run`` in a child process, SIGKILLed while its writer thread is in the middle of checkpoint 2's
+    optimizer state (the probe stalls there: no timing): checkpoint 2 is nowhere a resume looks, checkpoint 1 is
+    whole, and ``--resume`` says it skips 2 and reaches the uninterrupted run's weights from 1."""
+    stalled, out = tmp_path / "stalled", tmp_path / "run"
+    command = [sys.executable, str(PROBES), "run", "--method", "graddiff", "--full", "--model", str(tiny_model_dir),
+               "--data-dir", str(demo_data_dir), "--forget", "forget01", "--epochs", "1", "--batch-size", "2",
+               "--lr", "1e-3", "--save-steps", "1", "--quiet", "--out", str(out)]
+    env = {**os.environ, "PROBE_STALL_CHECKPOINT": "2", "PROBE_STALLED": str(stalled),
+           "PYTHONPATH": os.pathsep.join(p for p in (str(PROBES.parents[2]), os.environ.get("PYTHONPATH")) if p)}
+    with open(tmp_path / "stderr", "w") as stderr:
+        child = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
+        try:
+            while not stalled.exists() and child.poll() is None:  # waits for the stall (or the child's end)
+                time.sleep(0.05)
+            assert stalled.exists(), (tmp_path / "stderr").read_text()[-3000:]
+            child.send_signal(signal.SIGKILL)
+        finally:
+            child.kill()
+            child.wait()
+    assert child.returncode == -signal.SIGKILL
+    checkpoints = tmp_path / "run.partial" / "checkpoints"
+    staged = checkpoints / ".writing" / "checkpoint-2"
+    assert (staged / "optimizer.pt").read_bytes() == b"PK\x03\x04"  # killed mid-write, the partial out of sight
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".writing", "checkpoint-1"]
+    weights, moments = _state(checkpoints / "checkpoint-1")
+    assert weights and moments
+
+    resumed = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "run", save_steps=1, resume=True))
+    assert resume_lines() == ["--resume: skipped checkpoint-2, left incomplete by a run stopped while writing it; "
+                              "continuing from checkpoint-1."]
+    wr, ws = load_file(str(resumed / "model.safetensors")), load_file(str(in_step / "model.safetensors"))
+    assert wr.keys() == ws.keys() and all(torch.allclose(wr[k], ws[k], atol=1e-6) for k in ws)
+    assert sorted(p.name for p in (resumed / "checkpoints").iterdir()) == ["checkpoint-2", "checkpoint-3"]
+
+
+def test_a_checkpoint_written_in_step_appears_only_once_complete(tmp_path, tiny_model_dir, demo_data_dir,
+                                                                 monkeypatch, in_step, resume_lines):
+    """The in-step writes of sharded runs (FSDP, ZeRO: every process its part, then a barrier, then the rename): a
+    run that dies inside checkpoint 2's optimizer state leaves it staged; ``--resume`` goes on from checkpoint 1."""
+    monkeypatch.setattr(BackgroundCheckpoints, "background_writes", lambda self: False)
+    save_optimizer = Trainer._save_optimizer_and_scheduler
+
+    def dies_at_2(self, output_dir):
+        if output_dir.endswith("checkpoint-2"):
+            (Path(output_dir) / "optimizer.pt").write_bytes(b"PK")
+            raise SystemExit("killed")
+        return save_optimizer(self, output_dir)
+
+    monkeypatch.setattr(Trainer, "_save_optimizer_and_scheduler", dies_at_2)
+    with pytest.raises(SystemExit):
+        run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "run", save_steps=1))
+    checkpoints = tmp_path / "run.partial" / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".writing", "checkpoint-1"]
+    monkeypatch.setattr(Trainer, "_save_optimizer_and_scheduler", save_optimizer)
+    resumed = run_unlearning(_cfg(tmp_path, tiny_model_dir, demo_data_dir, "run", save_steps=1, resume=True))
+    assert [line.split(";")[0] for line in resume_lines()] == [
+        "--resume: skipped checkpoint-2, left incomplete by a run stopped while writing it"]
+    wr, ws = load_file(str(resumed / "model.safetensors")), load_file(str(in_step / "model.safetensors"))
+    assert wr.keys() == ws.keys() and all(torch.allclose(wr[k], ws[k], atol=1e-6) for k in ws)
+
+
+def test_older_checkpoints_are_rotated_away_only_once_a_newer_one_is_complete(tmp_path):
+    """save_total_limit (2) counts complete checkpoints only: while checkpoint 3 is written, or when one of its
+    parts failed, checkpoints 1 and 2 stay; once it is complete, 1 goes."""
+    checkpoints = tmp_path / "checkpoints"
+    for step in (1, 2):
+        (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
+    staged = checkpoints / ".writing" / "checkpoint-3"
+    staged.mkdir(parents=True)
+    (staged / "model.safetensors").write_bytes(b"step 3")
+    failed = Future()
+    failed.set_exception(OSError("disk full"))
+    with pytest.raises(OSError, match="disk full"):
+        run_checkpoints.complete_checkpoint(staged, 2, [failed])
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".writing", "checkpoint-1", "checkpoint-2"]
+    written = Future()
+    written.set_result(None)
+    assert run_checkpoints.complete_checkpoint(staged, 2, [written]) == checkpoints / "checkpoint-3"
+    assert sorted(p.name for p in checkpoints.iterdir()) == [".writing", "checkpoint-2", "checkpoint-3"]
+    assert (checkpoints / "checkpoint-3" / "model.safetensors").read_bytes() == b"step 3"
+    assert not any((checkpoints / ".writing").iterdir())
+    assert run_checkpoints.discard_incomplete(checkpoints) == [] and not (checkpoints / ".writing").exists()

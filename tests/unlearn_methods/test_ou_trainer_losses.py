@@ -6,11 +6,12 @@ deterministic tiny Llama, the same batches and the same hyperparameters. Where O
 ``retain_loss_type: KL`` (GradDiff, NPO) is our ``retain_loss=kl``, its per-epoch dual update of PDU our
 ``dual_update=epoch``."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 import torch
+
+from fixtures.scripts import load_script
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_ou_trainers.py"
 
@@ -45,10 +46,7 @@ DIFFERS = {"RMU", "UNDIAL", "PDU"}  # "... (OU mode)": the parameter that select
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_ou_trainers", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(SCRIPT)
 
 
 @pytest.fixture(scope="module")

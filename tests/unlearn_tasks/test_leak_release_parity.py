@@ -2,10 +2,11 @@
 release's own functions, imported from its checkout, and this package's criterion and estimator, on two questions'
 n = 200 samples (``benchmarks/bench_leak_release.py``). Skipped when the release's checkout is not on this machine."""
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from fixtures.scripts import load_script
 
 pytestmark = pytest.mark.slow  # 400 samples through both NLI paths: 3 to 9 minutes on a loaded 2-core machine
 
@@ -14,9 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_leak_releas
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_leak_release", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     if not (module.RELEASE_GIT / "HEAD").is_file():
         pytest.skip(f"the Leak-k release's checkout is not at {module.RELEASE_GIT}")
     return module

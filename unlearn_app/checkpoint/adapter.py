@@ -35,7 +35,7 @@ class Adapter:
 def find_adapter(model: str | Path) -> Adapter | None:
     """The adapter in folder ``model``, or None when ``model`` is a full model (a folder without
     ``adapter_config.json``, or a Hub id). :class:`AdapterError` when the config is not a JSON object naming its base
-    model."""
+    model with a whole-number rank."""
     path = Path(model).expanduser()
     config = path / "adapter_config.json"
     if not (path.is_dir() and config.is_file()):
@@ -46,4 +46,8 @@ def find_adapter(model: str | Path) -> Adapter | None:
     base = data.get("base_model_name_or_path") if isinstance(data, dict) else None
     if not base or not isinstance(base, str):
         raise AdapterError(f"{config} names no base_model_name_or_path; cannot load the adapter")
-    return Adapter(str(path), base, int(data.get("r") or 8))
+    rank = 8 if data.get("r") is None else data["r"]  # PEFT's default rank when the file names none
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 1:
+        raise AdapterError(f"{config}: \"r\" (the LoRA rank) is {rank!r}; it must be a whole number of at least 1, "
+                           "as PEFT's save_pretrained writes it")
+    return Adapter(str(path), base, rank)

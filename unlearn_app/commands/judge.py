@@ -81,6 +81,13 @@ def _cmd_judge(args: argparse.Namespace) -> int:
         bench = family_benchmark(prompts.values())
     except PromptError as e:
         return error(str(e))
+    if args.rouge_threshold is None:
+        from unlearn_app.judge.results import ROUGE_THRESHOLD
+
+        args.rouge_threshold = ROUGE_THRESHOLD
+    elif not bench.uses_rouge:
+        return error(f"--rouge-threshold is for the TOFU prompt families (ROUGE's agreement with the judge); "
+                     f"--prompts {args.prompts} does not compare with ROUGE: leave it out")
     out = _out_folder(args)
     try:  # the default folder is known only now: checked like a declared output, before anything is written
         output_guard.check(args, [("out", out)] if not args.out else [])
@@ -187,9 +194,9 @@ def add_parsers(sub) -> None:
     p.add_argument("--chat-template", dest="chat_template", default="auto", choices=("auto", "yes", "no"),
                    help="Send each prompt through the judge's chat template (hf, vllm; auto: when its tokenizer "
                    "has one). Chat completions always use the server's, plain completions never.")
-    p.add_argument("--rouge-threshold", dest="rouge_threshold", type=float_range(0.0, 1.0), default=ROUGE_THRESHOLD,
+    p.add_argument("--rouge-threshold", dest="rouge_threshold", type=float_range(0.0, 1.0), default=None,
                    help="TOFU families: ROUGE-L recall at or above which ROUGE counts an answer as carrying the fact (for the "
-                   "agreement with the judge).")
+                   f"agreement with the judge; default {ROUGE_THRESHOLD}). Refused with a family that does not use ROUGE.")
     p.add_argument("--batch-size", dest="batch_size", type=positive_int, default=8, help="hf / vllm batch size.")
     p.add_argument("--device", help="hf device (default: cuda when torch sees a GPU, else cpu).")
     p.add_argument("--cache-dir", dest="cache_dir", help="The reply cache folder (default: $UNLEARN_JUDGE_CACHE, "

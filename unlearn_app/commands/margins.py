@@ -37,6 +37,30 @@ def _cmd_margins_gather(args: argparse.Namespace) -> int:
     return 0
 
 
+def _problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with ``unlearn margins``' options, in one line, or None: checked before any model is loaded, and
+    once by the one process ``accelerate launch --cpu`` starts, before it starts the N
+    (:func:`unlearn_app.launch.relaunch_cpu_processes`), which would otherwise each refuse it in turn."""
+    from unlearn_app.checkpoint.adapter import AdapterError
+
+    if getattr(args, "margins_command", None) == "gather":
+        return None
+    if not (args.model and args.data and args.out):
+        return ("unlearn margins needs --model DIR [DIR ...], --data (a JSON/JSON-lines file, or tofu) and --out "
+                "FILE.npy; or use `unlearn margins gather RUN_DIRS... --out ens.npy`")
+    if args.data != "tofu" and not Path(args.data).is_file():
+        return (f"{args.data} does not exist (give a JSON / JSON-lines file of prompt/target or text records, "
+                "or 'tofu')")
+    for model in args.model:
+        if problem := model_problem(model):
+            return problem
+        try:
+            find_adapter(model)
+        except AdapterError as e:
+            return f"{model}: {e}"
+    return None
+
+
 def _cmd_margins(args: argparse.Namespace) -> int:
     import tempfile
 
@@ -46,22 +70,15 @@ def _cmd_margins(args: argparse.Namespace) -> int:
 
     if getattr(args, "margins_command", None) == "gather":
         return _cmd_margins_gather(args)
-    if not (args.model and args.data and args.out):
-        return error("unlearn margins needs --model DIR [DIR ...], --data (a JSON/JSON-lines file, or tofu) and --out "
-                     "FILE.npy; or use `unlearn margins gather RUN_DIRS... --out ens.npy`")
+    if problem := _problem(args):
+        return error(problem)
     metadata: dict = {"reduction": args.reduction, "include_eos": args.include_eos}
     if args.data == "tofu":
         task = f"margins_tofu_{args.forget}"
         metadata.update({"data_dir": args.data_dir} if args.data_dir else {})
     else:
-        if not Path(args.data).is_file():
-            return error(f"{args.data} does not exist (give a JSON / JSON-lines file of prompt/target or text records, "
-                         "or 'tofu')")
         task = "margins"
         metadata["data_file"] = str(Path(args.data).resolve())
-    missing = [problem for problem in map(model_problem, args.model) if problem]
-    if missing:
-        return error(missing[0])
     main = is_main_process()  # under a launcher every process scores its share, the main one reads and writes
     rows, records = [], []
     models = args.model
@@ -126,7 +143,7 @@ def add_parsers(sub) -> None:
     p.add_argument("--device", help="Device for hf (default: cuda when a GPU is visible, else cpu).")
     p.add_argument("--lm-eval-out", dest="lm_eval_out", help="Keep lm-eval's output folder(s) here.")
     p.add_argument("--quiet", action="store_true", help="No progress bar over the models.")
-    p.set_defaults(func=_cmd_margins)
+    p.set_defaults(func=_cmd_margins, launch_problem=_problem)
     output_guard.declare(p, outputs=["out", "splits_out", "lm_eval_out"], inputs=["model", "data", "data_dir"],
                          folders=["lm_eval_out"], suffixes={"out": (".npy",)})
     gather_sub = p.add_subparsers(dest="margins_command", metavar="gather")

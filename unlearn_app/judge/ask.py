@@ -103,6 +103,9 @@ def ask(lm: Any, prompts: Sequence[str], max_gen_toks: int, chat: bool, server: 
     except (ValueError, RecursionError, LookupError, TypeError, AttributeError) as e:
         if not server or isinstance(e, OSError):
             raise
+        if isinstance(e, ValueError) and "zip()" in str(e):  # lm-eval pairs each prompt with a choice by zip(strict)
+            raise JudgeReplyError(f"the judge server answered {len(requests)} prompt(s) with fewer choices (OpenAI's "
+                                  "completions schema gives one per prompt); check --base-url and the server") from None
         raise JudgeReplyError(f"the judge server's answer could not be read as OpenAI's completions schema "
                               f"({type(e).__name__}: {str(e)[:160]}); check --base-url and the server") from None
     return [r if isinstance(r, str) else "" for r in replies]

@@ -4,7 +4,9 @@ forget, test, retain, celebrity generation questions), from
 
 * lm-eval's samples files (``lm_eval --log_samples``: ``samples_<task>_<date>.jsonl`` of ``tofu_forgetNN`` or
   ``tofu_forgetNN_rouge``; each line's ``doc`` holds ``split``, ``index``, ``question``, ``answer``, and its
-  ``filtered_resps`` the generation first; MLLMU-Bench: ``samples_mllmu_forgetNN_image_<date>.jsonl``), given as a file, an lm-eval output folder or its results file;
+  ``filtered_resps`` the generation first; MLLMU-Bench: ``samples_mllmu_forgetNN_image_<date>.jsonl``; lm-eval 0.5
+  names a task run through its group ``samples_<group>::<task>_<date>.jsonl``, e.g. ``samples_tofu::tofu_forget10_...``
+  of ``--tasks tofu``), given as a file, an lm-eval output folder or its results file;
 * an ``unlearn run`` folder (its evaluation, ``eval/``, is such an lm-eval output folder);
 * an open-unlearning evaluation folder (TOFU only; ``TOFU_EVAL.json``: ``<set>_Q_A_ROUGE.value_by_index`` holds per item
   ``input``, ``ground_truth`` and ``generation``; ``input`` is the prompt as open-unlearning decoded it).
@@ -27,7 +29,6 @@ TOFU = BENCHMARKS["tofu"]
 OU_KEYS = {"forget": "forget_Q_A_ROUGE", "retain": "retain_Q_A_ROUGE", "ra": "ra_Q_A_ROUGE", "wf": "wf_Q_A_ROUGE"}
 #: An open-unlearning ``value_by_index`` key: the item's index in ASCII digits, without leading zeros, at most 9.
 _OU_INDEX = re.compile(r"0|[1-9][0-9]{0,8}")
-_SAMPLES_NAME = re.compile(r"samples_(?P<task>[A-Za-z0-9][\w.-]*?)_(?P<stamp>\d[\d\-T:.]*)\.jsonl")
 
 
 class JudgeInputError(ValueError):
@@ -64,6 +65,7 @@ def _no_link(path: Path, root: Path) -> Path:
 
 def read_generations(run: str | Path, bench: JudgedBenchmark = TOFU) -> Generations:
     """The generations of ``bench`` in ``run`` (see the module docstring)."""
+    from harness_ext.results import samples_file_task
     from unlearn_app.open_unlearning.reader import is_ou_folder
     from unlearn_methods.checkpoint_folder import CONFIG_FILE
 
@@ -72,7 +74,7 @@ def read_generations(run: str | Path, bench: JudgedBenchmark = TOFU) -> Generati
     if not path.exists():
         raise JudgeInputError(f"{run} does not exist; give lm-eval's samples file or output folder (--log_samples), "
                               "an `unlearn run` folder or an open-unlearning evaluation folder.")
-    if path.is_file() and _SAMPLES_NAME.fullmatch(path.name):
+    if path.is_file() and samples_file_task(path.name):
         return _from_samples([path], bench)
     if is_ou_folder(path):
         if bench is not TOFU:
@@ -89,12 +91,18 @@ def read_generations(run: str | Path, bench: JudgedBenchmark = TOFU) -> Generati
 
 def _samples_of_run(path: Path, root: Path, bench: JudgedBenchmark) -> list[Path]:
     """The samples files of ``bench``'s tasks of the one run under ``path`` (its newest results file's)."""
-    from harness_ext.results import ResultsFileError, latest_results_file, read_results_file
-    from unlearn_app.leaderboard.recompute import samples_files
+    from harness_ext.results import (
+        ResultsFileError,
+        latest_results_file,
+        plain_task_name,
+        read_results_file,
+        samples_files,
+    )
 
     try:
         results = _no_link(latest_results_file(path), root)
-        tasks = [t for t in (read_results_file(results).get("results") or {}) if bench.is_source_task(t)]
+        names = read_results_file(results).get("results") or {}
+        tasks = [t for t in names if bench.is_source_task(plain_task_name(t))]  # a name 0.5 left qualified too
     except (FileNotFoundError, ResultsFileError) as e:
         raise JudgeInputError(str(e)) from None
     files = [f for t in tasks for f in samples_files(results, t)]
@@ -105,11 +113,15 @@ def _samples_of_run(path: Path, root: Path, bench: JudgedBenchmark) -> list[Path
 
 
 def _from_samples(files: list[Path], bench: JudgedBenchmark = TOFU) -> Generations:
+    """The generations in lm-eval samples files, by task: the plain name of lm-eval 0.5's ``group::task`` unless two
+    of the files hold that task (then the names as lm-eval wrote them)."""
+    from harness_ext.results import plain_task_name, samples_file_task
     from unlearn_app.leaderboard.recompute import FILTER, SamplesError, parse_samples
 
     out = Generations("lm-eval")
-    for file in files:
-        task = _SAMPLES_NAME.fullmatch(file.name).group("task")
+    written = [samples_file_task(file.name)[0] for file in files]
+    plain = [plain_task_name(task) for task in written]
+    for file, task in zip(files, (p if plain.count(p) == 1 else w for w, p in zip(written, plain))):
         try:
             rows = parse_samples(file.read_bytes(), file.name)
         except SamplesError as e:

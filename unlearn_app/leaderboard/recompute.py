@@ -37,7 +37,6 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -62,26 +61,7 @@ class Recomputed:
 
 
 # --------------------------------------------------------------------------- samples files
-def samples_files(results_file: Path, task: str) -> list[Path]:
-    """The samples files of ``task`` beside an lm-eval results file: the one of the same date stamp, else the
-    newest (``lm_eval --log_samples`` writes ``samples_<task>_<date>.jsonl`` next to ``results_<date>.json``; lm-eval
-    0.5 ``samples_<group>::<task>_<date>.jsonl`` for a task of a group)."""
-    from harness_ext.results import QUALIFIER
-
-    stamp = results_file.stem.removeprefix("results_")
-    same = results_file.parent / f"samples_{task}_{stamp}.jsonl"
-    if same.is_file() and not same.is_symlink():
-        return [same]
-    # lm-eval 0.5 names a grouped task's file samples_<group>::<task>_<date>.jsonl
-    grouped = [p for p in results_file.parent.glob(f"samples_*{QUALIFIER}{task}_{stamp}.jsonl")
-               if p.is_file() and not p.is_symlink()]
-    if len(grouped) == 1:
-        return grouped
-    found = sorted(p for p in results_file.parent.glob(f"samples_{task}_*.jsonl")
-                   if p.is_file() and not p.is_symlink() and p.stem[len(f"samples_{task}_"):][:1].isdigit())
-    return found[-1:]
-
-
+# (which file holds a task's samples, on either lm-eval line: harness_ext.results.samples_files)
 def parse_samples(data: bytes, name: str) -> list[dict[str, Any]]:
     """The lines of a samples file as dicts, in document order (one line per document and filter)."""
     try:

@@ -146,8 +146,8 @@ def produced_by(raw: dict[str, Any], provenance: dict[str, Any] | None) -> dict[
 
 
 def _lm_eval_tasks(path: Path, run: str) -> list[TaskResult]:
+    from harness_ext.results import samples_files
     from unlearn_app.leaderboard import depth
-    from unlearn_app.leaderboard.recompute import samples_files
     from unlearn_app.open_unlearning.writer import ExportError, benchmark_of, export_task
 
     file = latest_results_file(path)

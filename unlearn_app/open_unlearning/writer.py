@@ -76,10 +76,11 @@ def _item_key(kind: str) -> str:
 
 def _records(results_file: Path, task: str) -> list[dict]:
     """The per-doc records of ``task`` in the samples files beside the results file (lm-eval's ``--log_samples``:
-    ``samples_<task>_<stamp>.jsonl``, each line holding the record under every metric name); empty without them."""
-    stamp = results_file.stem.removeprefix("results_")
-    files = sorted(results_file.parent.glob(f"samples_{task}_{stamp}.jsonl")) or sorted(
-        results_file.parent.glob(f"samples_{task}_*.jsonl"))[-1:]
+    ``samples_<task>_<stamp>.jsonl``, lm-eval 0.5's ``samples_<group>::<task>_<stamp>.jsonl`` of a task run through its
+    group; each line holding the record under every metric name); empty without them."""
+    from harness_ext.results import samples_files
+
+    files = samples_files(results_file, task)
     out = []
     for file in files:
         for line in file.read_text().splitlines():
@@ -144,10 +145,12 @@ def export_task(results: dict[str, Any], task: str, results_file: Path) -> tuple
 def export_run(results_file: Path, out: Path) -> list[Path]:
     """Write each TOFU / MUSE task of ``results_file`` into ``out`` (one OU folder per task when it holds several:
     ``out/<task>/``); returns the files written."""
+    from harness_ext.results import read_results_file
     from unlearn_app import output_guard
 
-    results = json.loads(results_file.read_text())
-    tasks = [t for t in results.get("results", {}) if benchmark_of(t)]
+    results = read_results_file(results_file)  # lm-eval 0.5's group::task under the task's name
+    groups = set(results.get("group_subtasks") or {}) - set(results.get("configs") or {})  # `--tasks tofu`'s tofu
+    tasks = [t for t in results.get("results", {}) if benchmark_of(t) and t not in groups]
     if not tasks:
         raise ExportError(f"{results_file} holds no TOFU or MUSE task (tasks: {', '.join(results.get('results', {}))}).")
     written = []

@@ -170,8 +170,8 @@ def test_lm_eval_runs_knowundo_and_its_metrics_follow_from_the_samples(tiny_mode
                                                  "unlearn_perplexity": True, "retention_perplexity": False,
                                                  "unlearn_accuracy": False}
     # the leaderboard recomputes every number from the samples files lm-eval wrote beside the results file
-    from harness_ext.results import task_metrics
-    from unlearn_app.leaderboard.recompute import parse_samples, recompute_run, samples_files
+    from harness_ext.results import samples_files, task_metrics
+    from unlearn_app.leaderboard.recompute import parse_samples, recompute_run
 
     (file,) = tmp_path.rglob("results_*.json")
     raw = json.loads(file.read_text())

@@ -3,11 +3,12 @@ functions, imported from its checkout with the model loop stubbed, and this pack
 40-profile fixture in the Hub's layout (``benchmarks/bench_mllmu_release.py``). Skipped when the release's checkout
 is not on this machine."""
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
+
+from fixtures.scripts import load_script
 
 pytest.importorskip("PIL")
 pytest.importorskip("sklearn")  # the release's eval.py imports it
@@ -17,9 +18,7 @@ SCRIPT = Path(__file__).resolve().parents[3] / "benchmarks" / "bench_mllmu_relea
 
 @pytest.fixture(scope="module")
 def out():
-    spec = importlib.util.spec_from_file_location("bench_mllmu_release", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script(SCRIPT)
     if not (module.RELEASE_GIT / "HEAD").is_file():
         pytest.skip(f"the MLLMU-Bench release's checkout is not at {module.RELEASE_GIT}")
     return module.compare(module.RELEASE_GIT, n_people=40, forget_split="forget15", seed=0)
