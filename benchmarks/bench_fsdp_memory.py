@@ -16,8 +16,8 @@ GPU process groups) with the memory probe of ``tests/fixtures/process_probes.py`
 - **RSS once loaded**: its private memory and the pages of the checkpoint's files it maps (the page cache, shared
   by the processes) when ``from_pretrained`` returns;
 - **peak RSS** of each phase of the run and overall: *load* (``from_pretrained``: transformers reads the whole model
-  on every process), *prepare* (the data, then the Trainer sharding the model), *steps*, *save* (the state gathered
-  and written whole).
+  on every process), *prepare* (the data, then the Trainer sharding the model), *steps*, *checkpoint* (the Trainer's
+  periodic checkpoint: the last step's), *save* (the state gathered and written whole).
 
 ``--loading`` compares accelerate's two ways of sharding a loaded model: ``rank0`` (the configuration's
 ``fsdp_cpu_ram_efficient_loading: true``: every process but the first drops the model it loaded, its shards are
@@ -46,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 FSDP_ON_CPU = REPO / "tests" / "fixtures" / "fsdp_on_cpu.py"
 CONFIG = REPO / "examples" / "scaling" / "fsdp-8b.yaml"
 GB = 1e9
+PHASES = ("load", "prepare", "steps", "checkpoint", "save")  # tests/fixtures/process_probes.py
 
 
 def llama_1b(folder: Path) -> Path:
@@ -97,13 +98,13 @@ def config_file(loading: str, folder: Path) -> Path:
 
 
 def run(model: Path, dtype: str, data: Path, processes: int, out: Path, report: Path, threads: int,
-        config: Path) -> float:
+        config: Path, mmap_threshold: int | None) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads),
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-           "HF_HUB_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", **({"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else {})}
     command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--num_processes",
                str(processes), "--mixed_precision", "no", "--main_process_port", str(port), str(FSDP_ON_CPU), "run",
                "--method", "graddiff", "--full", "--model", str(model), "--dtype", dtype, "--data", "tofu",
@@ -121,6 +122,9 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2", help="smollm2, llama1b or a checkpoint folder")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--threads", type=int, default=1, help="threads per process")
+    parser.add_argument("--malloc-mmap-threshold", type=int, metavar="BYTES",
+                        help="glibc's MALLOC_MMAP_THRESHOLD_ for the processes (131072: every freed buffer larger "
+                             "than that goes back to the system at once; default: glibc's own, which keeps them)")
     parser.add_argument("--keep", type=Path, help="a folder to keep the llama1b model in between runs (built once)")
     parser.add_argument("--loading", choices=["rank0", "every"], default="rank0",
                         help="rank0: the configuration's fsdp_cpu_ram_efficient_loading: true; every: false")
@@ -144,20 +148,24 @@ def main() -> None:
         config = config_file(args.loading, tmp)
         state = params * size * 4  # weights, gradients, AdamW's two moments, all in the weights' dtype
         print(f"{args.model}: {params / 1e9:.3f} billion parameters, {dtype}; weights + gradients + AdamW states "
-              f"{state / GB:.2f} GB; weights {params * size / GB:.2f} GB; loading: {args.loading}")
+              f"{state / GB:.2f} GB; weights {params * size / GB:.2f} GB; loading: {args.loading}; MALLOC_MMAP_THRESHOLD_: "
+              f"{args.malloc_mmap_threshold or 'glibc default'}")
         print("processes | process | held (GB) | (w+g+AdamW)/N (GB) | RSS at the step (GB) | RSS once loaded: "
-              "private / file-mapped (GB) | peak RSS: load / prepare / steps / save (GB) | peak RSS (GB) | wall (s)")
+              f"private / file-mapped (GB) | peak RSS: {' / '.join(PHASES)} (GB) | peak RSS (GB) | wall (s)")
         for n in args.processes:
             report = tmp / f"memory-{n}.jsonl"
-            wall = run(model, dtype, data, n, tmp / f"out-{n}", report, args.threads, config)
+            wall = run(model, dtype, data, n, tmp / f"out-{n}", report, args.threads, config, args.malloc_mmap_threshold)
             rows = sorted((json.loads(line) for line in report.read_text().splitlines()), key=lambda r: r["rank"])
             for r in rows:
                 held = r["weights"] + r["grads"] + r["optimizer"]
-                phases = " / ".join(f"{r['phases'][p] / GB:.2f}" for p in ("load", "prepare", "steps", "save"))
+                phases = " / ".join(f"{r['phases'][p] / GB:.2f}" if p in r["phases"] else "-" for p in PHASES)
                 print(f"{n} | {r['rank']} | {held / GB:.3f} (w {r['weights'] / GB:.3f}, g {r['grads'] / GB:.3f}, "
                       f"AdamW {r['optimizer'] / GB:.3f}) | {state / n / GB:.3f} | {r['rss'] / GB:.2f} | "
                       f"{r['loaded_anon'] / GB:.2f} / {r['loaded_file'] / GB:.2f} | {phases} | "
                       f"{r['peak_rss'] / GB:.2f} | {wall:.0f}")
+                sampled = ", ".join(f"{p} {r['sampled'][p][0] / GB:.2f} / {r['sampled'][p][1] / GB:.2f}"
+                                    for p in PHASES if p in r["sampled"])
+                print(f"    process {r['rank']}, largest private / file-mapped RSS sampled (GB): {sampled}")
 
 
 if __name__ == "__main__":

@@ -40,7 +40,9 @@ PAIRS = [("one process: bf16 autocast against float32", "one, bf16", "one, float
          ("N processes, float32, against one process in float32", "N, float32", "one, float32"),
          ("N processes, bf16 parameters and reduction, against one process in bf16", "N, bf16", "one, bf16"),
          ("the same against one process in float32", "N, bf16", "one, float32"),
-         ("N processes, bf16, float32 reduction against bf16 reduction", "N, bf16, float32 reduction", "N, bf16")]
+         ("N processes, bf16, float32 reduction against bf16 reduction", "N, bf16, float32 reduction", "N, bf16"),
+         ("N processes, bf16, float32 reduction against one process in bf16", "N, bf16, float32 reduction",
+          "one, bf16")]
 
 
 def main() -> None:
