@@ -125,6 +125,9 @@ def main() -> None:
     parser.add_argument("--malloc-mmap-threshold", type=int, metavar="BYTES",
                         help="glibc's MALLOC_MMAP_THRESHOLD_ for the processes (131072: every freed buffer larger "
                              "than that goes back to the system at once; default: glibc's own, which keeps them)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"],
+                        help="load the model in this dtype (default: smollm2 float32, llama1b bfloat16); one other "
+                             "than the checkpoint's is converted, so read, by every process")
     parser.add_argument("--keep", type=Path, help="a folder to keep the llama1b model in between runs (built once)")
     parser.add_argument("--loading", choices=["rank0", "every"], default="rank0",
                         help="rank0: the configuration's fsdp_cpu_ram_efficient_loading: true; every: false")
@@ -141,9 +144,10 @@ def main() -> None:
             model, dtype = llama_1b(args.keep or tmp / "llama1b"), "bfloat16"
         else:
             model, dtype = Path(args.model), "auto"
+        dtype = args.dtype or dtype
         params, size = parameters_and_bytes(model)
-        if dtype == "float32":
-            size = 4
+        if dtype in ("float32", "bfloat16"):
+            size = 4 if dtype == "float32" else 2
         data = write(tmp / "data")
         config = config_file(args.loading, tmp)
         state = params * size * 4  # weights, gradients, AdamW's two moments, all in the weights' dtype
