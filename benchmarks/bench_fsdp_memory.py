@@ -2,7 +2,8 @@
 AdamW states) / N.
 
     PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --model smollm2            # SmolLM2-135M, float32
-    PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --model llama1b --steps 2  # Llama-3.2-1B's shape, bfloat16
+    PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --model llama1b            # Llama-3.2-1B's shape, bfloat16
+    PYTHONPATH=. python benchmarks/bench_fsdp_memory.py --loading every            # every process keeps its own load
 
 Each N runs GradDiff (full fine-tuning, ``--batch-size 1``, 64 tokens) under ``accelerate launch --config_file
 examples/scaling/fsdp-8b.yaml --num_processes N`` (one process: the same launch, which accelerate runs unsharded),
@@ -12,8 +13,16 @@ GPU process groups) with the memory probe of ``tests/fixtures/process_probes.py`
 - **held**: the weights, gradients and AdamW states the process holds at its last optimiser step (its shards under
   FSDP), the part of a GPU's memory that sharding divides by N, next to the expected (weights + gradients + AdamW)/N;
 - **RSS at the step**: its resident memory then (those, the Python and torch libraries, activations, buffers);
-- **peak RSS**: its highest resident memory, reached while loading: every process loads the whole model before the
-  Trainer shards it (``fsdp_cpu_ram_efficient_loading: false``), so this does not fall with N.
+- **RSS once loaded**: its private memory and the pages of the checkpoint's files it maps (the page cache, shared
+  by the processes) when ``from_pretrained`` returns;
+- **peak RSS** of each phase of the run and overall: *load* (``from_pretrained``: transformers reads the whole model
+  on every process), *prepare* (the data, then the Trainer sharding the model), *steps*, *checkpoint* (the Trainer's
+  periodic checkpoint: the last step's), *save* (the state gathered and written whole).
+
+``--loading`` compares accelerate's two ways of sharding a loaded model: ``rank0`` (the configuration's
+``fsdp_cpu_ram_efficient_loading: true``: every process but the first drops the model it loaded, its shards are
+broadcast from process 0's) and ``every`` (``false``: each process shards its own copy; run from a copy of the
+configuration with that one line changed).
 
 ``--model llama1b`` builds a randomly initialised model of Llama-3.2-1B's shape (16 layers, hidden 2048, MLP 8192,
 32 heads, 8 key-value heads, vocabulary 128,256, tied embeddings; 1.24 billion parameters) in bfloat16, with
@@ -37,6 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 FSDP_ON_CPU = REPO / "tests" / "fixtures" / "fsdp_on_cpu.py"
 CONFIG = REPO / "examples" / "scaling" / "fsdp-8b.yaml"
 GB = 1e9
+PHASES = ("load", "prepare", "steps", "checkpoint", "save")  # tests/fixtures/process_probes.py
 
 
 def llama_1b(folder: Path) -> Path:
@@ -73,14 +83,29 @@ def parameters_and_bytes(model: Path) -> tuple[int, int]:
     return sum(p.numel() for p in built.parameters()), first.element_size()
 
 
-def run(model: Path, dtype: str, data: Path, processes: int, out: Path, report: Path, threads: int) -> float:
+def config_file(loading: str, folder: Path) -> Path:
+    """The documented configuration (``rank0``), or a copy of it in ``folder`` with ``fsdp_cpu_ram_efficient_loading:
+    false`` (``every``)."""
+    if loading == "rank0":
+        return CONFIG
+    text = CONFIG.read_text()
+    line = "fsdp_cpu_ram_efficient_loading: true"
+    if line not in text:
+        sys.exit(f"{CONFIG} has no line '{line}'")
+    copy = folder / "fsdp-every-process-loads.yaml"
+    copy.write_text(text.replace(line, "fsdp_cpu_ram_efficient_loading: false"))
+    return copy
+
+
+def run(model: Path, dtype: str, data: Path, processes: int, out: Path, report: Path, threads: int,
+        config: Path, mmap_threshold: int | None) -> float:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads),
            "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-           "HF_HUB_OFFLINE": "1"}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG), "--num_processes",
+           "HF_HUB_OFFLINE": "1", **({"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else {})}
+    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--num_processes",
                str(processes), "--mixed_precision", "no", "--main_process_port", str(port), str(FSDP_ON_CPU), "run",
                "--method", "graddiff", "--full", "--model", str(model), "--dtype", dtype, "--data", "tofu",
                "--data-dir", str(data), "--forget", "forget01", "--retain", "retain99", "--batch-size", "1",
@@ -97,6 +122,15 @@ def main() -> None:
     parser.add_argument("--model", default="smollm2", help="smollm2, llama1b or a checkpoint folder")
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--threads", type=int, default=1, help="threads per process")
+    parser.add_argument("--malloc-mmap-threshold", type=int, metavar="BYTES",
+                        help="glibc's MALLOC_MMAP_THRESHOLD_ for the processes (131072: every freed buffer larger "
+                             "than that goes back to the system at once; default: glibc's own, which keeps them)")
+    parser.add_argument("--dtype", choices=["float32", "bfloat16"],
+                        help="load the model in this dtype (default: smollm2 float32, llama1b bfloat16); one other "
+                             "than the checkpoint's is converted, so read, by every process")
+    parser.add_argument("--keep", type=Path, help="a folder to keep the llama1b model in between runs (built once)")
+    parser.add_argument("--loading", choices=["rank0", "every"], default="rank0",
+                        help="rank0: the configuration's fsdp_cpu_ram_efficient_loading: true; every: false")
     args = parser.parse_args()
     sys.path.insert(0, str(REPO / "tests"))
     from fixtures.real_model import write
@@ -107,26 +141,35 @@ def main() -> None:
         if args.model == "smollm2":
             model, dtype = build_smollm2(), "float32"
         elif args.model == "llama1b":
-            model, dtype = llama_1b(tmp / "llama1b"), "bfloat16"
+            model, dtype = llama_1b(args.keep or tmp / "llama1b"), "bfloat16"
         else:
             model, dtype = Path(args.model), "auto"
+        dtype = args.dtype or dtype
         params, size = parameters_and_bytes(model)
-        if dtype == "float32":
-            size = 4
+        if dtype in ("float32", "bfloat16"):
+            size = 4 if dtype == "float32" else 2
         data = write(tmp / "data")
+        config = config_file(args.loading, tmp)
         state = params * size * 4  # weights, gradients, AdamW's two moments, all in the weights' dtype
         print(f"{args.model}: {params / 1e9:.3f} billion parameters, {dtype}; weights + gradients + AdamW states "
-              f"{state / GB:.2f} GB")
-        print("processes | process | held (GB) | (w+g+AdamW)/N (GB) | RSS at the step (GB) | peak RSS (GB) | wall (s)")
+              f"{state / GB:.2f} GB; weights {params * size / GB:.2f} GB; loading: {args.loading}; MALLOC_MMAP_THRESHOLD_: "
+              f"{args.malloc_mmap_threshold or 'glibc default'}")
+        print("processes | process | held (GB) | (w+g+AdamW)/N (GB) | RSS at the step (GB) | RSS once loaded: "
+              f"private / file-mapped (GB) | peak RSS: {' / '.join(PHASES)} (GB) | peak RSS (GB) | wall (s)")
         for n in args.processes:
             report = tmp / f"memory-{n}.jsonl"
-            wall = run(model, dtype, data, n, tmp / f"out-{n}", report, args.threads)
+            wall = run(model, dtype, data, n, tmp / f"out-{n}", report, args.threads, config, args.malloc_mmap_threshold)
             rows = sorted((json.loads(line) for line in report.read_text().splitlines()), key=lambda r: r["rank"])
             for r in rows:
                 held = r["weights"] + r["grads"] + r["optimizer"]
+                phases = " / ".join(f"{r['phases'][p] / GB:.2f}" if p in r["phases"] else "-" for p in PHASES)
                 print(f"{n} | {r['rank']} | {held / GB:.3f} (w {r['weights'] / GB:.3f}, g {r['grads'] / GB:.3f}, "
                       f"AdamW {r['optimizer'] / GB:.3f}) | {state / n / GB:.3f} | {r['rss'] / GB:.2f} | "
+                      f"{r['loaded_anon'] / GB:.2f} / {r['loaded_file'] / GB:.2f} | {phases} | "
                       f"{r['peak_rss'] / GB:.2f} | {wall:.0f}")
+                sampled = ", ".join(f"{p} {r['sampled'][p][0] / GB:.2f} / {r['sampled'][p][1] / GB:.2f}"
+                                    for p in PHASES if p in r["sampled"])
+                print(f"    process {r['rank']}, largest private / file-mapped RSS sampled (GB): {sampled}")
 
 
 if __name__ == "__main__":
