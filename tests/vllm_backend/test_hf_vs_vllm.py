@@ -2,14 +2,16 @@
 float32): TOFU and a task of each request kind of the data-transformation formats (multiple choice, per-token
 cloze probability, generation), compared document by document (tests/fixtures/sample_parity.py) and on the corpus
 numbers: ROUGE and accuracies within 0.05 absolute only when a rare near-tie flipped a greedy token or letter (else
-within 1e-3), log-likelihood metrics within 1e-3; Min-K%++ is NaN on vLLM by design (no full distribution)."""
+within 1e-3), log-likelihood metrics within 1e-3; Min-K%++ is NaN on vLLM by design (no full distribution).
+The module's vLLM runs share one engine (an engine start is most of a run on these tiny tasks), built with the model
+arguments ``run_lm_eval(..., backend="vllm")`` gives lm-eval; each hf run loads the model as before."""
 
 import math
 
 import pytest
 
 from fixtures.sample_parity import NOT_ON_VLLM, allowed_flips, compare_samples
-from harness_ext.evaluate import run_lm_eval
+from harness_ext.evaluate import evaluate_lm, model_arguments, run_lm_eval
 from harness_ext.results import task_metrics
 
 TASKS = ["tofu_forget01", "tofu_mcqa", "tofu_cloze", "tofu_comprehension_qa"]
@@ -22,6 +24,22 @@ def memorised(memorised_tiny_dir):
 
 
 @pytest.fixture(scope="module")
+def vllm_lm(memorised):
+    """lm-eval's vllm backend on the memorised model, as ``run_lm_eval(memorised, ..., backend="vllm")`` builds it
+    (its model arguments, batch size 16), once for the module."""
+    from lm_eval.models.vllm_causallms import VLLM
+
+    return VLLM(**model_arguments(memorised, "vllm"), batch_size=16)
+
+
+def _vllm_run(lm, model_dir, tasks, out, metadata, **kwargs):
+    """``run_lm_eval(model_dir, tasks, out, metadata, backend="vllm", **kwargs)`` on the module's engine ``lm``: the
+    same task metadata (the model arguments under the caller's), the same lm-eval call."""
+    model_args = model_arguments(model_dir, "vllm")
+    return evaluate_lm(lm, tasks, out, {**model_args, **metadata}, model_args=model_args, **kwargs)
+
+
+@pytest.fixture(scope="module")
 def relu_data_dir(tmp_path_factory):
     from unlearn_methods.scaffolding.tofu_formats_corpus import write_formats
 
@@ -29,10 +47,10 @@ def relu_data_dir(tmp_path_factory):
 
 
 @pytest.mark.parametrize("task", TASKS)
-def test_vllm_matches_hf(task, memorised, demo_data_dir, relu_data_dir, tmp_path):
+def test_vllm_matches_hf(task, memorised, vllm_lm, demo_data_dir, relu_data_dir, tmp_path):
     meta = {"data_dir": str(demo_data_dir), "relu_data_dir": str(relu_data_dir), "relu_pair": "forget01"}
     hf_run = run_lm_eval(memorised, [task], tmp_path / "hf", meta, backend="hf", log_samples=True)
-    vl_run = run_lm_eval(memorised, [task], tmp_path / "vllm", meta, backend="vllm", log_samples=True)
+    vl_run = _vllm_run(vllm_lm, memorised, [task], tmp_path / "vllm", meta, log_samples=True)
     # Document by document: the same generations and choices (a greedy near-tie may flip one), every log-prob
     # within float32 noise, and equal per-document records where the generations agree. Margins are left out:
     # near p = 1 (a memorised model) vLLM's log p - log(1 - p) is imprecise; test_margins_vllm.py checks them.
@@ -58,9 +76,9 @@ def test_vllm_matches_hf(task, memorised, demo_data_dir, relu_data_dir, tmp_path
             assert vl[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
 
 
-def test_sampled_decoding_is_sensible(memorised, demo_data_dir, tmp_path):
+def test_sampled_decoding_is_sensible(memorised, vllm_lm, demo_data_dir, tmp_path):
     """With temperature 1 sampling, a memorised model still recalls most answers."""
-    res = run_lm_eval(memorised, ["tofu_forget01_rouge"], tmp_path, {"data_dir": str(demo_data_dir)}, backend="vllm",
-                      gen_kwargs="do_sample=True,temperature=1.0")
+    res = _vllm_run(vllm_lm, memorised, ["tofu_forget01_rouge"], tmp_path, {"data_dir": str(demo_data_dir)},
+                    gen_kwargs="do_sample=True,temperature=1.0")
     rouge = task_metrics(res)["tofu_forget01_rouge"]
     assert 0.3 < rouge["retain_rougeL_recall"] <= 1.0
