@@ -233,7 +233,13 @@ def test_resume_on_another_process_count_needs_the_same_global_batch(tmp_path: P
     from types import SimpleNamespace
 
     from unlearn_methods import training
-    from unlearn_methods.training import CONFIG_FILE, UnlearningFailed, check_global_batch, check_resume, portable_config
+    from unlearn_methods.training import (
+        CONFIG_FILE,
+        UnlearningFailed,
+        check_global_batch,
+        check_resume,
+        portable_config,
+    )
 
     def config(**options):
         return load_run_config(None, model="m", out=str(tmp_path), resume=True, **options)
