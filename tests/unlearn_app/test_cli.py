@@ -157,9 +157,9 @@ def page_tables(page: str) -> dict[str, tuple[list[str], list[float]]]:
 
 def test_the_page_has_a_whole_table_for_each_machine():
     tables = page_tables((ROOT / "docs" / "demo.md").read_text())
-    assert set(tables) == {"GenuineIntel AVX512", "AuthenticAMD"}
+    assert set(tables) == {"GenuineIntel AVX512", "AuthenticAMD", "AuthenticAMD AVX512"}
     assert all(len(rows) == 7 and len(cloze) == 3 for rows, cloze in tables.values())
-    assert tables["GenuineIntel AVX512"][0] != tables["AuthenticAMD"][0]
+    assert len({tuple(rows) for rows, _ in tables.values()}) == 3  # each machine's own numbers
 
 
 @pytest.mark.slow
@@ -172,7 +172,9 @@ def test_unlearn_demo_prints_the_table_of_its_page(demo_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     vendor, capability = this_cpu()
     tables = page_tables((ROOT / "docs" / "demo.md").read_text())
-    mine = [m for m in tables if m.split()[0] == vendor and m.split()[1:] in ([], [capability])]
+    # the table of this vendor and torch capability, else the vendor's table that names no capability
+    mine = sorted((m for m in tables if m.split()[0] == vendor and m.split()[1:] in ([], [capability])),
+                  key=lambda m: -len(m.split()))
     if not mine:
         pytest.skip(f"docs/demo.md has no demo table for this CPU ({vendor}, torch capability {capability})")
     rows, said = tables[mine[0]]
