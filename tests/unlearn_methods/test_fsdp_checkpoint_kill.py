@@ -13,6 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -54,8 +55,16 @@ def test_a_sharded_run_killed_mid_checkpoint_resumes_from_the_complete_one_befor
                 time.sleep(0.05)
             assert stalled.read_text() == "1\n", (tmp_path / "stderr").read_text()[-3000:]
         finally:
+            # torch's launcher starts each process in a session of its own: kill them by the launcher's family
+            family = psutil.Process(launcher.pid).children(recursive=True)
             os.killpg(launcher.pid, signal.SIGKILL)
+            for process in family:
+                try:
+                    process.kill()
+                except psutil.NoSuchProcess:
+                    pass
             launcher.wait()
+            psutil.wait_procs(family, timeout=30)
     checkpoints = out.with_name("sharded.partial") / "checkpoints"
     assert sorted(p.name for p in checkpoints.iterdir()) == [".writing", "checkpoint-1", "checkpoint-2"]
     staged = checkpoints / ".writing" / "checkpoint-3"  # both processes' weights, process 1's optimizer half-written
