@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from transformers import TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 from transformers.utils import (
     ADAPTER_CONFIG_NAME,
     ADAPTER_SAFE_WEIGHTS_NAME,
@@ -181,6 +181,13 @@ def complete_checkpoint(staged: Path, keep: int | None, writes: Sequence[Future]
             os.replace(old, removing)
             shutil.rmtree(removing, ignore_errors=True)
     return target
+
+
+def newest_complete(checkpoints: Path) -> Path | None:
+    """The newest complete checkpoint in the Trainer's ``checkpoints`` folder (those under ``STAGING`` are not), or
+    None: no such folder or no checkpoint in it."""
+    found = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+    return Path(found) if found else None
 
 
 def discard_incomplete(checkpoints: Path) -> list[str]:

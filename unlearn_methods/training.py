@@ -25,7 +25,6 @@ import torch
 import yaml
 from accelerate.utils import broadcast_object_list
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainingArguments
-from transformers.trainer_utils import get_last_checkpoint
 
 from unlearn_methods import all_methods, checkpoint_folder, get_method, reference, run_checkpoints
 from unlearn_methods.base import NonFiniteLossError, UnlearnMethod, UnlearnTrainer
@@ -273,16 +272,18 @@ def check_resume(cfg: RunConfig, out: Path) -> None:
 def _written_by(folder: Path) -> int | None:
     """How many processes wrote the last checkpoint of the run saved in ``folder`` (None without one): the Trainer
     writes one RNG state per process, ``rng_state_{i}.pth`` (``rng_state.pth`` alone)."""
-    last = get_last_checkpoint(str(folder / "checkpoints")) if (folder / "checkpoints").is_dir() else None
-    return None if last is None else max(1, len(list(Path(last).glob("rng_state_*.pth"))))
+    last = run_checkpoints.newest_complete(folder / "checkpoints")
+    return None if last is None else max(1, len(list(last.glob("rng_state_*.pth"))))
 
 
 def _written_with(folder: Path) -> dict[str, Any] | None:
     """``{"batch_size", "grad_accum"}`` the last checkpoint of the run in ``folder`` was written with (its
     :class:`~unlearn_methods.base.RunLayout`; None for a checkpoint without one, whose settings are the saved
     configuration's): a later try on other settings, stopped before its first checkpoint, rewrote the configuration."""
+    last = run_checkpoints.newest_complete(folder / "checkpoints")
+    if last is None:
+        return None
     try:
-        last = Path(get_last_checkpoint(str(folder / "checkpoints")))
         stored = json.loads((last / "trainer_state.json").read_text())["stateful_callbacks"]["RunLayout"]
         layout = (stored[0] if isinstance(stored, list) else stored)["attributes"]["layout"]
         values = {k: layout[k] for k in ("batch_size", "grad_accum")}
@@ -538,8 +539,9 @@ def _resume_checkpoint(checkpoints: Path) -> str | None:
     procs = main_process()
     skipped = run_checkpoints.discard_incomplete(checkpoints) if procs.is_main_process else []
     procs.wait_for_everyone()
-    resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    start = f"continuing from {Path(resume).name}" if resume else "starting from the beginning"
+    last = run_checkpoints.newest_complete(checkpoints)
+    resume = str(last) if last else None  # as the Trainer takes it
+    start = f"continuing from {last.name}" if last else "starting from the beginning"
     if skipped:
         log.warning("--resume: skipped %s, left incomplete by a run stopped while writing it; %s.",
                     " and ".join(skipped), start)
