@@ -34,9 +34,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -99,19 +96,15 @@ def config_file(loading: str, folder: Path) -> Path:
 
 def run(model: Path, dtype: str, data: Path, processes: int, out: Path, report: Path, threads: int,
         config: Path, mmap_threshold: int | None) -> float:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-           "HF_HUB_OFFLINE": "1", **({"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else {})}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(config), "--num_processes",
-               str(processes), "--mixed_precision", "no", "--main_process_port", str(port), str(FSDP_ON_CPU), "run",
-               "--method", "graddiff", "--full", "--model", str(model), "--dtype", dtype, "--data", "tofu",
-               "--data-dir", str(data), "--forget", "forget01", "--retain", "retain99", "--batch-size", "1",
+    from fixtures.commands import launch
+
+    env = {"PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
+           **({"MALLOC_MMAP_THRESHOLD_": str(mmap_threshold)} if mmap_threshold else {})}
+    command = ["unlearn", "run", "--method", "graddiff", "--full", "--model", str(model), "--dtype", dtype, "--data",
+               "tofu", "--data-dir", str(data), "--forget", "forget01", "--retain", "retain99", "--batch-size", "1",
                "--epochs", "1", "--max-length", "64", "--lr", "1e-5", "--save-steps", "1000", "--quiet", "--out", str(out)]
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    done = launch(command, processes, env=env, timeout=None, script=str(FSDP_ON_CPU), config_file=str(config))
     if done.returncode:
         sys.exit(f"the {processes}-process run failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start

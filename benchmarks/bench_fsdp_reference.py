@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,20 +35,16 @@ MAX_LENGTH = 64
 
 def launch(model: Path, data: Path, processes: int, epochs: int, out: Path, report: Path, whole: bool,
            threads: int) -> float:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "ACCELERATE_USE_CPU": "true", "PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads),
-           "PYTHONPATH": os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p),
-           "HF_HUB_OFFLINE": "1", **({"FSDP_ON_CPU_WHOLE_REFERENCE": "1"} if whole else {})}
-    command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(CONFIG), "--num_processes",
-               str(processes), "--mixed_precision", "no", "--main_process_port", str(port), str(FSDP_ON_CPU), "run",
-               "--method", "kl", "--full", "--model", str(model), "--dtype", "auto", "--data", "tofu",
+    from fixtures.commands import launch as launch_unlearn
+
+    env = {"PROBE_MEMORY": str(report), "OMP_NUM_THREADS": str(threads), "HF_HUB_OFFLINE": "1",
+           **({"FSDP_ON_CPU_WHOLE_REFERENCE": "1"} if whole else {})}
+    command = ["unlearn", "run", "--method", "kl", "--full", "--model", str(model), "--dtype", "auto", "--data", "tofu",
                "--data-dir", str(data), "--forget", "forget01", "--retain", "retain99", "--batch-size", "1",
                "--epochs", str(epochs), "--max-length", str(MAX_LENGTH), "--lr", "1e-5", "--save-steps", "1000",
                "--quiet", "--out", str(out)]
     start = time.perf_counter()
-    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    done = launch_unlearn(command, processes, env=env, timeout=None, script=str(FSDP_ON_CPU), config_file=str(CONFIG))
     if done.returncode:
         sys.exit(f"the {processes}-process run failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - start
