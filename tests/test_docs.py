@@ -214,7 +214,9 @@ def _subparsers(parser) -> dict:
 
 
 def _known_flags() -> set[str]:
-    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` (read from its CLI sources) and of benchmarks/."""
+    """Every flag of an ``unlearn`` subcommand, of ``lm_eval`` and ``accelerate launch`` (read from their CLI sources)
+    and of benchmarks/."""
+    import accelerate.commands.launch
     import lm_eval
 
     from unlearn_app.cli import build_parser
@@ -226,7 +228,7 @@ def _known_flags() -> set[str]:
         flags |= set(parser._option_string_actions)
         todo += list(_subparsers(parser).values())
     sources = [*Path(lm_eval.__file__).parent.glob("_cli/*.py"), Path(lm_eval.__file__).parent / "__main__.py",
-               *(ROOT / "benchmarks").glob("*.py")]
+               Path(accelerate.commands.launch.__file__), *(ROOT / "benchmarks").glob("*.py")]
     for source in sources:
         if source.is_file():
             flags |= set(re.findall(r"[\"'](--[\w-]+)[\"']", source.read_text()))
